@@ -1,0 +1,31 @@
+# Serin — build, test and generate. Every target works on a fresh machine with the Rust toolchain.
+CARGO ?= cargo
+CRD_FILES := artifacts/crds/serin.yaml charts/serin/crds/serin.yaml
+
+.PHONY: test fmt-check clippy unit crds demo doc
+
+## make test: formatting check, clippy with warnings as errors, then every test in the workspace.
+test: fmt-check clippy unit
+
+fmt-check:
+	$(CARGO) fmt --all -- --check
+
+clippy:
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+unit:
+	$(CARGO) test --workspace --all-targets
+	$(CARGO) test --workspace --doc
+
+## make crds: regenerate the CRD manifests from the Rust types.
+crds:
+	$(CARGO) run -q -p serin-api --bin serin-crdgen > artifacts/crds/serin.yaml
+	cp artifacts/crds/serin.yaml charts/serin/crds/serin.yaml
+
+## make demo: replays a progressive canary through the decision core, tick by tick, with no cluster.
+demo:
+	$(CARGO) run -q -p serin-core --example timeline
+
+## make doc: API documentation of the workspace crates.
+doc:
+	$(CARGO) doc --workspace --no-deps

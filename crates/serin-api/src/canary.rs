@@ -1,0 +1,825 @@
+//! The `Canary` custom resource: Flagger's v1beta1 fields plus Argo Rollouts-style extensions.
+
+use crate::mesh::{
+    CorsPolicy, Headers, HttpMatchRequest, HttpRequestMirrorFilter, HttpRetry, HttpRewrite,
+    ParentReference, TrafficPolicy,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Desired state of a progressive delivery: which workload to release and how to analyse it.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "serin.dev",
+    version = "v1beta1",
+    kind = "Canary",
+    plural = "canaries",
+    namespaced,
+    status = "CanaryStatus",
+    category = "all",
+    doc = "Canary releases a Deployment progressively: traffic moves to the new version step by step while metrics and webhooks are checked.",
+    printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Weight","type":"integer","jsonPath":".status.canaryWeight"}"#,
+    printcolumn = r#"{"name":"Suspended","type":"boolean","jsonPath":".spec.suspend","priority":1}"#,
+    printcolumn = r#"{"name":"FailedChecks","type":"integer","jsonPath":".status.failedChecks","priority":1}"#,
+    printcolumn = r#"{"name":"Interval","type":"string","jsonPath":".spec.analysis.interval","priority":1}"#,
+    printcolumn = r#"{"name":"Mirror","type":"boolean","jsonPath":".spec.analysis.mirror","priority":1}"#,
+    printcolumn = r#"{"name":"StepWeight","type":"string","jsonPath":".spec.analysis.stepWeight","priority":1}"#,
+    printcolumn = r#"{"name":"StepWeights","type":"string","jsonPath":".spec.analysis.stepWeights","priority":1}"#,
+    printcolumn = r#"{"name":"MaxWeight","type":"string","jsonPath":".spec.analysis.maxWeight","priority":1}"#,
+    printcolumn = r#"{"name":"LastTransitionTime","type":"string","jsonPath":".status.lastTransitionTime"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct CanarySpec {
+    /// Routing provider for this canary (default: the operator's `--mesh-provider`, `istio`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Prometheus URL for builtin and inline-query metrics (default: the operator's `--metrics-server`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_server: Option<String>,
+    /// The workload under release.
+    pub target_ref: LocalObjectReference,
+    /// HorizontalPodAutoscaler (autoscaling/v2) of the target; cloned as `<name>-primary`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaler_ref: Option<AutoscalerReference>,
+    /// Ingress reference (NGINX provider only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingress_ref: Option<LocalObjectReference>,
+    /// ApisixRoute reference (APISIX provider only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_ref: Option<LocalObjectReference>,
+    /// Gloo Upstream reference (Gloo provider only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_ref: Option<CrossNamespaceObjectReference>,
+    /// The Services and routing rules generated for the target.
+    pub service: CanaryService,
+    /// How the new version is analysed and promoted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<CanaryAnalysis>,
+    /// Deprecated alias of `analysis`, used only when `analysis` is absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary_analysis: Option<CanaryAnalysis>,
+    /// Seconds the canary or primary may take to make progress before the release fails (default 600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress_deadline_seconds: Option<i32>,
+    /// Promote new revisions without analysis.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_analysis: Option<bool>,
+    /// Restore the target and the routing objects when the Canary is deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revert_on_deletion: Option<bool>,
+    /// Skip every tick; an in-flight release freezes where it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+}
+
+/// Reference to an object in the Canary's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalObjectReference {
+    /// API version of the referent, e.g. `apps/v1`.
+    #[serde(default)]
+    pub api_version: String,
+    /// Kind of the referent, e.g. `Deployment`.
+    #[serde(default)]
+    pub kind: String,
+    /// Name of the referent.
+    #[serde(default)]
+    pub name: String,
+}
+
+/// Reference to an object that may live in another namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CrossNamespaceObjectReference {
+    /// API version of the referent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// Kind of the referent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Name of the referent.
+    pub name: String,
+    /// Namespace of the referent (default: the Canary's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+/// Reference to the target's autoscaler.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AutoscalerReference {
+    /// API version, e.g. `autoscaling/v2`.
+    #[serde(default)]
+    pub api_version: String,
+    /// `HorizontalPodAutoscaler` (or `ScaledObject` for KEDA).
+    #[serde(default)]
+    pub kind: String,
+    /// Name of the autoscaler.
+    #[serde(default)]
+    pub name: String,
+    /// KEDA only: replacement queries for the primary's ScaledObject.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary_scaler_queries: Option<BTreeMap<String, String>>,
+    /// Replica bounds for the primary's autoscaler, overriding the target's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary_scaler_replicas: Option<ScalerReplicas>,
+}
+
+/// Replica bounds for an autoscaler.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ScalerReplicas {
+    /// Lower bound, at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_replicas: Option<i32>,
+    /// Upper bound, at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_replicas: Option<i32>,
+}
+
+/// Labels and annotations put on a generated object.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CustomMetadata {
+    /// Labels to set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<BTreeMap<String, String>>,
+    /// Annotations to set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<BTreeMap<String, String>>,
+}
+
+/// Label and annotation keys the operator must leave alone on generated Services.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UnmanagedMetadata {
+    /// Annotation keys owned by someone else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Vec<String>>,
+    /// Label keys owned by someone else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Vec<String>>,
+}
+
+/// The apex, `-primary` and `-canary` Services and the routing rules generated for them.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CanaryService {
+    /// Apex Service name (default: `targetRef.name`); also the VirtualService name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// ClusterIP port of the Services.
+    pub port: i32,
+    /// Name of the Service port (default `http`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port_name: Option<String>,
+    /// Container port number or name (default: `port`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_port: Option<IntOrString>,
+    /// appProtocol of the main port; `tcp` makes Istio route at L4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_protocol: Option<String>,
+    /// `PreferClose`, `PreferSameZone` or `PreferSameNode`, copied to the Services.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic_distribution: Option<String>,
+    /// Also expose every other container port of the target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port_discovery: Option<bool>,
+    /// Make the generated Services headless (`clusterIP: None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headless: Option<bool>,
+    /// Istio route timeout, e.g. `30s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// Gateway API backend request timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_timeout: Option<String>,
+    /// Istio gateways of the VirtualService (default `["mesh"]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateways: Option<Vec<String>>,
+    /// Gateway API parents of the HTTPRoute (at most 32).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_refs: Option<Vec<ParentReference>>,
+    /// Hosts of the VirtualService; the apex name is always added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hosts: Option<Vec<String>>,
+    /// Generate an Istio delegate VirtualService (no hosts or gateways).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegation: Option<bool>,
+    /// Istio traffic policy for both DestinationRules.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic_policy: Option<TrafficPolicy>,
+    /// Conditions on the generated HTTP routes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub r#match: Option<Vec<HttpMatchRequest>>,
+    /// URI and authority rewrite.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewrite: Option<HttpRewrite>,
+    /// Retry policy of the routes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<HttpRetry>,
+    /// Request and response header operations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<Headers>,
+    /// Gateway API request mirroring filters (Istio mirroring is `analysis.mirror`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirror: Option<Vec<HttpRequestMirrorFilter>>,
+    /// CORS policy of the routes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cors_policy: Option<CorsPolicy>,
+    /// App Mesh mesh name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mesh_name: Option<String>,
+    /// App Mesh backends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backends: Option<Vec<String>>,
+    /// Metadata for the apex Service (and the VirtualService).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apex: Option<CustomMetadata>,
+    /// Metadata for the `-primary` Service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary: Option<CustomMetadata>,
+    /// Metadata for the `-canary` Service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<CustomMetadata>,
+    /// Keys on generated Services that the operator must not touch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unmanaged_metadata: Option<UnmanagedMetadata>,
+}
+
+/// How a new revision is analysed: the interval, the failure threshold, the strategy and its checks.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CanaryAnalysis {
+    /// Period of one analysis tick, e.g. `1m` or `30s` (default 60s, at least 10s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<String>,
+    /// Failed checks that trigger a rollback (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<i32>,
+    /// Analysis iterations for A/B testing and blue/green.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iterations: Option<i32>,
+    /// Highest canary weight before promotion (default 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_weight: Option<i32>,
+    /// Canary weight added each tick.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_weight: Option<i32>,
+    /// Explicit ascending ladder of canary weights.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_weights: Option<Vec<i32>>,
+    /// Canary weight removed each tick while promoting (default: all at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_weight_promotion: Option<i32>,
+    /// Shadow traffic to the canary before shifting weight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirror: Option<bool>,
+    /// Percentage of requests mirrored (default: all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirror_weight: Option<i32>,
+    /// Percent of primary replicas that must be available (default 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary_ready_threshold: Option<i32>,
+    /// Percent of canary replicas that must be available (default 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary_ready_threshold: Option<i32>,
+    /// A/B routing conditions: only matching requests reach the canary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub r#match: Option<Vec<HttpMatchRequest>>,
+    /// Metric checks run at every tick.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<Vec<CanaryMetric>>,
+    /// Webhooks: gates, load tests, notifications.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhooks: Option<Vec<CanaryWebhook>>,
+    /// Alerts sent through AlertProviders.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alerts: Option<Vec<CanaryAlert>>,
+    /// Cookie-based session affinity to the canary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_affinity: Option<SessionAffinity>,
+    /// Explicit steps (setWeight, pause, setCanaryScale), instead of stepWeight/stepWeights/iterations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<Vec<CanaryStep>>,
+    /// Scale the primary down as traffic moves to the canary, to save replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic_stable_scale: Option<bool>,
+    /// Seconds to keep the canary running after a rollback (0 = keep it running).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abort_scale_down_delay_seconds: Option<i32>,
+    /// Blue/green: promote without a manual promote (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_promotion_enabled: Option<bool>,
+    /// Blue/green: promote automatically this many seconds after the analysis finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_promotion_seconds: Option<i32>,
+    /// Blue/green: run the preview (canary) with this many replicas until promotion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview_replica_count: Option<i32>,
+    /// Seconds to keep the canary running after traffic is back on the promoted primary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_down_delay_seconds: Option<i32>,
+}
+
+/// One explicit step; exactly one of its fields is set.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CanaryStep {
+    /// Route this percentage of traffic to the canary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_weight: Option<i32>,
+    /// Wait: for `duration`, or until promoted when `duration` is absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause: Option<PauseStep>,
+    /// Scale the canary independently of its traffic weight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_canary_scale: Option<SetCanaryScale>,
+}
+
+/// A pause step: `{}` waits for a promote, `{duration: 30s}` waits that long.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PauseStep {
+    /// Seconds as an integer, or a string with s/m/h units such as `90s`, `5m`, `1h30m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<IntOrString>,
+}
+
+/// Canary replica count for the following steps; exactly one field is set.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SetCanaryScale {
+    /// An absolute replica count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// A percentage of the target's replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<i32>,
+    /// Go back to scaling with the traffic weight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub match_traffic_weight: Option<bool>,
+}
+
+/// A metric check: a builtin, an inline query or a MetricTemplate, with its accepted range.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CanaryMetric {
+    /// Unique name; `request-success-rate` and `request-duration` are builtins.
+    pub name: String,
+    /// Query window, e.g. `1m` (builtins default to `1m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<String>,
+    /// Deprecated single bound; use `thresholdRange`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<f64>,
+    /// Inclusive range of accepted values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold_range: Option<ThresholdRange>,
+    /// Deprecated inline PromQL; use a MetricTemplate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// MetricTemplate that holds the query.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_ref: Option<CrossNamespaceObjectReference>,
+    /// Values for `{{ variables.<key> }}` in the template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_variables: Option<BTreeMap<String, String>>,
+    /// What an empty or NaN result means: `fail` (default) or `ignore` for idle services.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_data: Option<String>,
+}
+
+/// Inclusive bounds of an accepted metric value.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThresholdRange {
+    /// Lowest accepted value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    /// Highest accepted value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+}
+
+/// A webhook called during the release.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CanaryWebhook {
+    /// Unique name.
+    pub name: String,
+    /// When it is called: `confirm-rollout`, `pre-rollout`, `rollout` (default), `confirm-traffic-increase`,
+    /// `confirm-promotion`, `post-rollout`, `rollback` or `event`.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+    /// Absolute http(s) URL.
+    pub url: String,
+    /// Request timeout, e.g. `30s` (default 10s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// Extra key/values forwarded in the payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<BTreeMap<String, String>>,
+    /// Do not send "waiting for approval" alerts for this gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mute_alert: Option<bool>,
+    /// Extra attempts on retryable errors (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<i32>,
+    /// Skip TLS verification.
+    #[serde(default, rename = "disableTLS", skip_serializing_if = "Option::is_none")]
+    pub disable_tls: Option<bool>,
+}
+
+/// An alert sent through an AlertProvider.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CanaryAlert {
+    /// Name of the alert.
+    pub name: String,
+    /// Lowest severity sent: `info`, `warn` or `error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub severity: Option<String>,
+    /// The AlertProvider to use.
+    pub provider_ref: CrossNamespaceObjectReference,
+}
+
+/// Cookie-based session affinity: a user who reached the canary keeps reaching it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionAffinity {
+    /// Cookie that pins a user to the canary.
+    pub cookie_name: String,
+    /// Cookie that pins a user to the primary; must differ from `cookieName`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary_cookie_name: Option<String>,
+    /// Cookie domain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+    /// Cookie HttpOnly flag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_only: Option<bool>,
+    /// Cookie lifetime in seconds (default 86400).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age: Option<i32>,
+    /// Cookie Partitioned flag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitioned: Option<bool>,
+    /// Cookie path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// `Strict`, `Lax` or `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_site: Option<String>,
+    /// Cookie Secure flag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secure: Option<bool>,
+}
+
+/// Phase of a canary release, as Flagger names them.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum Phase {
+    /// First seen; the primary is being created.
+    Initializing,
+    /// The primary serves all traffic; waiting for a new revision.
+    Initialized,
+    /// A confirm-rollout gate holds the new revision.
+    Waiting,
+    /// The new revision is being analysed.
+    Progressing,
+    /// Analysis done; a confirm-promotion gate or a manual promote is awaited.
+    WaitingPromotion,
+    /// The primary is being updated to the new revision.
+    Promoting,
+    /// Traffic is back on the primary; the canary is drained next.
+    Finalising,
+    /// The new revision was promoted.
+    Succeeded,
+    /// The new revision was rolled back.
+    Failed,
+    /// The Canary is being deleted and its objects reverted.
+    Terminating,
+    /// Reverting after deletion finished.
+    Terminated,
+}
+
+impl Phase {
+    /// Whether a release is in flight in this phase (ticks run at every interval).
+    pub fn is_in_flight(self) -> bool {
+        matches!(
+            self,
+            Phase::Waiting
+                | Phase::Progressing
+                | Phase::WaitingPromotion
+                | Phase::Promoting
+                | Phase::Finalising
+        )
+    }
+
+    /// The phase name as written in status.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Initializing => "Initializing",
+            Phase::Initialized => "Initialized",
+            Phase::Waiting => "Waiting",
+            Phase::Progressing => "Progressing",
+            Phase::WaitingPromotion => "WaitingPromotion",
+            Phase::Promoting => "Promoting",
+            Phase::Finalising => "Finalising",
+            Phase::Succeeded => "Succeeded",
+            Phase::Failed => "Failed",
+            Phase::Terminating => "Terminating",
+            Phase::Terminated => "Terminated",
+        }
+    }
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Observed state of a release, written only by the operator.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CanaryStatus {
+    /// Current phase of the release.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// Generation of the spec this status was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Traffic percentage on the canary, as last set by the operator.
+    #[serde(default)]
+    pub canary_weight: i32,
+    /// Failed checks in the current run.
+    #[serde(default)]
+    pub failed_checks: i32,
+    /// Iterations done in the current run (A/B and blue/green).
+    #[serde(default)]
+    pub iterations: i32,
+    /// Revision (pod template hash) of the target when last synced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_applied_spec: Option<String>,
+    /// Revision last promoted to the primary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_promoted_spec: Option<String>,
+    /// Checksums of tracked ConfigMaps and Secrets, keyed `configmap/<name>` or `secret/<name>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracked_configs: Option<BTreeMap<String, String>>,
+    /// When a status field other than the bookkeeping times last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+    /// `name=value` cookie pinning users to the canary in the current run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_affinity_cookie: Option<String>,
+    /// `name=value` cookie pinning users to the primary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary_session_affinity_cookie: Option<String>,
+    /// Canary cookie of the previous run, expired by the router.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_session_affinity_cookie: Option<String>,
+    /// The `Promoted` condition.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<CanaryCondition>,
+    /// Index of the step being executed (steps strategy); equal to the step count when all are done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_step_index: Option<i32>,
+    /// When the current step, pause or timed wait started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_start_time: Option<Time>,
+    /// When the last analysis tick ran; the next one is due one interval later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_tick_time: Option<Time>,
+    /// The last result of each metric check in the current run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metric_checks: Vec<MetricCheckStatus>,
+    /// Manual requests (promote, abort, retry) already acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handled_requests: Option<HandledRequests>,
+    /// Why the release cannot proceed (invalid spec, missing object), with the fix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// A status condition, shaped like Flagger's.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CanaryCondition {
+    /// Condition type; `Promoted`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// When the condition was last written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_update_time: Option<Time>,
+    /// When `status` last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+    /// The phase name.
+    pub reason: String,
+    /// A human-readable explanation.
+    #[serde(default)]
+    pub message: String,
+}
+
+/// The last evaluation of one metric check.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricCheckStatus {
+    /// Name of the metric in `analysis.metrics`.
+    pub name: String,
+    /// Value returned by the query; absent when there was no data or an error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    /// Whether the value was accepted.
+    pub passed: bool,
+    /// What was checked, and why it failed.
+    #[serde(default)]
+    pub message: String,
+    /// When it was evaluated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<Time>,
+}
+
+/// Tokens of the manual requests already acted on; a request with a new token is acted on once.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HandledRequests {
+    /// Token of the last handled `promote`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promote: Option<String>,
+    /// Token of the last handled `promote --full`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promote_full: Option<String>,
+    /// Token of the last handled `abort`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abort: Option<String>,
+    /// Token of the last handled `retry`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<String>,
+}
+
+/// Annotation holding the token of the latest `promote` request (e.g. a timestamp).
+pub const PROMOTE_ANNOTATION: &str = "serin.dev/promote";
+/// Annotation holding the token of the latest `promote --full` request.
+pub const PROMOTE_FULL_ANNOTATION: &str = "serin.dev/promote-full";
+/// Annotation holding the token of the latest `abort` request.
+pub const ABORT_ANNOTATION: &str = "serin.dev/abort";
+/// Annotation holding the token of the latest `retry` request.
+pub const RETRY_ANNOTATION: &str = "serin.dev/retry";
+
+/// Release strategy derived from the analysis fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// Progressive weights from stepWeight/maxWeight or stepWeights.
+    Canary,
+    /// Explicit `steps`.
+    Steps,
+    /// A/B testing: `match` plus `iterations`.
+    AbTesting,
+    /// Blue/green: `iterations` without `match`.
+    BlueGreen,
+}
+
+impl Strategy {
+    /// Lower-case name used in events and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Canary => "canary",
+            Strategy::Steps => "steps",
+            Strategy::AbTesting => "ab-testing",
+            Strategy::BlueGreen => "blue-green",
+        }
+    }
+}
+
+/// Default analysis interval when none (or an unparseable one) is given.
+pub const DEFAULT_INTERVAL_SECONDS: u64 = 60;
+/// Shortest interval the operator runs at.
+pub const MIN_INTERVAL_SECONDS: u64 = 10;
+/// Default `progressDeadlineSeconds`.
+pub const DEFAULT_PROGRESS_DEADLINE_SECONDS: i32 = 600;
+
+impl CanarySpec {
+    /// The analysis in effect: `analysis`, else the deprecated `canaryAnalysis`.
+    pub fn analysis(&self) -> Option<&CanaryAnalysis> {
+        self.analysis.as_ref().or(self.canary_analysis.as_ref())
+    }
+
+    /// Whether new revisions are promoted without analysis.
+    pub fn skips_analysis(&self) -> bool {
+        self.skip_analysis.unwrap_or(false) || self.analysis().is_none()
+    }
+
+    /// Apex Service name: `service.name` or the target's name.
+    pub fn service_name(&self) -> &str {
+        self.service
+            .name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .unwrap_or(&self.target_ref.name)
+    }
+
+    /// `progressDeadlineSeconds`, defaulted to 600.
+    pub fn progress_deadline_seconds(&self) -> i32 {
+        self.progress_deadline_seconds
+            .unwrap_or(DEFAULT_PROGRESS_DEADLINE_SECONDS)
+    }
+
+    /// Whether every tick is skipped.
+    pub fn is_suspended(&self) -> bool {
+        self.suspend.unwrap_or(false)
+    }
+}
+
+impl CanaryAnalysis {
+    /// The strategy these fields select (steps, A/B, blue/green or progressive canary).
+    pub fn strategy(&self) -> Strategy {
+        let iterations = self.iterations.unwrap_or(0);
+        if self.steps.as_ref().is_some_and(|s| !s.is_empty()) {
+            Strategy::Steps
+        } else if iterations > 0 && self.r#match.as_ref().is_some_and(|m| !m.is_empty()) {
+            Strategy::AbTesting
+        } else if iterations > 0 {
+            Strategy::BlueGreen
+        } else {
+            Strategy::Canary
+        }
+    }
+
+    /// Tick period in seconds: the parsed interval, 60 when absent or unparseable, at least 10.
+    pub fn interval_seconds(&self) -> u64 {
+        self.interval
+            .as_deref()
+            .and_then(crate::duration::parse_interval)
+            .unwrap_or(DEFAULT_INTERVAL_SECONDS)
+            .max(MIN_INTERVAL_SECONDS)
+    }
+
+    /// Failed checks that trigger a rollback; 1 when unset or not positive.
+    pub fn threshold(&self) -> i32 {
+        self.threshold.filter(|t| *t > 0).unwrap_or(1)
+    }
+
+    /// Iterations for A/B and blue/green (0 when unset).
+    pub fn iterations(&self) -> i32 {
+        self.iterations.unwrap_or(0)
+    }
+
+    /// Whether traffic mirroring is on.
+    pub fn mirror(&self) -> bool {
+        self.mirror.unwrap_or(false)
+    }
+
+    /// The steps, or an empty slice.
+    pub fn steps(&self) -> &[CanaryStep] {
+        self.steps.as_deref().unwrap_or(&[])
+    }
+
+    /// The metrics, or an empty slice.
+    pub fn metrics(&self) -> &[CanaryMetric] {
+        self.metrics.as_deref().unwrap_or(&[])
+    }
+
+    /// The webhooks, or an empty slice.
+    pub fn webhooks(&self) -> &[CanaryWebhook] {
+        self.webhooks.as_deref().unwrap_or(&[])
+    }
+
+    /// Percent of primary replicas that must be available (default 100).
+    pub fn primary_ready_threshold(&self) -> i32 {
+        self.primary_ready_threshold.unwrap_or(100)
+    }
+
+    /// Percent of canary replicas that must be available (default 100).
+    pub fn canary_ready_threshold(&self) -> i32 {
+        self.canary_ready_threshold.unwrap_or(100)
+    }
+
+    /// Whether blue/green promotion happens without a manual promote (default true).
+    pub fn auto_promotion_enabled(&self) -> bool {
+        self.auto_promotion_enabled.unwrap_or(true)
+    }
+}
+
+impl CanaryWebhook {
+    /// The hook type, with an empty or absent type read as `rollout`.
+    pub fn hook_type(&self) -> Option<crate::HookType> {
+        crate::HookType::parse(self.type_.as_deref().unwrap_or(""))
+    }
+}
+
+impl CanaryMetric {
+    /// Whether an empty or NaN result passes (`noData: ignore`).
+    pub fn ignores_no_data(&self) -> bool {
+        self.no_data.as_deref() == Some("ignore")
+    }
+}

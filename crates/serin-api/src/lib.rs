@@ -1,0 +1,26 @@
+//! Serin's custom resources (API group `serin.dev`, version `v1beta1`): `Canary`, `MetricTemplate` and
+//! `AlertProvider`, their defaults, `validate`, and the generated CRD manifests.
+//!
+//! Field names follow Flagger's v1beta1 API so existing manifests carry over; extensions take the
+//! names Argo Rollouts uses (`steps`, `setWeight`, `pause`, `setCanaryScale`, `dynamicStableScale`, ...).
+
+pub mod alert_provider;
+pub mod canary;
+pub mod crd;
+pub mod duration;
+pub mod hooks;
+pub mod mesh;
+pub mod metric_template;
+pub mod schema;
+pub mod validate;
+
+pub use alert_provider::{AlertProvider, AlertProviderSpec};
+pub use canary::*;
+pub use hooks::HookType;
+pub use metric_template::{MetricProvider, MetricTemplate, MetricTemplateSpec};
+pub use validate::{FieldError, validate};
+
+/// API group of every Serin resource.
+pub const GROUP: &str = "serin.dev";
+/// API version of every Serin resource.
+pub const VERSION: &str = "v1beta1";

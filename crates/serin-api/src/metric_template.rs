@@ -1,0 +1,83 @@
+//! The `MetricTemplate` resource: a reusable query against a metrics provider.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A query template and the provider it runs against.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "serin.dev",
+    version = "v1beta1",
+    kind = "MetricTemplate",
+    plural = "metrictemplates",
+    namespaced,
+    status = "MetricTemplateStatus",
+    category = "all",
+    doc = "MetricTemplate holds a metric query, rendered with the canary's name, namespace, target, service and interval.",
+    printcolumn = r#"{"name":"Provider","type":"string","jsonPath":".spec.provider.type"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricTemplateSpec {
+    /// Where the query runs.
+    pub provider: MetricProvider,
+    /// The query, with `{{ name }}`, `{{ namespace }}`, `{{ target }}`, `{{ service }}`, `{{ ingress }}`,
+    /// `{{ route }}`, `{{ interval }}` and `{{ variables.<key> }}` placeholders.
+    pub query: String,
+}
+
+/// A metrics backend.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricProvider {
+    /// `prometheus`, `influxdb`, `datadog`, `externalmetrics`, `stackdriver`, `cloudwatch`, `newrelic`,
+    /// `graphite`, `dynatrace`, `keptn` or `splunk`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// API URL (required for Prometheus).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// HTTP headers sent with each query.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, Vec<String>>>,
+    /// Secret in the template's namespace with credentials (`token`, or `username` and `password`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<SecretReference>,
+    /// Cloud region (CloudWatch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// Skip TLS verification.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub insecure_skip_verify: Option<bool>,
+}
+
+/// Reference to a Secret in the same namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct SecretReference {
+    /// Name of the Secret.
+    pub name: String,
+}
+
+/// Observed state of a MetricTemplate (kept for Flagger compatibility).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct MetricTemplateStatus {
+    /// Conditions, currently not written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<crate::CanaryCondition>,
+}
+
+/// Metric provider types a MetricTemplate may name.
+pub const METRIC_PROVIDER_TYPES: [&str; 11] = [
+    "prometheus",
+    "influxdb",
+    "datadog",
+    "externalmetrics",
+    "stackdriver",
+    "cloudwatch",
+    "newrelic",
+    "graphite",
+    "dynatrace",
+    "keptn",
+    "splunk",
+];

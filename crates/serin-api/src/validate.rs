@@ -1,0 +1,669 @@
+//! Checks a Canary (and MetricTemplate, AlertProvider) and reports every problem with its field path
+//! and what to write instead.
+
+use crate::duration::{parse_interval, parse_pause_duration};
+use crate::mesh::{HttpMatchRequest, StringMatch};
+use crate::{
+    AlertProvider, Canary, CanaryAnalysis, CanaryMetric, CanarySpec, CanaryStep, HookType,
+    MetricTemplate, Strategy,
+};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use std::collections::{BTreeMap, HashSet};
+
+/// One problem in a resource: where it is and how to fix it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    /// JSON path of the field, e.g. `spec.analysis.maxWeight`.
+    pub path: String,
+    /// What is wrong and what to write instead.
+    pub message: String,
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// Routing providers Flagger's Canary accepts in `spec.provider`.
+pub const PROVIDERS: [&str; 19] = [
+    "apisix",
+    "appmesh",
+    "appmesh:v1beta2",
+    "contour",
+    "gatewayapi:v1",
+    "gatewayapi:v1beta1",
+    "gloo",
+    "istio",
+    "knative",
+    "kubernetes",
+    "kuma",
+    "linkerd",
+    "nginx",
+    "osm",
+    "skipper",
+    "smi:v1alpha1",
+    "smi:v1alpha2",
+    "smi:v1alpha3",
+    "traefik",
+];
+
+/// Metric names evaluated without a template.
+pub const BUILTIN_METRICS: [&str; 2] = ["request-success-rate", "request-duration"];
+
+#[derive(Default)]
+struct Report {
+    errors: Vec<FieldError>,
+}
+
+impl Report {
+    fn add(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.errors.push(FieldError {
+            path: path.into(),
+            message: message.into(),
+        });
+    }
+
+    fn range(&mut self, path: &str, value: Option<i32>, min: i32, max: i32, example: &str) {
+        if let Some(v) = value
+            && !(min..=max).contains(&v)
+        {
+            self.add(
+                path,
+                format!("{v} is out of range; write a whole number from {min} to {max}, e.g. {example}"),
+            );
+        }
+    }
+
+    fn not_negative(&mut self, path: &str, value: Option<i32>) {
+        if let Some(v) = value
+            && v < 0
+        {
+            self.add(path, format!("{v} is negative; write 0 or more seconds"));
+        }
+    }
+
+    fn interval(&mut self, path: &str, value: Option<&str>) {
+        if let Some(text) = value
+            && parse_interval(text).is_none()
+        {
+            self.add(
+                path,
+                format!("cannot parse {text:?}; write a number followed by s, m or h, e.g. \"30s\" or \"1m\""),
+            );
+        }
+    }
+
+    fn url(&mut self, path: &str, value: &str) {
+        if !is_absolute_http_url(value) {
+            self.add(
+                path,
+                format!("{value:?} is not an absolute URL; write http:// or https:// followed by a host, e.g. \"http://loadtester.test/\""),
+            );
+        }
+    }
+
+    fn string_match(&mut self, path: &str, m: &StringMatch) {
+        if m.kinds_set() != 1 {
+            self.add(
+                path,
+                "set exactly one of exact, prefix, suffix or regex, e.g. {exact: \"insider\"}",
+            );
+        }
+    }
+
+    fn string_matches(&mut self, path: &str, map: Option<&BTreeMap<String, StringMatch>>) {
+        for (key, m) in map.into_iter().flatten() {
+            self.string_match(&format!("{path}.{key}"), m);
+        }
+    }
+
+    fn http_matches(&mut self, path: &str, matches: Option<&Vec<HttpMatchRequest>>) {
+        for (i, m) in matches.into_iter().flatten().enumerate() {
+            let p = format!("{path}[{i}]");
+            for (field, sm) in [
+                ("uri", &m.uri),
+                ("scheme", &m.scheme),
+                ("method", &m.method),
+                ("authority", &m.authority),
+            ] {
+                if let Some(sm) = sm {
+                    self.string_match(&format!("{p}.{field}"), sm);
+                }
+            }
+            self.string_matches(&format!("{p}.headers"), m.headers.as_ref());
+            self.string_matches(&format!("{p}.queryParams"), m.query_params.as_ref());
+            self.string_matches(&format!("{p}.withoutHeaders"), m.without_headers.as_ref());
+        }
+    }
+}
+
+/// Whether `text` is an absolute `http://` or `https://` URL with a host.
+pub fn is_absolute_http_url(text: &str) -> bool {
+    let rest = text
+        .strip_prefix("http://")
+        .or_else(|| text.strip_prefix("https://"));
+    match rest {
+        Some(rest) => {
+            let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+            !host.is_empty() && !host.starts_with(':') && !host.contains(char::is_whitespace)
+        }
+        None => false,
+    }
+}
+
+/// Checks a Canary and returns every problem found; an empty list means it can be run.
+pub fn validate(canary: &Canary) -> Vec<FieldError> {
+    let mut report = Report::default();
+    validate_spec(&canary.spec, &mut report);
+    report.errors
+}
+
+fn validate_spec(spec: &CanarySpec, r: &mut Report) {
+    if let Some(provider) = spec.provider.as_deref()
+        && !provider.is_empty()
+        && !PROVIDERS.contains(&provider)
+    {
+        r.add(
+            "spec.provider",
+            format!("unknown provider {provider:?}; write one of {}", PROVIDERS.join(", ")),
+        );
+    }
+    if let Some(url) = spec.metrics_server.as_deref() {
+        r.url("spec.metricsServer", url);
+    }
+
+    let target = &spec.target_ref;
+    if target.name.is_empty() {
+        r.add(
+            "spec.targetRef.name",
+            "missing; write the name of the Deployment to release",
+        );
+    }
+    if target.kind != "Deployment" {
+        r.add(
+            "spec.targetRef.kind",
+            format!("{:?} is not supported; write kind: Deployment (DaemonSet and Service targets are not supported yet)", target.kind),
+        );
+    }
+    if !target.api_version.is_empty() && target.api_version != "apps/v1" {
+        r.add(
+            "spec.targetRef.apiVersion",
+            format!("{:?} is not a Deployment API version; write apiVersion: apps/v1", target.api_version),
+        );
+    }
+
+    if let Some(scaler) = &spec.autoscaler_ref {
+        if scaler.name.is_empty() {
+            r.add(
+                "spec.autoscalerRef.name",
+                "missing; write the name of the target's HorizontalPodAutoscaler",
+            );
+        }
+        if scaler.kind != "HorizontalPodAutoscaler" {
+            r.add(
+                "spec.autoscalerRef.kind",
+                format!("{:?} is not supported; write kind: HorizontalPodAutoscaler", scaler.kind),
+            );
+        }
+        if !scaler.api_version.is_empty() && scaler.api_version != "autoscaling/v2" {
+            r.add(
+                "spec.autoscalerRef.apiVersion",
+                format!("{:?} is not supported; write apiVersion: autoscaling/v2", scaler.api_version),
+            );
+        }
+        if let Some(bounds) = &scaler.primary_scaler_replicas {
+            let p = "spec.autoscalerRef.primaryScalerReplicas";
+            r.range(&format!("{p}.minReplicas"), bounds.min_replicas, 1, i32::MAX, "2");
+            r.range(&format!("{p}.maxReplicas"), bounds.max_replicas, 1, i32::MAX, "10");
+            if let (Some(min), Some(max)) = (bounds.min_replicas, bounds.max_replicas)
+                && min > max
+            {
+                r.add(
+                    format!("{p}.minReplicas"),
+                    format!("minReplicas {min} is above maxReplicas {max}; make minReplicas at most maxReplicas"),
+                );
+            }
+        }
+    }
+
+    r.range(
+        "spec.progressDeadlineSeconds",
+        spec.progress_deadline_seconds,
+        1,
+        i32::MAX,
+        "600",
+    );
+    validate_service(spec, r);
+
+    if spec.analysis.is_some() && spec.canary_analysis.is_some() {
+        r.add(
+            "spec.canaryAnalysis",
+            "deprecated alias of analysis, and both are set; delete canaryAnalysis and keep analysis",
+        );
+    }
+    let analysis_path = if spec.analysis.is_some() {
+        "spec.analysis"
+    } else {
+        "spec.canaryAnalysis"
+    };
+    if let Some(analysis) = spec.analysis() {
+        validate_analysis(analysis, analysis_path, spec.skips_analysis(), r);
+    }
+}
+
+fn validate_service(spec: &CanarySpec, r: &mut Report) {
+    let svc = &spec.service;
+    r.range("spec.service.port", Some(svc.port), 1, 65535, "9898");
+    match &svc.target_port {
+        Some(IntOrString::Int(port)) => {
+            r.range("spec.service.targetPort", Some(*port), 1, 65535, "9898")
+        }
+        Some(IntOrString::String(name)) if name.is_empty() => r.add(
+            "spec.service.targetPort",
+            "empty; write a container port number or name, e.g. http",
+        ),
+        _ => {}
+    }
+    if let Some(td) = svc.traffic_distribution.as_deref()
+        && !["PreferClose", "PreferSameZone", "PreferSameNode"].contains(&td)
+    {
+        r.add(
+            "spec.service.trafficDistribution",
+            format!("unknown value {td:?}; write PreferClose, PreferSameZone or PreferSameNode"),
+        );
+    }
+    if let Some(refs) = &svc.gateway_refs {
+        if refs.len() > 32 {
+            r.add(
+                "spec.service.gatewayRefs",
+                format!("{} entries; list at most 32 gateways", refs.len()),
+            );
+        }
+        for (i, parent) in refs.iter().enumerate() {
+            if parent.name.is_empty() {
+                r.add(
+                    format!("spec.service.gatewayRefs[{i}].name"),
+                    "missing; write the name of the Gateway",
+                );
+            }
+        }
+    }
+    if svc.delegation.unwrap_or(false) {
+        if svc.hosts.as_ref().is_some_and(|h| !h.is_empty()) {
+            r.add(
+                "spec.service.hosts",
+                "a delegate VirtualService has no hosts; remove hosts or set delegation: false",
+            );
+        }
+        if svc.gateways.as_ref().is_some_and(|g| !g.is_empty()) {
+            r.add(
+                "spec.service.gateways",
+                "a delegate VirtualService has no gateways; remove gateways or set delegation: false",
+            );
+        }
+    }
+    for (i, host) in svc.hosts.iter().flatten().enumerate() {
+        if host.trim().is_empty() {
+            r.add(
+                format!("spec.service.hosts[{i}]"),
+                "empty host; write a host name such as app.example.com, or remove the entry",
+            );
+        }
+    }
+    r.http_matches("spec.service.match", svc.r#match.as_ref());
+    if let Some(retries) = &svc.retries {
+        r.range("spec.service.retries.attempts", Some(retries.attempts), 0, i32::MAX, "3");
+    }
+}
+
+fn validate_analysis(a: &CanaryAnalysis, base: &str, skips: bool, r: &mut Report) {
+    let p = |field: &str| format!("{base}.{field}");
+    r.interval(&p("interval"), a.interval.as_deref());
+    r.range(&p("threshold"), a.threshold, 1, i32::MAX, "5");
+    r.range(&p("iterations"), a.iterations, 0, i32::MAX, "10");
+    r.range(&p("maxWeight"), a.max_weight, 1, 100, "50");
+    r.range(&p("stepWeight"), a.step_weight, 0, 100, "10");
+    r.range(&p("stepWeightPromotion"), a.step_weight_promotion, 0, 100, "50");
+    r.range(&p("mirrorWeight"), a.mirror_weight, 0, 100, "50");
+    r.range(&p("primaryReadyThreshold"), a.primary_ready_threshold, 0, 100, "100");
+    r.range(&p("canaryReadyThreshold"), a.canary_ready_threshold, 0, 100, "100");
+    r.not_negative(&p("abortScaleDownDelaySeconds"), a.abort_scale_down_delay_seconds);
+    r.not_negative(&p("scaleDownDelaySeconds"), a.scale_down_delay_seconds);
+    r.range(&p("autoPromotionSeconds"), a.auto_promotion_seconds, 1, i32::MAX, "30");
+    r.range(&p("previewReplicaCount"), a.preview_replica_count, 1, i32::MAX, "1");
+
+    if let Some(weights) = &a.step_weights {
+        let mut previous = 0;
+        for (i, w) in weights.iter().enumerate() {
+            let path = format!("{base}.stepWeights[{i}]");
+            if !(1..=100).contains(w) {
+                r.add(path, format!("{w} is out of range; write a weight from 1 to 100"));
+            } else if *w <= previous {
+                r.add(
+                    path,
+                    format!("{w} does not ascend after {previous}; list weights in increasing order, e.g. [1, 5, 10, 50]"),
+                );
+            }
+            previous = previous.max(*w);
+        }
+        if weights.is_empty() {
+            r.add(p("stepWeights"), "empty list; write weights such as [5, 10, 25, 50] or remove stepWeights");
+        }
+    }
+
+    validate_strategy_choice(a, base, skips, r);
+    r.http_matches(&p("match"), a.r#match.as_ref());
+    validate_steps(a.steps(), base, r);
+    validate_metrics(a.metrics(), base, r);
+    validate_webhooks(a, base, r);
+
+    for (i, alert) in a.alerts.iter().flatten().enumerate() {
+        let ap = format!("{base}.alerts[{i}]");
+        if alert.name.is_empty() {
+            r.add(format!("{ap}.name"), "missing; name the alert, e.g. on-call");
+        }
+        if let Some(sev) = alert.severity.as_deref()
+            && !["", "info", "warn", "error"].contains(&sev)
+        {
+            r.add(
+                format!("{ap}.severity"),
+                format!("unknown severity {sev:?}; write info, warn or error"),
+            );
+        }
+        if alert.provider_ref.name.is_empty() {
+            r.add(
+                format!("{ap}.providerRef.name"),
+                "missing; write the name of an AlertProvider",
+            );
+        }
+    }
+
+    if let Some(sa) = &a.session_affinity {
+        let sp = format!("{base}.sessionAffinity");
+        if sa.cookie_name.is_empty() {
+            r.add(format!("{sp}.cookieName"), "missing; write a cookie name, e.g. canary-affinity");
+        }
+        if sa.primary_cookie_name.as_deref() == Some(sa.cookie_name.as_str()) {
+            r.add(
+                format!("{sp}.primaryCookieName"),
+                format!("same as cookieName {:?}; the primary and canary cookies need different names, e.g. primary-affinity", sa.cookie_name),
+            );
+        }
+        if let Some(ss) = sa.same_site.as_deref()
+            && !["Strict", "Lax", "None"].contains(&ss)
+        {
+            r.add(format!("{sp}.sameSite"), format!("unknown value {ss:?}; write Strict, Lax or None"));
+        }
+        r.not_negative(&format!("{sp}.maxAge"), sa.max_age);
+    }
+}
+
+fn validate_strategy_choice(a: &CanaryAnalysis, base: &str, skips: bool, r: &mut Report) {
+    let chosen: Vec<&str> = [
+        ("stepWeight", a.step_weight.unwrap_or(0) > 0),
+        ("stepWeights", a.step_weights.is_some()),
+        ("iterations", a.iterations.unwrap_or(0) > 0),
+        ("steps", a.steps.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(name, set)| set.then_some(name))
+    .collect();
+    if chosen.len() > 1 {
+        for extra in &chosen[1..] {
+            r.add(
+                format!("{base}.{extra}"),
+                format!("{extra} cannot be combined with {}; a canary uses one of stepWeight (with maxWeight), stepWeights, iterations or steps, so remove one", chosen[0]),
+            );
+        }
+    } else if chosen.is_empty() && !skips {
+        r.add(
+            base.to_string(),
+            "no strategy; set one of stepWeight (with maxWeight), stepWeights, iterations or steps, e.g. stepWeight: 10",
+        );
+    }
+    if a.steps.is_some() && a.max_weight.is_some() {
+        r.add(
+            format!("{base}.maxWeight"),
+            "steps set the weights themselves; remove maxWeight or use stepWeight instead of steps",
+        );
+    }
+
+    let strategy = a.strategy();
+    let mirror_ok = matches!(strategy, Strategy::Canary | Strategy::BlueGreen) && a.steps.is_none();
+    if a.mirror() && !mirror_ok {
+        r.add(
+            format!("{base}.mirror"),
+            format!("mirroring works with stepWeight/stepWeights canaries and blue/green, not with {}; remove mirror", strategy.as_str()),
+        );
+    }
+    if a.mirror_weight.is_some() && !a.mirror() {
+        r.add(
+            format!("{base}.mirrorWeight"),
+            "has no effect without mirror: true; set mirror: true or remove mirrorWeight",
+        );
+    }
+    if a.step_weight_promotion.is_some() && !matches!(strategy, Strategy::Canary | Strategy::Steps) {
+        r.add(
+            format!("{base}.stepWeightPromotion"),
+            "only weight-based canaries (stepWeight, stepWeights, steps) promote stepwise; remove stepWeightPromotion",
+        );
+    }
+    let blue_green_only = [
+        ("autoPromotionEnabled", a.auto_promotion_enabled.is_some()),
+        ("autoPromotionSeconds", a.auto_promotion_seconds.is_some()),
+        ("previewReplicaCount", a.preview_replica_count.is_some()),
+    ];
+    if strategy != Strategy::BlueGreen {
+        for (field, set) in blue_green_only {
+            if set {
+                r.add(
+                    format!("{base}.{field}"),
+                    format!("only blue/green (iterations without match) uses {field}; remove it or switch to blue/green"),
+                );
+            }
+        }
+    }
+    if a.dynamic_stable_scale.unwrap_or(false)
+        && !matches!(strategy, Strategy::Canary | Strategy::Steps)
+    {
+        r.add(
+            format!("{base}.dynamicStableScale"),
+            "only weight-based canaries (stepWeight, stepWeights, steps) can scale the primary with its weight; remove dynamicStableScale",
+        );
+    }
+}
+
+fn validate_steps(steps: &[CanaryStep], base: &str, r: &mut Report) {
+    for (i, step) in steps.iter().enumerate() {
+        let sp = format!("{base}.steps[{i}]");
+        let kinds = [
+            step.set_weight.is_some(),
+            step.pause.is_some(),
+            step.set_canary_scale.is_some(),
+        ]
+        .iter()
+        .filter(|k| **k)
+        .count();
+        if kinds != 1 {
+            r.add(
+                sp.clone(),
+                "a step has exactly one of setWeight, pause or setCanaryScale; split it into separate steps, e.g. [{setWeight: 20}, {pause: {duration: 1m}}]",
+            );
+        }
+        r.range(&format!("{sp}.setWeight"), step.set_weight, 0, 100, "20");
+        if let Some(duration) = step.pause.as_ref().and_then(|p| p.duration.as_ref())
+            && let Err(e) = parse_pause_duration(duration)
+        {
+            r.add(format!("{sp}.pause.duration"), e.to_string());
+        }
+        if let Some(scale) = &step.set_canary_scale {
+            let set = [
+                scale.replicas.is_some(),
+                scale.weight.is_some(),
+                scale.match_traffic_weight == Some(true),
+            ]
+            .iter()
+            .filter(|k| **k)
+            .count();
+            if set != 1 {
+                r.add(
+                    format!("{sp}.setCanaryScale"),
+                    "set exactly one of replicas, weight or matchTrafficWeight: true, e.g. {replicas: 2}",
+                );
+            }
+            r.range(&format!("{sp}.setCanaryScale.replicas"), scale.replicas, 0, i32::MAX, "2");
+            r.range(&format!("{sp}.setCanaryScale.weight"), scale.weight, 0, 100, "25");
+        }
+    }
+}
+
+fn validate_metrics(metrics: &[CanaryMetric], base: &str, r: &mut Report) {
+    let mut names = HashSet::new();
+    for (i, m) in metrics.iter().enumerate() {
+        let mp = format!("{base}.metrics[{i}]");
+        if m.name.is_empty() {
+            r.add(format!("{mp}.name"), "missing; name the metric, e.g. request-success-rate");
+        } else if !names.insert(m.name.as_str()) {
+            r.add(
+                format!("{mp}.name"),
+                format!("duplicate metric name {:?}; give each metric its own name", m.name),
+            );
+        }
+        r.interval(&format!("{mp}.interval"), m.interval.as_deref());
+        match (&m.template_ref, &m.query) {
+            (Some(_), Some(_)) => r.add(
+                format!("{mp}.query"),
+                "both query and templateRef are set; keep templateRef and move the query into the MetricTemplate",
+            ),
+            (Some(t), None) if t.name.is_empty() => r.add(
+                format!("{mp}.templateRef.name"),
+                "missing; write the name of a MetricTemplate",
+            ),
+            (None, Some(q)) if q.trim().is_empty() => r.add(
+                format!("{mp}.query"),
+                "empty query; write a PromQL query or use templateRef",
+            ),
+            (None, None) if !m.name.is_empty() && !BUILTIN_METRICS.contains(&m.name.as_str()) => {
+                r.add(
+                    format!("{mp}.name"),
+                    format!("{:?} is not a builtin metric; use request-success-rate or request-duration, or set templateRef to a MetricTemplate", m.name),
+                )
+            }
+            _ => {}
+        }
+        match &m.threshold_range {
+            Some(range) => {
+                if let (Some(min), Some(max)) = (range.min, range.max)
+                    && min > max
+                {
+                    r.add(
+                        format!("{mp}.thresholdRange"),
+                        format!("min {min} is above max {max}; make min at most max"),
+                    );
+                }
+                if range.min.is_none() && range.max.is_none() {
+                    r.add(
+                        format!("{mp}.thresholdRange"),
+                        "empty range accepts nothing; set min, max or both, e.g. {min: 99}",
+                    );
+                }
+            }
+            None if m.threshold.is_none() => r.add(
+                format!("{mp}.thresholdRange"),
+                "missing, so the check cannot pass or fail meaningfully; set the accepted range, e.g. {min: 99} or {max: 500}",
+            ),
+            None => {}
+        }
+        if let Some(nd) = m.no_data.as_deref()
+            && !["fail", "ignore"].contains(&nd)
+        {
+            r.add(
+                format!("{mp}.noData"),
+                format!("unknown value {nd:?}; write fail (the default) or ignore"),
+            );
+        }
+    }
+}
+
+fn validate_webhooks(a: &CanaryAnalysis, base: &str, r: &mut Report) {
+    let mut names = HashSet::new();
+    for (i, hook) in a.webhooks().iter().enumerate() {
+        let hp = format!("{base}.webhooks[{i}]");
+        if hook.name.is_empty() {
+            r.add(format!("{hp}.name"), "missing; name the webhook, e.g. load-test");
+        } else if !names.insert(hook.name.as_str()) {
+            r.add(
+                format!("{hp}.name"),
+                format!("duplicate webhook name {:?}; give each webhook its own name", hook.name),
+            );
+        }
+        if hook.hook_type().is_none() {
+            let known: Vec<&str> = HookType::ALL.iter().map(|t| t.as_str()).collect();
+            r.add(
+                format!("{hp}.type"),
+                format!(
+                    "unknown type {:?}; write one of {}",
+                    hook.type_.as_deref().unwrap_or(""),
+                    known.join(", ")
+                ),
+            );
+        }
+        r.url(&format!("{hp}.url"), &hook.url);
+        r.interval(&format!("{hp}.timeout"), hook.timeout.as_deref());
+        r.range(&format!("{hp}.retries"), hook.retries, 0, 100, "2");
+    }
+}
+
+/// Checks a MetricTemplate and returns every problem found.
+pub fn validate_metric_template(template: &MetricTemplate) -> Vec<FieldError> {
+    let mut r = Report::default();
+    let provider = &template.spec.provider;
+    if !crate::metric_template::METRIC_PROVIDER_TYPES.contains(&provider.type_.as_str()) {
+        r.add(
+            "spec.provider.type",
+            format!(
+                "unknown provider {:?}; write one of {}",
+                provider.type_,
+                crate::metric_template::METRIC_PROVIDER_TYPES.join(", ")
+            ),
+        );
+    }
+    match provider.address.as_deref() {
+        Some(address) => r.url("spec.provider.address", address),
+        None if provider.type_ == "prometheus" => r.add(
+            "spec.provider.address",
+            "missing; write the Prometheus URL, e.g. http://prometheus.istio-system:9090",
+        ),
+        None => {}
+    }
+    if template.spec.query.trim().is_empty() {
+        r.add("spec.query", "empty; write the query, e.g. sum(rate(...{namespace=\"{{ namespace }}\"}[{{ interval }}]))");
+    }
+    r.errors
+}
+
+/// Checks an AlertProvider and returns every problem found.
+pub fn validate_alert_provider(provider: &AlertProvider) -> Vec<FieldError> {
+    let mut r = Report::default();
+    let spec = &provider.spec;
+    let types = crate::alert_provider::ALERT_PROVIDER_TYPES;
+    if !types.contains(&spec.type_.as_str()) {
+        r.add(
+            "spec.type",
+            format!("unknown type {:?}; write one of {}", spec.type_, types.join(", ")),
+        );
+    }
+    match (&spec.address, &spec.secret_ref) {
+        (Some(address), _) => r.url("spec.address", address),
+        (None, None) => r.add(
+            "spec.address",
+            "missing; write the webhook URL, or set secretRef to a Secret with an address key",
+        ),
+        (None, Some(_)) => {}
+    }
+    if let Some(proxy) = spec.proxy.as_deref() {
+        r.url("spec.proxy", proxy);
+    }
+    r.errors
+}

@@ -1,0 +1,1 @@
+//! Serin decision core.
