@@ -432,7 +432,11 @@ pub struct CanaryWebhook {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retries: Option<i32>,
     /// Skip TLS verification.
-    #[serde(default, rename = "disableTLS", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "disableTLS",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub disable_tls: Option<bool>,
 }
 
@@ -594,6 +598,10 @@ pub struct CanaryStatus {
     /// When the current step, pause or timed wait started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_start_time: Option<Time>,
+    /// Replicas the release serves with at full traffic, fixed when the run starts; the canary and
+    /// (with dynamicStableScale) the primary are sized from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_replicas: Option<i32>,
     /// When the last analysis tick ran; the next one is due one interval later.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_tick_time: Option<Time>,
@@ -650,12 +658,15 @@ pub struct MetricCheckStatus {
 }
 
 /// Tokens of the manual requests already acted on; a request with a new token is acted on once.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HandledRequests {
     /// Token of the last handled `promote`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promote: Option<String>,
+    /// When the last `promote` was acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promoted_at: Option<Time>,
     /// Token of the last handled `promote --full`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promote_full: Option<String>,
@@ -665,6 +676,16 @@ pub struct HandledRequests {
     /// Token of the last handled `retry`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<String>,
+}
+
+impl CanaryStatus {
+    /// Stores the latest result of a metric check, replacing the previous one of the same name.
+    pub fn record_metric_check(&mut self, check: MetricCheckStatus) {
+        match self.metric_checks.iter_mut().find(|c| c.name == check.name) {
+            Some(existing) => *existing = check,
+            None => self.metric_checks.push(check),
+        }
+    }
 }
 
 /// Annotation holding the token of the latest `promote` request (e.g. a timestamp).

@@ -1,0 +1,216 @@
+//! The data that goes into a decision (an [`Observation`]) and what comes out (a [`Decision`]).
+
+use k8s_openapi::api::apps::v1::Deployment;
+use serin_api::{Canary, CanaryStatus, HookType, Phase};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Traffic split currently configured in the router.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Routes {
+    /// Percent of traffic to the primary.
+    pub primary: i32,
+    /// Percent of traffic to the canary.
+    pub canary: i32,
+    /// Whether requests are copied to the canary.
+    pub mirrored: bool,
+}
+
+impl Routes {
+    /// All traffic on the primary, no mirroring.
+    pub const PRIMARY_ONLY: Routes = Routes {
+        primary: 100,
+        canary: 0,
+        mirrored: false,
+    };
+}
+
+/// Everything the engine looks at for one canary: the resource, the workloads, the router, and the
+/// results of checks run so far in this tick.
+#[derive(Clone, Debug)]
+pub struct Observation {
+    /// The Canary, with its current status and annotations.
+    pub canary: Canary,
+    /// The target Deployment (`spec.targetRef`), if it exists.
+    pub target: Option<Deployment>,
+    /// The `<target>-primary` Deployment, if it exists.
+    pub primary: Option<Deployment>,
+    /// Checksums of the ConfigMaps and Secrets the target uses (see [`crate::revision::tracked_configs`]),
+    /// or why they cannot be read.
+    pub configs: Result<BTreeMap<String, String>, String>,
+    /// The weights in the router, if the routing objects exist.
+    pub routes: Option<Routes>,
+    /// `minReplicas` of the target's HorizontalPodAutoscaler, when `autoscalerRef` is set.
+    pub autoscaler_min_replicas: Option<i32>,
+    /// A problem the controller met while observing (for example an unusable selector), shown to
+    /// the user instead of acting.
+    pub blocked: Option<String>,
+    /// Results of the checks already run in this tick, in the order they were requested.
+    pub verdicts: Vec<Verdict>,
+}
+
+impl Observation {
+    /// An observation of `canary` alone: no workloads, no routes, no configs, no verdicts.
+    pub fn new(canary: Canary) -> Self {
+        Observation {
+            canary,
+            target: None,
+            primary: None,
+            configs: Ok(BTreeMap::new()),
+            routes: None,
+            autoscaler_min_replicas: None,
+            blocked: None,
+            verdicts: Vec::new(),
+        }
+    }
+}
+
+/// A hook call or metric query the engine needs answered before it can finish the tick.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Check {
+    /// Call webhook `name` with `phase` in the payload.
+    Hook {
+        /// Name of the webhook in `analysis.webhooks`.
+        name: String,
+        /// Its type.
+        hook_type: HookType,
+        /// Phase sent in the payload.
+        phase: Phase,
+    },
+    /// Run the query of metric `name` and report its value.
+    Metric {
+        /// Name of the metric in `analysis.metrics`.
+        name: String,
+    },
+}
+
+/// What a metric query returned.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MetricReading {
+    /// A single value.
+    Value(f64),
+    /// An empty result (or NaN): typically no traffic.
+    NoData,
+    /// The query could not run (provider unreachable, template missing, render error, ...).
+    Error(String),
+}
+
+/// The result of a check.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// A webhook answered with success (status ≤ 202), or failed with this message.
+    Hook(Result<(), String>),
+    /// A metric query's result; the engine judges it against the metric's range.
+    Metric(MetricReading),
+}
+
+/// A check and its result, fed back into the next call of [`crate::decide`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    /// The check that was run.
+    pub check: Check,
+    /// What it returned.
+    pub outcome: Outcome,
+}
+
+/// What the engine needs next.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decision {
+    /// Run this check, append its [`Verdict`] to the observation, and decide again.
+    Check(Check),
+    /// The tick is decided: carry out the plan.
+    Plan(Plan),
+}
+
+/// Kind of a Kubernetes event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    /// Progress.
+    Normal,
+    /// A problem or a halt.
+    Warning,
+}
+
+/// An event to record on the Canary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// Normal or Warning.
+    pub type_: EventType,
+    /// Short machine-readable reason; `Synced` for Flagger's texts.
+    pub reason: &'static str,
+    /// The human-readable text.
+    pub message: String,
+}
+
+/// Severity of an alert sent to AlertProviders.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    /// Progress.
+    Info,
+    /// Attention needed (a gate is waiting).
+    Warn,
+    /// A release failed.
+    Error,
+}
+
+/// A notification for the canary's AlertProviders.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Alert {
+    /// How serious it is.
+    pub severity: Severity,
+    /// The text.
+    pub message: String,
+    /// Whether to attach the canary's target, threshold, deadline and routing fields.
+    pub with_metadata: bool,
+}
+
+/// A change to make in the cluster. Every action is idempotent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Create `<target>-primary` (and `-primary` copies of tracked configs) if missing; with
+    /// `sync_template`, also bring an existing primary's template in line with the target (used
+    /// only while initializing, when the target is the stable version).
+    EnsurePrimary {
+        /// Update the primary's pod template to the target's.
+        sync_template: bool,
+    },
+    /// Create or update the Services and routing objects (VirtualService, DestinationRules),
+    /// keeping the weights currently set.
+    EnsureRouting,
+    /// Set the target Deployment's `spec.replicas`.
+    ScaleTarget(i32),
+    /// Set the primary Deployment's `spec.replicas` (dynamic stable scale).
+    ScalePrimary(i32),
+    /// Write the router's weights.
+    SetRoutes(Routes),
+    /// Copy the target's template (and tracked configs) to the primary, starting its rolling update;
+    /// `replicas` is set when no autoscaler owns the primary's replica count.
+    Promote {
+        /// Replica count for the primary.
+        replicas: Option<i32>,
+    },
+    /// Copy autoscaler changes from the target's HPA to the primary's.
+    SyncPrimaryAutoscaler,
+    /// Call every webhook of this type with `phase`, without waiting on the outcome (post-rollout).
+    NotifyHooks {
+        /// Which hooks.
+        hook_type: HookType,
+        /// Phase sent in the payload.
+        phase: Phase,
+    },
+}
+
+/// The outcome of one tick: what to change, the new status, what to tell the user, when to come back.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Plan {
+    /// Changes to make, in order.
+    pub actions: Vec<Action>,
+    /// The status to write (only if it differs from the current one).
+    pub status: CanaryStatus,
+    /// Events to record.
+    pub events: Vec<Event>,
+    /// Alerts to send.
+    pub alerts: Vec<Alert>,
+    /// When to reconcile again even without a change; `None` waits for the next change.
+    pub requeue_after: Option<Duration>,
+}

@@ -1,0 +1,61 @@
+//! Shared builders for the timeline tests.
+#![allow(dead_code)]
+
+use serde_json::{Value, json};
+use serin_api::Canary;
+use serin_core::simulation::{World, deployment};
+
+/// A Canary `podinfo` in `test` with the given `analysis` (JSON), targeting Deployment `podinfo`.
+pub fn canary(analysis: Value) -> Canary {
+    serde_json::from_value(json!({
+        "apiVersion": "serin.dev/v1beta1",
+        "kind": "Canary",
+        "metadata": {"name": "podinfo", "namespace": "test", "generation": 1},
+        "spec": {
+            "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "podinfo"},
+            "service": {"port": 9898},
+            "analysis": analysis
+        }
+    }))
+    .expect("valid canary")
+}
+
+/// A world with `canary` over a one-replica podinfo 6.0.0, initialized (Initialized, primary ready).
+pub fn initialized(canary: Canary) -> World {
+    let mut world = World::new(
+        canary,
+        deployment("podinfo", "test", "ghcr.io/stefanprodan/podinfo:6.0.0", 1),
+    );
+    world.reconcile();
+    world.advance(15);
+    assert_eq!(
+        world.phase(),
+        Some(serin_api::Phase::Initialized),
+        "{:#?}",
+        world.log
+    );
+    world
+}
+
+/// Every event text of the log, in order.
+pub fn events(world: &World) -> Vec<String> {
+    world.log.iter().flat_map(|t| t.events.clone()).collect()
+}
+
+/// (phase, status weight) after each tick from `from` on.
+pub fn phases(world: &World, from: usize) -> Vec<(String, i32)> {
+    world.log[from..]
+        .iter()
+        .map(|t| (t.phase.map(|p| p.to_string()).unwrap_or_default(), t.weight))
+        .collect()
+}
+
+/// Asserts that `needle` occurs in some event of the log.
+pub fn assert_event(world: &World, needle: &str) {
+    let all = events(world);
+    assert!(
+        all.iter().any(|e| e.contains(needle)),
+        "no event contains {needle:?}; events were:\n{}",
+        all.join("\n")
+    );
+}
