@@ -14,8 +14,7 @@ clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 unit:
-	$(CARGO) test --workspace --all-targets
-	$(CARGO) test --workspace --doc
+	CARGO=$(CARGO) scripts/run-tests.sh
 
 ## make crds: regenerate the CRD manifests from the Rust types.
 crds:

@@ -25,15 +25,23 @@ pub fn parse_interval(text: &str) -> Option<u64> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PauseDurationError {
     /// The value is below zero.
-    #[error("must not be negative")]
+    #[error("must not be negative: write 0 or more seconds, e.g. 30 or \"30s\"")]
     Negative,
+    /// More seconds than Argo Rollouts' 32-bit pause duration holds (about 68 years).
+    #[error(
+        "{0:?} is longer than 2147483647 seconds: write a shorter pause, e.g. \"1h\", or use pause: {{}} to wait for a promote"
+    )]
+    TooLong(String),
     /// The string has neither a plain number nor s/m/h units.
-    #[error("cannot parse {0:?}: write seconds as a number (30) or a string with s/m/h units (\"30s\", \"5m\", \"1h30m\")")]
+    #[error(
+        "cannot parse {0:?}: write seconds as a number (30) or a string with s/m/h units (\"30s\", \"5m\", \"1h30m\")"
+    )]
     Unparseable(String),
 }
 
 /// Parses a pause duration: an integer number of seconds, or a string of seconds or with units
 /// (`90s`, `5m`, `1h30m`, `1.5h`, `500ms` truncated to whole seconds), as Argo Rollouts does.
+/// Like Argo's 32-bit duration, more than `i32::MAX` seconds is rejected rather than accepted or wrapped.
 pub fn parse_pause_duration(value: &IntOrString) -> Result<u64, PauseDurationError> {
     match value {
         IntOrString::Int(n) => u64::try_from(*n).map_err(|_| PauseDurationError::Negative),
@@ -43,9 +51,16 @@ pub fn parse_pause_duration(value: &IntOrString) -> Result<u64, PauseDurationErr
 
 fn parse_duration_string(text: &str) -> Result<u64, PauseDurationError> {
     let unparseable = || PauseDurationError::Unparseable(text.to_string());
+    let too_long = || PauseDurationError::TooLong(text.to_string());
     let trimmed = text.trim();
     if let Ok(n) = trimmed.parse::<i64>() {
-        return u64::try_from(n).map_err(|_| PauseDurationError::Negative);
+        let seconds = u64::try_from(n).map_err(|_| PauseDurationError::Negative)?;
+        // Argo reads a unit-less string as an int32 and rejects anything larger.
+        return if seconds > i32::MAX as u64 {
+            Err(too_long())
+        } else {
+            Ok(seconds)
+        };
     }
     if trimmed.starts_with('-') {
         return Err(PauseDurationError::Negative);
@@ -80,7 +95,11 @@ fn parse_duration_string(text: &str) -> Result<u64, PauseDurationError> {
         total_nanos += number * nanos_per_unit;
         rest = &rest[unit_len..];
     }
-    Ok((total_nanos / 1e9).floor() as u64)
+    let seconds = (total_nanos / 1e9).floor();
+    if seconds > f64::from(i32::MAX) {
+        return Err(too_long());
+    }
+    Ok(seconds as u64)
 }
 
 #[cfg(test)]
@@ -109,6 +128,16 @@ mod tests {
         assert_eq!(s("1ms"), Ok(0));
         assert!(matches!(s("1z"), Err(PauseDurationError::Unparseable(_))));
         assert_eq!(s("-5s"), Err(PauseDurationError::Negative));
-        assert_eq!(parse_pause_duration(&IntOrString::Int(-1)), Err(PauseDurationError::Negative));
+        // Argo parses a unit-less string as an int32: 20000000000 is rejected, not read as 634 years.
+        assert!(matches!(
+            s("20000000000"),
+            Err(PauseDurationError::TooLong(_))
+        ));
+        assert_eq!(s("2147483647"), Ok(2_147_483_647));
+        assert!(matches!(s("1000000h"), Err(PauseDurationError::TooLong(_))));
+        assert_eq!(
+            parse_pause_duration(&IntOrString::Int(-1)),
+            Err(PauseDurationError::Negative)
+        );
     }
 }

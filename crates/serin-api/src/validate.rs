@@ -70,7 +70,9 @@ impl Report {
         {
             self.add(
                 path,
-                format!("{v} is out of range; write a whole number from {min} to {max}, e.g. {example}"),
+                format!(
+                    "{v} is out of range; write a whole number from {min} to {max}, e.g. {example}"
+                ),
             );
         }
     }
@@ -166,7 +168,10 @@ fn validate_spec(spec: &CanarySpec, r: &mut Report) {
     {
         r.add(
             "spec.provider",
-            format!("unknown provider {provider:?}; write one of {}", PROVIDERS.join(", ")),
+            format!(
+                "unknown provider {provider:?}; write one of {}",
+                PROVIDERS.join(", ")
+            ),
         );
     }
     if let Some(url) = spec.metrics_server.as_deref() {
@@ -189,7 +194,10 @@ fn validate_spec(spec: &CanarySpec, r: &mut Report) {
     if !target.api_version.is_empty() && target.api_version != "apps/v1" {
         r.add(
             "spec.targetRef.apiVersion",
-            format!("{:?} is not a Deployment API version; write apiVersion: apps/v1", target.api_version),
+            format!(
+                "{:?} is not a Deployment API version; write apiVersion: apps/v1",
+                target.api_version
+            ),
         );
     }
 
@@ -203,19 +211,37 @@ fn validate_spec(spec: &CanarySpec, r: &mut Report) {
         if scaler.kind != "HorizontalPodAutoscaler" {
             r.add(
                 "spec.autoscalerRef.kind",
-                format!("{:?} is not supported; write kind: HorizontalPodAutoscaler", scaler.kind),
+                format!(
+                    "{:?} is not supported; write kind: HorizontalPodAutoscaler",
+                    scaler.kind
+                ),
             );
         }
         if !scaler.api_version.is_empty() && scaler.api_version != "autoscaling/v2" {
             r.add(
                 "spec.autoscalerRef.apiVersion",
-                format!("{:?} is not supported; write apiVersion: autoscaling/v2", scaler.api_version),
+                format!(
+                    "{:?} is not supported; write apiVersion: autoscaling/v2",
+                    scaler.api_version
+                ),
             );
         }
         if let Some(bounds) = &scaler.primary_scaler_replicas {
             let p = "spec.autoscalerRef.primaryScalerReplicas";
-            r.range(&format!("{p}.minReplicas"), bounds.min_replicas, 1, i32::MAX, "2");
-            r.range(&format!("{p}.maxReplicas"), bounds.max_replicas, 1, i32::MAX, "10");
+            r.range(
+                &format!("{p}.minReplicas"),
+                bounds.min_replicas,
+                1,
+                i32::MAX,
+                "2",
+            );
+            r.range(
+                &format!("{p}.maxReplicas"),
+                bounds.max_replicas,
+                1,
+                i32::MAX,
+                "10",
+            );
             if let (Some(min), Some(max)) = (bounds.min_replicas, bounds.max_replicas)
                 && min > max
             {
@@ -313,7 +339,13 @@ fn validate_service(spec: &CanarySpec, r: &mut Report) {
     }
     r.http_matches("spec.service.match", svc.r#match.as_ref());
     if let Some(retries) = &svc.retries {
-        r.range("spec.service.retries.attempts", Some(retries.attempts), 0, i32::MAX, "3");
+        r.range(
+            "spec.service.retries.attempts",
+            Some(retries.attempts),
+            0,
+            i32::MAX,
+            "3",
+        );
     }
 }
 
@@ -324,32 +356,80 @@ fn validate_analysis(a: &CanaryAnalysis, base: &str, skips: bool, r: &mut Report
     r.range(&p("iterations"), a.iterations, 0, i32::MAX, "10");
     r.range(&p("maxWeight"), a.max_weight, 1, 100, "50");
     r.range(&p("stepWeight"), a.step_weight, 0, 100, "10");
-    r.range(&p("stepWeightPromotion"), a.step_weight_promotion, 0, 100, "50");
+    r.range(
+        &p("stepWeightPromotion"),
+        a.step_weight_promotion,
+        0,
+        100,
+        "50",
+    );
     r.range(&p("mirrorWeight"), a.mirror_weight, 0, 100, "50");
-    r.range(&p("primaryReadyThreshold"), a.primary_ready_threshold, 0, 100, "100");
-    r.range(&p("canaryReadyThreshold"), a.canary_ready_threshold, 0, 100, "100");
-    r.not_negative(&p("abortScaleDownDelaySeconds"), a.abort_scale_down_delay_seconds);
+    r.range(
+        &p("primaryReadyThreshold"),
+        a.primary_ready_threshold,
+        0,
+        100,
+        "100",
+    );
+    r.range(
+        &p("canaryReadyThreshold"),
+        a.canary_ready_threshold,
+        0,
+        100,
+        "100",
+    );
+    r.not_negative(
+        &p("abortScaleDownDelaySeconds"),
+        a.abort_scale_down_delay_seconds,
+    );
     r.not_negative(&p("scaleDownDelaySeconds"), a.scale_down_delay_seconds);
-    r.range(&p("autoPromotionSeconds"), a.auto_promotion_seconds, 1, i32::MAX, "30");
-    r.range(&p("previewReplicaCount"), a.preview_replica_count, 1, i32::MAX, "1");
+    r.range(
+        &p("autoPromotionSeconds"),
+        a.auto_promotion_seconds,
+        1,
+        i32::MAX,
+        "30",
+    );
+    r.range(
+        &p("previewReplicaCount"),
+        a.preview_replica_count,
+        1,
+        i32::MAX,
+        "1",
+    );
 
     if let Some(weights) = &a.step_weights {
+        // `previous` is the last in-range weight, so one bad entry is reported once and does not make
+        // the entries after it look out of order.
         let mut previous = 0;
         for (i, w) in weights.iter().enumerate() {
             let path = format!("{base}.stepWeights[{i}]");
             if !(1..=100).contains(w) {
-                r.add(path, format!("{w} is out of range; write a weight from 1 to 100"));
+                r.add(
+                    path,
+                    format!("{w} is out of range; write a weight from 1 to 100"),
+                );
             } else if *w <= previous {
                 r.add(
                     path,
                     format!("{w} does not ascend after {previous}; list weights in increasing order, e.g. [1, 5, 10, 50]"),
                 );
+            } else {
+                previous = *w;
             }
-            previous = previous.max(*w);
         }
         if weights.is_empty() {
-            r.add(p("stepWeights"), "empty list; write weights such as [5, 10, 25, 50] or remove stepWeights");
+            r.add(
+                p("stepWeights"),
+                "empty list; write weights such as [5, 10, 25, 50] or remove stepWeights",
+            );
         }
+    }
+    if a.steps.as_ref().is_some_and(Vec::is_empty) {
+        r.add(
+            p("steps"),
+            "empty list; write steps such as [{setWeight: 20}, {pause: {duration: 1m}}] or remove steps",
+        );
     }
 
     validate_strategy_choice(a, base, skips, r);
@@ -361,7 +441,10 @@ fn validate_analysis(a: &CanaryAnalysis, base: &str, skips: bool, r: &mut Report
     for (i, alert) in a.alerts.iter().flatten().enumerate() {
         let ap = format!("{base}.alerts[{i}]");
         if alert.name.is_empty() {
-            r.add(format!("{ap}.name"), "missing; name the alert, e.g. on-call");
+            r.add(
+                format!("{ap}.name"),
+                "missing; name the alert, e.g. on-call",
+            );
         }
         if let Some(sev) = alert.severity.as_deref()
             && !["", "info", "warn", "error"].contains(&sev)
@@ -382,18 +465,24 @@ fn validate_analysis(a: &CanaryAnalysis, base: &str, skips: bool, r: &mut Report
     if let Some(sa) = &a.session_affinity {
         let sp = format!("{base}.sessionAffinity");
         if sa.cookie_name.is_empty() {
-            r.add(format!("{sp}.cookieName"), "missing; write a cookie name, e.g. canary-affinity");
+            r.add(
+                format!("{sp}.cookieName"),
+                "missing; write a cookie name, e.g. canary-affinity",
+            );
         }
         if sa.primary_cookie_name.as_deref() == Some(sa.cookie_name.as_str()) {
             r.add(
                 format!("{sp}.primaryCookieName"),
-                format!("same as cookieName {:?}; the primary and canary cookies need different names, e.g. primary-affinity", sa.cookie_name),
+                format!("same as cookieName {:?}; write a different name, e.g. primary-affinity, so the primary and canary cookies can be told apart", sa.cookie_name),
             );
         }
         if let Some(ss) = sa.same_site.as_deref()
             && !["Strict", "Lax", "None"].contains(&ss)
         {
-            r.add(format!("{sp}.sameSite"), format!("unknown value {ss:?}; write Strict, Lax or None"));
+            r.add(
+                format!("{sp}.sameSite"),
+                format!("unknown value {ss:?}; write Strict, Lax or None"),
+            );
         }
         r.not_negative(&format!("{sp}.maxAge"), sa.max_age);
     }
@@ -409,6 +498,10 @@ fn validate_strategy_choice(a: &CanaryAnalysis, base: &str, skips: bool, r: &mut
     .into_iter()
     .filter_map(|(name, set)| set.then_some(name))
     .collect();
+    // A negative stepWeight or iterations is already reported as out of range; saying "no strategy"
+    // as well would blame the same field twice.
+    let negative_choice =
+        a.step_weight.is_some_and(|w| w < 0) || a.iterations.is_some_and(|i| i < 0);
     if chosen.len() > 1 {
         for extra in &chosen[1..] {
             r.add(
@@ -416,7 +509,7 @@ fn validate_strategy_choice(a: &CanaryAnalysis, base: &str, skips: bool, r: &mut
                 format!("{extra} cannot be combined with {}; a canary uses one of stepWeight (with maxWeight), stepWeights, iterations or steps, so remove one", chosen[0]),
             );
         }
-    } else if chosen.is_empty() && !skips {
+    } else if chosen.is_empty() && !skips && !negative_choice {
         r.add(
             base.to_string(),
             "no strategy; set one of stepWeight (with maxWeight), stepWeights, iterations or steps, e.g. stepWeight: 10",
@@ -443,7 +536,8 @@ fn validate_strategy_choice(a: &CanaryAnalysis, base: &str, skips: bool, r: &mut
             "has no effect without mirror: true; set mirror: true or remove mirrorWeight",
         );
     }
-    if a.step_weight_promotion.is_some() && !matches!(strategy, Strategy::Canary | Strategy::Steps) {
+    if a.step_weight_promotion.is_some() && !matches!(strategy, Strategy::Canary | Strategy::Steps)
+    {
         r.add(
             format!("{base}.stepWeightPromotion"),
             "only weight-based canaries (stepWeight, stepWeights, steps) promote stepwise; remove stepWeightPromotion",
@@ -512,8 +606,20 @@ fn validate_steps(steps: &[CanaryStep], base: &str, r: &mut Report) {
                     "set exactly one of replicas, weight or matchTrafficWeight: true, e.g. {replicas: 2}",
                 );
             }
-            r.range(&format!("{sp}.setCanaryScale.replicas"), scale.replicas, 0, i32::MAX, "2");
-            r.range(&format!("{sp}.setCanaryScale.weight"), scale.weight, 0, 100, "25");
+            r.range(
+                &format!("{sp}.setCanaryScale.replicas"),
+                scale.replicas,
+                0,
+                i32::MAX,
+                "2",
+            );
+            r.range(
+                &format!("{sp}.setCanaryScale.weight"),
+                scale.weight,
+                0,
+                100,
+                "25",
+            );
         }
     }
 }
@@ -523,11 +629,17 @@ fn validate_metrics(metrics: &[CanaryMetric], base: &str, r: &mut Report) {
     for (i, m) in metrics.iter().enumerate() {
         let mp = format!("{base}.metrics[{i}]");
         if m.name.is_empty() {
-            r.add(format!("{mp}.name"), "missing; name the metric, e.g. request-success-rate");
+            r.add(
+                format!("{mp}.name"),
+                "missing; name the metric, e.g. request-success-rate",
+            );
         } else if !names.insert(m.name.as_str()) {
             r.add(
                 format!("{mp}.name"),
-                format!("duplicate metric name {:?}; give each metric its own name", m.name),
+                format!(
+                    "duplicate metric name {:?}; give each metric its own name",
+                    m.name
+                ),
             );
         }
         r.interval(&format!("{mp}.interval"), m.interval.as_deref());
@@ -591,11 +703,17 @@ fn validate_webhooks(a: &CanaryAnalysis, base: &str, r: &mut Report) {
     for (i, hook) in a.webhooks().iter().enumerate() {
         let hp = format!("{base}.webhooks[{i}]");
         if hook.name.is_empty() {
-            r.add(format!("{hp}.name"), "missing; name the webhook, e.g. load-test");
+            r.add(
+                format!("{hp}.name"),
+                "missing; name the webhook, e.g. load-test",
+            );
         } else if !names.insert(hook.name.as_str()) {
             r.add(
                 format!("{hp}.name"),
-                format!("duplicate webhook name {:?}; give each webhook its own name", hook.name),
+                format!(
+                    "duplicate webhook name {:?}; give each webhook its own name",
+                    hook.name
+                ),
             );
         }
         if hook.hook_type().is_none() {
@@ -651,7 +769,11 @@ pub fn validate_alert_provider(provider: &AlertProvider) -> Vec<FieldError> {
     if !types.contains(&spec.type_.as_str()) {
         r.add(
             "spec.type",
-            format!("unknown type {:?}; write one of {}", spec.type_, types.join(", ")),
+            format!(
+                "unknown type {:?}; write one of {}",
+                spec.type_,
+                types.join(", ")
+            ),
         );
     }
     match (&spec.address, &spec.secret_ref) {

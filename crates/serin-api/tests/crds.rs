@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 
 fn repo_file(relative: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(relative)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(relative)
 }
 
 #[test]
@@ -26,7 +28,10 @@ fn canary_crd_has_flaggers_shape() {
     assert_eq!(canary.spec.group, "serin.dev");
     assert_eq!(canary.spec.scope, "Namespaced");
     assert_eq!(canary.spec.names.plural, "canaries");
-    assert_eq!(canary.spec.names.categories.as_deref(), Some(&["all".to_string()][..]));
+    assert_eq!(
+        canary.spec.names.categories.as_deref(),
+        Some(&["all".to_string()][..])
+    );
     let version = &canary.spec.versions[0];
     assert_eq!(version.name, "v1beta1");
     assert!(version.subresources.as_ref().unwrap().status.is_some());
@@ -63,9 +68,18 @@ fn canary_crd_has_flaggers_shape() {
 #[test]
 fn every_schema_is_structural_and_uses_kubernetes_integer_formats() {
     let yaml = serin_api::crd::crds_yaml();
-    assert!(!yaml.contains("uint32") && !yaml.contains("uint64"), "Kubernetes knows only int32/int64");
+    assert!(
+        !yaml.contains("uint32") && !yaml.contains("uint64"),
+        "Kubernetes knows only int32/int64"
+    );
     for crd in serin_api::crd::crds() {
-        let schema = crd.spec.versions[0].schema.as_ref().unwrap().open_api_v3_schema.as_ref().unwrap();
+        let schema = crd.spec.versions[0]
+            .schema
+            .as_ref()
+            .unwrap()
+            .open_api_v3_schema
+            .as_ref()
+            .unwrap();
         let json = serde_json::to_value(schema).unwrap();
         assert_structural(&json, &crd.spec.names.kind);
     }
@@ -78,7 +92,10 @@ fn assert_structural(node: &serde_json::Value, path: &str) {
         || obj.get("x-kubernetes-preserve-unknown-fields").is_some();
     assert!(exempt || obj.contains_key("type"), "{path} has no type");
     for key in ["anyOf", "oneOf", "allOf"] {
-        assert!(!obj.contains_key(key) || exempt, "{path} uses {key} without a type");
+        assert!(
+            !obj.contains_key(key) || exempt,
+            "{path} uses {key} without a type"
+        );
     }
     if let Some(props) = obj.get("properties").and_then(|p| p.as_object()) {
         for (name, child) in props {

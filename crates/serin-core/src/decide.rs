@@ -34,7 +34,7 @@ pub fn decide(observation: &Observation, now: Timestamp) -> Decision {
     let mut tick = Tick::new(observation, now);
     match tick.run() {
         Err(Halt::Check(check)) => Decision::Check(check),
-        Ok(()) | Err(Halt::Done) => Decision::Plan(tick.finish()),
+        Ok(()) | Err(Halt::Done) => Decision::Plan(Box::new(tick.finish())),
     }
 }
 

@@ -119,7 +119,7 @@ pub enum Decision {
     /// Run this check, append its [`Verdict`] to the observation, and decide again.
     Check(Check),
     /// The tick is decided: carry out the plan.
-    Plan(Plan),
+    Plan(Box<Plan>),
 }
 
 /// Kind of a Kubernetes event.

@@ -348,7 +348,7 @@ mod tests {
         assert_eq!(tracked["configmap/settings"].len(), 16);
 
         let missing = tracked_configs(&pod, |_| None, find_secret).unwrap_err();
-        assert_eq!(missing.0.key(), "configmap/settings");
+        assert_eq!(missing.0.key(), "configmap/ignored");
         assert!(
             missing
                 .to_string()

@@ -230,7 +230,7 @@ impl World {
                     checks.push(check.clone());
                     observation.verdicts.push(Verdict { check, outcome });
                 }
-                Decision::Plan(plan) => break plan,
+                Decision::Plan(plan) => break *plan,
             }
         };
         for action in &plan.actions {

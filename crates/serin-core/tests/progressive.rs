@@ -175,3 +175,236 @@ fn failing_checks_roll_back_at_the_threshold() {
     let quiet = world.advance(60).clone();
     assert!(quiet.actions.is_empty() && quiet.phase == Some(Phase::Failed));
 }
+
+/// Runs a release of a new image to the end and returns the primary weights the router went through
+/// while Progressing (deduplicated).
+fn primary_weights_until_promotion(analysis: serde_json::Value) -> Vec<i32> {
+    let mut world = initialized(canary(analysis));
+    let start = world.log.len();
+    world.set_target_image("podinfo:6.0.1");
+    world.reconcile();
+    assert!(world.run_until(15, 30, |w| w.phase() == Some(Phase::Succeeded)));
+    let mut weights: Vec<i32> = Vec::new();
+    for tick in &world.log[start..] {
+        if tick.phase != Some(Phase::Progressing) {
+            continue;
+        }
+        let w = tick.routes.map(|r| r.primary).unwrap_or(100);
+        if weights.last() != Some(&w) {
+            weights.push(w);
+        }
+    }
+    weights
+}
+
+#[test]
+fn weight_ladders_match_flagger() {
+    assert_eq!(
+        primary_weights_until_promotion(
+            json!({"interval": "15s", "stepWeight": 20, "maxWeight": 50})
+        ),
+        vec![100, 80, 60, 40],
+        "linear steps overshoot maxWeight"
+    );
+    assert_eq!(
+        primary_weights_until_promotion(
+            json!({"interval": "15s", "stepWeight": 50, "maxWeight": 100})
+        ),
+        vec![100, 50, 0]
+    );
+    assert_eq!(
+        primary_weights_until_promotion(json!({"interval": "15s", "stepWeights": [1, 2, 10, 80]})),
+        vec![100, 99, 98, 90, 20]
+    );
+}
+
+#[test]
+fn overflowing_step_weights_stop_at_one_hundred() {
+    // Validation rejects weights above 100; the engine still caps them if it meets one.
+    let analysis: serin_api::CanaryAnalysis =
+        serde_json::from_value(json!({"stepWeights": [1, 2, 10, 110]})).unwrap();
+    assert_eq!(
+        serin_core::weights::weight_ladder(&analysis),
+        vec![1, 2, 10, 100]
+    );
+    assert_eq!(serin_core::weights::max_weight(&analysis), 100);
+}
+
+#[test]
+fn stepped_promotion_returns_traffic_gradually() {
+    let mut world = initialized(canary(json!({
+        "interval": "15s", "stepWeight": 100, "maxWeight": 100, "stepWeightPromotion": 50
+    })));
+    let start = world.log.len();
+    world.set_target_image("podinfo:6.0.1");
+    world.reconcile();
+    assert!(world.run_until(15, 20, |w| w.phase() == Some(Phase::Succeeded)));
+    let mut seen = phases(&world, start);
+    seen.dedup();
+    assert_eq!(
+        seen,
+        vec![
+            ("Progressing".into(), 0),
+            ("Progressing".into(), 100),
+            ("Promoting".into(), 100),
+            ("Promoting".into(), 50),
+            ("Finalising".into(), 0),
+            ("Succeeded".into(), 0),
+        ]
+    );
+    assert_event(&world, "Normal: Advance podinfo.test primary weight 50");
+}
+
+#[test]
+fn mirroring_copies_traffic_before_shifting_it() {
+    let mut world = initialized(canary(json!({
+        "interval": "15s", "stepWeight": 10, "maxWeight": 20, "mirror": true, "mirrorWeight": 100
+    })));
+    let start = world.log.len();
+    world.set_target_image("podinfo:6.0.1");
+    world.reconcile();
+    assert!(world.run_until(15, 20, |w| w.phase() == Some(Phase::Succeeded)));
+    let mut routes: Vec<Routes> = world.log[start..].iter().filter_map(|t| t.routes).collect();
+    routes.dedup();
+    assert_eq!(
+        routes[..4],
+        [
+            Routes::PRIMARY_ONLY,
+            Routes {
+                primary: 100,
+                canary: 0,
+                mirrored: true
+            },
+            Routes {
+                primary: 90,
+                canary: 10,
+                mirrored: false
+            },
+            Routes {
+                primary: 80,
+                canary: 20,
+                mirrored: false
+            },
+        ]
+    );
+    assert_event(&world, "Normal: Advance podinfo.test canary weight 0");
+}
+
+#[test]
+fn a_new_revision_mid_analysis_restarts_it() {
+    let mut world = initialized(canary(
+        json!({"interval": "15s", "stepWeight": 10, "maxWeight": 50}),
+    ));
+    world.set_target_image("podinfo:6.0.1");
+    world.reconcile();
+    world.run_until(15, 10, |w| w.routes.is_some_and(|r| r.canary == 20));
+    let first_revision = world.canary.status.clone().unwrap().last_applied_spec;
+
+    world.set_target_image("podinfo:6.0.2");
+    let restart = world.advance(15).clone();
+    assert_eq!(restart.phase, Some(Phase::Progressing));
+    assert_eq!(restart.weight, 0);
+    assert_eq!(restart.routes, Some(Routes::PRIMARY_ONLY));
+    assert_eq!(
+        restart.events,
+        vec!["Normal: New revision detected! Restarting analysis for podinfo.test"]
+    );
+    assert_ne!(
+        world.canary.status.clone().unwrap().last_applied_spec,
+        first_revision
+    );
+    // The analysis starts over with a pre-rollout tick, then promotes the newest revision.
+    assert!(world.run_until(15, 20, |w| w.phase() == Some(Phase::Succeeded)));
+    assert_eq!(world.primary_image(), "podinfo:6.0.2");
+    let starts = events(&world)
+        .iter()
+        .filter(|e| e.contains("Starting canary analysis"))
+        .count();
+    assert_eq!(starts, 2);
+}
+
+#[test]
+fn reverting_to_the_promoted_revision_mid_analysis_stops_the_release() {
+    let mut world = initialized(canary(
+        json!({"interval": "15s", "stepWeight": 10, "maxWeight": 50}),
+    ));
+    let promoted = world.canary.status.clone().unwrap().last_promoted_spec;
+    world.set_target_image("podinfo:6.0.1");
+    world.reconcile();
+    world.run_until(15, 10, |w| w.routes.is_some_and(|r| r.canary == 20));
+
+    world.set_target_image("ghcr.io/stefanprodan/podinfo:6.0.0");
+    let tick = world.advance(15).clone();
+    assert_eq!(tick.phase, Some(Phase::Succeeded));
+    assert_eq!(tick.routes, Some(Routes::PRIMARY_ONLY));
+    assert!(tick.actions.contains(&Action::ScaleTarget(0)));
+    assert!(
+        !tick
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::Promote { .. }))
+    );
+    assert!(tick.events[0].contains("back on the promoted revision"));
+    let status = world.canary.status.clone().unwrap();
+    assert_eq!(status.last_applied_spec, promoted);
+    assert_eq!(status.last_promoted_spec, promoted);
+    // Nothing further happens: the promoted revision is not a new one.
+    assert!(world.advance(60).actions.is_empty());
+}
+
+#[test]
+fn after_a_rollback_reverting_is_quiet_and_reapplying_retries() {
+    let mut world = initialized(canary(
+        json!({"interval": "15s", "stepWeight": 10, "threshold": 1,
+        "metrics": [{"name": "request-success-rate", "thresholdRange": {"min": 99}}]}),
+    ));
+    world.respond(|check, now| match check {
+        Check::Metric { .. } => Outcome::Metric(MetricReading::Value(50.0)),
+        other => healthy(other, now),
+    });
+    world.set_target_image("podinfo:6.0.2");
+    world.reconcile();
+    assert!(world.run_until(15, 20, |w| w.phase() == Some(Phase::Failed)));
+
+    // Back to the promoted image: no release, status follows the target.
+    world.set_target_image("ghcr.io/stefanprodan/podinfo:6.0.0");
+    let revert = world.advance(15).clone();
+    assert_eq!(revert.phase, Some(Phase::Failed));
+    assert!(revert.actions.is_empty());
+    let status = world.canary.status.clone().unwrap();
+    assert_eq!(status.last_applied_spec, status.last_promoted_spec);
+
+    // Re-applying the failed version is a new release again.
+    world.set_target_image("podinfo:6.0.2");
+    let again = world.advance(15).clone();
+    assert_eq!(again.phase, Some(Phase::Progressing));
+    assert_eq!(
+        again.events,
+        vec!["Normal: New revision detected! Scaling up podinfo.test"]
+    );
+}
+
+#[test]
+fn a_config_change_starts_a_release() {
+    let mut world = initialized(canary(json!({"interval": "15s", "stepWeight": 50})));
+    world
+        .configs
+        .insert("configmap/podinfo-config".into(), "aaaa".into());
+    let tick = world.advance(15).clone();
+    assert_eq!(tick.phase, Some(Phase::Progressing));
+    assert_eq!(
+        tick.events,
+        vec!["Normal: New revision detected! Scaling up podinfo.test"]
+    );
+    assert!(world.run_until(15, 20, |w| w.phase() == Some(Phase::Succeeded)));
+    let tracked = world
+        .canary
+        .status
+        .clone()
+        .unwrap()
+        .tracked_configs
+        .unwrap();
+    assert_eq!(tracked["configmap/podinfo-config"], "aaaa");
+    // The same checksum again is not a new revision.
+    assert!(world.advance(60).actions.is_empty());
+}

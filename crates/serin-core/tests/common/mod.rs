@@ -22,10 +22,18 @@ pub fn canary(analysis: Value) -> Canary {
 
 /// A world with `canary` over a one-replica podinfo 6.0.0, initialized (Initialized, primary ready).
 pub fn initialized(canary: Canary) -> World {
-    let mut world = World::new(
-        canary,
-        deployment("podinfo", "test", "ghcr.io/stefanprodan/podinfo:6.0.0", 1),
+    initialized_with_replicas(canary, 1)
+}
+
+/// A world with `canary` over podinfo 6.0.0 with `replicas`, initialized.
+pub fn initialized_with_replicas(canary: Canary, replicas: i32) -> World {
+    let target = deployment(
+        "podinfo",
+        "test",
+        "ghcr.io/stefanprodan/podinfo:6.0.0",
+        replicas,
     );
+    let mut world = World::new(canary, target);
     world.reconcile();
     world.advance(15);
     assert_eq!(
