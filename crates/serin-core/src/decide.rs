@@ -1399,21 +1399,19 @@ impl<'a> Tick<'a> {
         if self.primary_replicas() != Some(full) {
             self.actions.push(Action::ScalePrimary(full));
         }
-        let canary_available = self
-            .target()
-            .status
-            .as_ref()
-            .and_then(|s| s.available_replicas)
-            .unwrap_or(0);
+        // The canary here runs at full size, so what matters is the pods its current traffic needs.
+        let current = self.obs.routes.map_or(0, |r| r.canary);
+        let canary_needs = traffic_weight_to_replicas(full, current);
         let weight = dynamic_abort_weight(
             full,
             &weight_ladder(&self.analysis),
             primary_available,
-            canary_available,
+            canary_needs,
             self.analysis
                 .abort_scale_down_delay_seconds
                 .is_some_and(|d| d > 0),
-        );
+        )
+        .min(current);
         if weight == 0 {
             return Ok(false);
         }

@@ -56,6 +56,8 @@ pub struct World {
     pub responder: Responder,
     /// Every reconcile so far.
     pub log: Vec<TickRecord>,
+    /// Deployments (`"target"`, `"primary"`) whose rollouts never become available, whatever the image.
+    pub failing: std::collections::BTreeSet<&'static str>,
     start: Timestamp,
     rollout_started: BTreeMap<String, Timestamp>,
 }
@@ -74,7 +76,7 @@ pub fn deployment(name: &str, namespace: &str, image: &str, replicas: i32) -> De
         }
     }))
     .expect("a valid Deployment");
-    settle(&mut d, None);
+    settle(&mut d, None, false);
     d
 }
 
@@ -92,10 +94,10 @@ fn replicas_of(d: &Deployment) -> i32 {
     d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
 }
 
-/// Marks a rollout finished: ready, or stuck unavailable since `stuck_since` for broken images.
-fn settle(d: &mut Deployment, stuck_since: Option<Timestamp>) {
+/// Marks a rollout finished: ready, or stuck unavailable since `stuck_since` when `broken`.
+fn settle(d: &mut Deployment, stuck_since: Option<Timestamp>, broken: bool) {
     let replicas = replicas_of(d);
-    let broken = image_of(d).contains("broken");
+    let broken = broken || image_of(d).contains("broken");
     let generation = d.metadata.generation;
     d.status = Some(DeploymentStatus {
         observed_generation: generation,
@@ -145,6 +147,7 @@ impl World {
             rollout_seconds: 0,
             responder: Box::new(healthy),
             log: Vec::new(),
+            failing: Default::default(),
             start,
             rollout_started: BTreeMap::new(),
         }
@@ -198,7 +201,7 @@ impl World {
             }
             let started = self.rollout_started.get(key).copied().unwrap_or(now);
             if now >= started + deadline {
-                settle(d, Some(started));
+                settle(d, Some(started), self.failing.contains(key));
             }
         }
     }
@@ -309,25 +312,8 @@ impl World {
                     self.routes = Some(Routes::PRIMARY_ONLY);
                 }
             }
-            Action::ScaleTarget(n) => {
-                if let Some(spec) = self.target.spec.as_mut()
-                    && spec.replicas != Some(*n)
-                {
-                    spec.replicas = Some(*n);
-                    bump(&mut self.target);
-                    self.rollout_started.insert("target".into(), now);
-                }
-            }
-            Action::ScalePrimary(n) => {
-                if let Some(primary) = self.primary.as_mut()
-                    && let Some(spec) = primary.spec.as_mut()
-                    && spec.replicas != Some(*n)
-                {
-                    spec.replicas = Some(*n);
-                    bump(primary);
-                    self.rollout_started.insert("primary".into(), now);
-                }
-            }
+            Action::ScaleTarget(n) => self.scale("target", *n),
+            Action::ScalePrimary(n) => self.scale("primary", *n),
             Action::SetRoutes(routes) => self.routes = Some(*routes),
             Action::Promote { replicas } => {
                 let template = self.target.spec.as_ref().map(|s| s.template.clone());
@@ -343,6 +329,32 @@ impl World {
                 }
             }
             Action::SyncPrimaryAutoscaler | Action::NotifyHooks { .. } => {}
+        }
+    }
+
+    /// Scaling up takes a rollout; scaling down is observed at once, as on a real cluster.
+    fn scale(&mut self, key: &'static str, replicas: i32) {
+        let now = self.now;
+        let failing = self.failing.contains(key);
+        let deployment = match key {
+            "target" => Some(&mut self.target),
+            _ => self.primary.as_mut(),
+        };
+        let Some(d) = deployment else { return };
+        let current = replicas_of(d);
+        if current == replicas {
+            return;
+        }
+        if let Some(spec) = d.spec.as_mut() {
+            spec.replicas = Some(replicas);
+        }
+        bump(d);
+        let rolled_out = d.status.as_ref().and_then(|s| s.observed_generation)
+            == d.metadata.generation.map(|g| g - 1);
+        if replicas < current && rolled_out {
+            settle(d, Some(now), failing);
+        } else {
+            self.rollout_started.insert(key.into(), now);
         }
     }
 

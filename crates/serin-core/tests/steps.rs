@@ -1,0 +1,244 @@
+//! Explicit steps: setWeight, timed and indefinite pauses, setCanaryScale, dynamic stable scale.
+
+mod common;
+use common::*;
+use serde_json::json;
+use serin_api::{PROMOTE_ANNOTATION, Phase};
+use serin_core::simulation::healthy;
+use serin_core::{Action, Check, MetricReading, Outcome, Routes};
+
+fn steps_canary() -> serin_api::Canary {
+    canary(json!({
+        "interval": "15s", "threshold": 2,
+        "steps": [
+            {"setWeight": 10},
+            {"pause": {"duration": "30s"}},
+            {"setCanaryScale": {"weight": 50}},
+            {"setWeight": 50},
+            {"pause": {}}
+        ],
+        "metrics": [{"name": "request-success-rate", "thresholdRange": {"min": 99}}]
+    }))
+}
+
+fn step_index(world: &serin_core::simulation::World) -> Option<i32> {
+    world
+        .canary
+        .status
+        .as_ref()
+        .and_then(|s| s.current_step_index)
+}
+
+#[test]
+fn steps_with_timed_and_indefinite_pauses() {
+    let mut world = initialized_with_replicas(steps_canary(), 4);
+    world.set_target_image("podinfo:6.0.1");
+    let detect = world.reconcile().clone();
+    assert!(detect.actions.contains(&Action::ScaleTarget(4)));
+    assert_eq!(step_index(&world), None);
+
+    let first = world.advance(15).clone();
+    assert_eq!(
+        first.routes,
+        Some(Routes {
+            primary: 90,
+            canary: 10,
+            mirrored: false
+        })
+    );
+    assert_eq!(
+        first.events,
+        vec![
+            "Normal: Starting canary analysis for podinfo.test",
+            "Normal: Advance podinfo.test canary weight 10",
+            "Normal: Step 1/5 completed (setWeight: 10)",
+            "Normal: Paused podinfo.test at step 2/5 for 30s",
+        ]
+    );
+    assert_eq!(step_index(&world), Some(1));
+
+    // 15s into a 30s pause: still paused, still analysing.
+    let mid = world.advance(15).clone();
+    assert_eq!(mid.routes.unwrap().canary, 10);
+    assert!(mid.checks.contains(&Check::Metric {
+        name: "request-success-rate".into()
+    }));
+    assert_eq!(step_index(&world), Some(1));
+
+    // The pause ends: the canary is halved, traffic goes to 50%, and the indefinite pause begins.
+    let resume = world.advance(15).clone();
+    assert_eq!(
+        resume.routes,
+        Some(Routes {
+            primary: 50,
+            canary: 50,
+            mirrored: false
+        })
+    );
+    assert!(resume.actions.contains(&Action::ScaleTarget(2)));
+    assert_eq!(step_index(&world), Some(4));
+    assert!(
+        resume
+            .events
+            .iter()
+            .any(|e| e.contains("Step 3/5 completed (setCanaryScale{weight: 50})"))
+    );
+    assert!(
+        resume
+            .events
+            .iter()
+            .any(|e| e.contains("at step 5/5 until promoted"))
+    );
+
+    for _ in 0..6 {
+        let t = world.advance(15).clone();
+        assert_eq!(t.phase, Some(Phase::Progressing));
+        assert_eq!(t.routes.unwrap().canary, 50);
+    }
+    assert_eq!(world.target_replicas(), 2);
+
+    world.annotate(PROMOTE_ANNOTATION, "1");
+    let promoted = world.advance(1).clone();
+    assert_eq!(
+        promoted.phase,
+        Some(Phase::Promoting),
+        "{:?}",
+        promoted.events
+    );
+    assert!(
+        promoted
+            .actions
+            .contains(&Action::Promote { replicas: Some(4) })
+    );
+    assert_eq!(step_index(&world), Some(5));
+    // The same annotation value is not a second promote.
+    let again = world.advance(1).clone();
+    assert!(again.actions.is_empty());
+
+    assert!(world.run_until(15, 10, |w| w.phase() == Some(Phase::Succeeded)));
+    assert_eq!(world.primary_image(), "podinfo:6.0.1");
+    assert_eq!(world.primary_replicas(), 4);
+    assert_eq!(world.target_replicas(), 0);
+}
+
+#[test]
+fn failing_checks_during_a_pause_roll_back() {
+    let mut world = initialized_with_replicas(steps_canary(), 4);
+    world.set_target_image("podinfo:6.0.1");
+    world.reconcile();
+    world.advance(15);
+    world.respond(|check, now| match check {
+        Check::Metric { .. } => Outcome::Metric(MetricReading::Value(42.0)),
+        other => healthy(other, now),
+    });
+    assert!(world.run_until(15, 5, |w| w.phase() == Some(Phase::Failed)));
+    assert_eq!(world.routes, Some(Routes::PRIMARY_ONLY));
+    assert_eq!(
+        step_index(&world),
+        None,
+        "the step index is reset with the run"
+    );
+}
+
+#[test]
+fn set_canary_scale_replicas_and_match_traffic_weight() {
+    let mut world = initialized_with_replicas(
+        canary(json!({
+            "interval": "15s",
+            "steps": [
+                {"setCanaryScale": {"replicas": 1}},
+                {"setWeight": 20},
+                {"setCanaryScale": {"matchTrafficWeight": true}},
+                {"setWeight": 60},
+            ]
+        })),
+        10,
+    );
+    world.set_target_image("podinfo:6.0.1");
+    world.reconcile();
+    assert_eq!(world.target_replicas(), 10);
+    let first = world.advance(15).clone();
+    // setCanaryScale then setWeight run in one tick; the next setCanaryScale follows the setWeight.
+    assert_eq!(first.routes.unwrap().canary, 20);
+    assert!(first.actions.contains(&Action::ScaleTarget(1)));
+    assert!(
+        first.actions.contains(&Action::ScaleTarget(2)),
+        "{:?}",
+        first.actions
+    );
+    assert_eq!(world.target_replicas(), 2);
+    let second = world.advance(15).clone();
+    assert_eq!(second.routes.unwrap().canary, 60);
+    assert!(second.actions.contains(&Action::ScaleTarget(6)));
+    assert!(world.run_until(15, 10, |w| w.phase() == Some(Phase::Succeeded)));
+    assert_eq!(world.primary_replicas(), 10);
+}
+
+#[test]
+fn dynamic_stable_scale_shrinks_the_primary_after_traffic_moves() {
+    let mut world = initialized_with_replicas(
+        canary(
+            json!({"interval": "15s", "stepWeight": 20, "maxWeight": 60, "dynamicStableScale": true}),
+        ),
+        10,
+    );
+    world.set_target_image("podinfo:6.0.1");
+    world.reconcile();
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        world.advance(15);
+        seen.push((world.routes.unwrap().canary, world.primary_replicas()));
+    }
+    // The primary keeps the pods for the traffic it had before each step: scale-down lags by a tick.
+    // The fourth tick promotes, which gives the primary its full size back for the new version.
+    assert_eq!(seen, vec![(20, 10), (40, 8), (60, 6), (60, 10)]);
+    assert_eq!(world.phase(), Some(Phase::Promoting));
+    assert!(world.run_until(15, 10, |w| w.phase() == Some(Phase::Succeeded)));
+    assert_eq!(
+        world.primary_replicas(),
+        10,
+        "promotion restores the primary's size"
+    );
+}
+
+#[test]
+fn dynamic_stable_scale_rollback_waits_for_the_primary() {
+    let mut world = initialized_with_replicas(
+        canary(
+            json!({"interval": "15s", "stepWeight": 20, "maxWeight": 80, "threshold": 1,
+            "dynamicStableScale": true,
+            "metrics": [{"name": "request-success-rate", "thresholdRange": {"min": 99}}]}),
+        ),
+        10,
+    );
+    world.rollout_seconds = 20;
+    world.set_target_image("podinfo:6.0.1");
+    world.reconcile();
+    assert!(world.run_until(15, 10, |w| w.routes.is_some_and(|r| r.canary == 60)));
+    assert_eq!(world.primary_replicas(), 6);
+    world.respond(|check, now| match check {
+        Check::Metric { .. } => Outcome::Metric(MetricReading::Value(1.0)),
+        other => healthy(other, now),
+    });
+    world.advance(15); // the failing check
+    let first = world.advance(15).clone();
+    assert!(
+        first.actions.contains(&Action::ScalePrimary(10)),
+        "{:?}",
+        first.actions
+    );
+    // 6 primary pods can serve 60%: the canary keeps 40% until the primary has grown.
+    assert_eq!(
+        first.routes,
+        Some(Routes {
+            primary: 60,
+            canary: 40,
+            mirrored: false
+        })
+    );
+    assert_eq!(first.phase, Some(Phase::Progressing));
+    assert!(world.run_until(15, 5, |w| w.phase() == Some(Phase::Failed)));
+    assert_eq!(world.routes, Some(Routes::PRIMARY_ONLY));
+    assert_eq!(world.primary_replicas(), 10);
+    assert_eq!(world.target_replicas(), 0);
+}
