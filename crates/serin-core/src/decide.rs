@@ -470,33 +470,11 @@ impl<'a> Tick<'a> {
     /// Initialized, Succeeded or Failed: react to a new revision or a manual request at once.
     fn idle(&mut self) -> Step {
         let failed = self.phase() == Some(Phase::Failed);
-        if self.pending.abort.is_some() {
-            self.handled("abort");
-            self.normal(format!(
-                "Nothing to abort: no release of {} is in progress",
-                self.target_id
-            ));
-        }
-        if self.pending.promote.is_some() {
-            self.handled("promote");
-            self.normal(format!(
-                "Nothing to promote: {} is not paused",
-                self.canary_id
-            ));
-        }
         let mut retry = false;
-        if self.pending.retry.is_some() {
+        if failed && self.pending.retry.is_some() {
             self.handled("retry");
-            if failed {
-                retry = true;
-                self.normal(format!("Retrying the release of {}", self.target_id));
-            } else {
-                self.normal(format!(
-                    "Nothing to retry: only a Failed canary can be retried, {} is {}",
-                    self.canary_id,
-                    self.phase().map_or("", Phase::as_str)
-                ));
-            }
+            retry = true;
+            self.normal(format!("Retrying the release of {}", self.target_id));
         }
         let changed = self.spec_changed() || self.configs_changed();
         if self.pending.promote_full.is_some() {
@@ -1444,7 +1422,41 @@ impl<'a> Tick<'a> {
         Err(Halt::Done)
     }
 
+    /// Acknowledges the requests this tick did not act on, saying why, so they are not retried.
+    fn acknowledge_ignored_requests(&mut self) {
+        let state = self.status.phase.map_or("not initialized", Phase::as_str);
+        if self.pending.promote.is_some() {
+            self.handled("promote");
+            self.normal(format!(
+                "Nothing to promote: {} is not paused ({state})",
+                self.canary_id
+            ));
+        }
+        if self.pending.promote_full.is_some() {
+            self.handled("promote-full");
+            self.normal(format!(
+                "Nothing to promote: {} has no release to promote ({state})",
+                self.canary_id
+            ));
+        }
+        if self.pending.abort.is_some() {
+            self.handled("abort");
+            self.normal(format!(
+                "Nothing to abort: no release of {} is in progress ({state})",
+                self.target_id
+            ));
+        }
+        if self.pending.retry.is_some() {
+            self.handled("retry");
+            self.normal(format!(
+                "Nothing to retry: only a Failed canary can be retried, {} is {state}",
+                self.canary_id
+            ));
+        }
+    }
+
     fn finish(mut self) -> Plan {
+        self.acknowledge_ignored_requests();
         self.status.observed_generation = self.canary.metadata.generation;
         if significant(&self.old) != significant(&self.status) {
             self.status.last_transition_time = Some(self.now_time());
