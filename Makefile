@@ -2,16 +2,19 @@
 CARGO ?= cargo
 CRD_FILES := artifacts/crds/serin.yaml charts/serin/crds/serin.yaml
 
-.PHONY: test fmt-check clippy unit crds demo doc
+.PHONY: test fmt-check clippy unit doc-check crds demo doc
 
 ## make test: formatting check, clippy with warnings as errors, then every test in the workspace.
-test: fmt-check clippy unit
+test: fmt-check clippy doc-check unit
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
 
 clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+doc-check:
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --quiet
 
 unit:
 	CARGO=$(CARGO) scripts/run-tests.sh

@@ -4,6 +4,8 @@
 //! Field names follow Flagger's v1beta1 API so existing manifests carry over; extensions take the
 //! names Argo Rollouts uses (`steps`, `setWeight`, `pause`, `setCanaryScale`, `dynamicStableScale`, ...).
 
+#![deny(missing_docs)]
+
 pub mod alert_provider;
 pub mod canary;
 pub mod crd;

@@ -6,6 +6,38 @@
 //! Time lives in the Canary's status (`lastTickTime`, `stepStartTime`), so a restarted operator
 //! resumes where it was and a reconcile triggered by the operator's own status write does not
 //! advance anything.
+//!
+//! A controller drives one tick like this:
+//!
+//! ```
+//! use serin_core::{decide, Check, Decision, MetricReading, Observation, Outcome, Verdict};
+//!
+//! # let canary: serin_api::Canary = serde_json::from_value(serde_json::json!({
+//! #     "metadata": {"name": "podinfo", "namespace": "test"},
+//! #     "spec": {"targetRef": {"kind": "Deployment", "name": "podinfo"}, "service": {"port": 9898},
+//! #              "analysis": {"stepWeight": 10}}})).unwrap();
+//! let mut observation = Observation::new(canary);
+//! // ... fill in the target, primary, routes and configs from the watch caches ...
+//! let now = "2026-01-01T00:00:00Z".parse().unwrap();
+//! let plan = loop {
+//!     match decide(&observation, now) {
+//!         Decision::Check(check) => {
+//!             // Call the webhook or run the query, then hand the result back.
+//!             let outcome = match &check {
+//!                 Check::Hook { .. } => Outcome::Hook(Ok(())),
+//!                 Check::Metric { .. } => Outcome::Metric(MetricReading::Value(99.9)),
+//!             };
+//!             observation.verdicts.push(Verdict { check, outcome });
+//!         }
+//!         Decision::Plan(plan) => break plan,
+//!     }
+//! };
+//! // Without a target Deployment there is nothing to do but say so.
+//! assert!(plan.actions.is_empty());
+//! assert!(plan.status.message.unwrap().contains("Deployment podinfo.test not found"));
+//! ```
+
+#![deny(missing_docs)]
 
 pub mod condition;
 pub mod decide;

@@ -104,7 +104,7 @@ pub enum Outcome {
     Metric(MetricReading),
 }
 
-/// A check and its result, fed back into the next call of [`crate::decide`].
+/// A check and its result, fed back into the next call of [`crate::decide()`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Verdict {
     /// The check that was run.

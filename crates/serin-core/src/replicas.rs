@@ -11,6 +11,13 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 /// Neither side is rounded down to zero for weights strictly between 0 and 100 (unless there is a
 /// single replica and no surge); with `max_surge > 0` the pair may total `replicas + 1`. On equal
 /// distance the larger canary wins.
+///
+/// ```
+/// use serin_core::replicas::weighted_split;
+/// assert_eq!(weighted_split(10, 41, 1), (4, 6));
+/// assert_eq!(weighted_split(10, 25, 1), (3, 8)); // one surge pod above 10
+/// assert_eq!(weighted_split(2, 1, 1), (1, 2)); // never rounds the canary to zero
+/// ```
 pub fn weighted_split(replicas: i32, weight: i32, max_surge: i32) -> (i32, i32) {
     if replicas <= 0 {
         return (0, 0);

@@ -1,4 +1,4 @@
-//! An in-memory world for replaying releases through [`crate::decide`] tick by tick, with no cluster:
+//! An in-memory world for replaying releases through [`crate::decide()`] tick by tick, with no cluster:
 //! Deployments that finish rolling out after a set time (or never, for an image named `*broken*`),
 //! a router holding weights, and scripted answers for webhooks and metric queries.
 //!
