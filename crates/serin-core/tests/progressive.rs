@@ -408,3 +408,17 @@ fn a_config_change_starts_a_release() {
     // The same checksum again is not a new revision.
     assert!(world.advance(60).actions.is_empty());
 }
+
+#[test]
+fn stepped_promotion_does_not_stall_when_the_router_was_reset() {
+    let mut world = initialized(canary(json!({
+        "interval": "15s", "stepWeight": 100, "maxWeight": 100, "stepWeightPromotion": 50
+    })));
+    world.set_target_image("podinfo:6.0.1");
+    world.reconcile();
+    assert!(world.run_until(15, 10, |w| w.phase() == Some(Phase::Promoting)));
+    // Someone re-applied the VirtualService: all traffic is back on the primary mid-promotion.
+    world.routes = Some(Routes::PRIMARY_ONLY);
+    assert!(world.run_until(15, 4, |w| w.phase() == Some(Phase::Succeeded)));
+    assert_eq!(world.primary_image(), "podinfo:6.0.1");
+}
