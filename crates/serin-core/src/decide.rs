@@ -66,6 +66,15 @@ impl Pending {
     }
 }
 
+/// A kind of manual request.
+#[derive(Clone, Copy)]
+enum Request {
+    Promote,
+    PromoteFull,
+    Abort,
+    Retry,
+}
+
 /// What caused a rollback, for its event and alert.
 enum RollbackCause {
     Threshold(i32),
@@ -199,6 +208,12 @@ impl<'a> Tick<'a> {
         start.map_or(SignedDuration::ZERO, |t| self.now.duration_since(t.0))
     }
 
+    /// Time left until `seconds` after `start`, or `None` once that moment has passed.
+    fn remaining_after(&self, start: Option<&Time>, seconds: i32) -> Option<Duration> {
+        let left = SignedDuration::from_secs(i64::from(seconds)) - self.elapsed_since(start);
+        (left > SignedDuration::ZERO).then(|| Duration::from_secs(left.as_secs().max(1) as u64))
+    }
+
     /// Whether an in-flight tick is due: one interval after the last, or at once for a manual request.
     fn due(&self) -> bool {
         if self.pending.any() {
@@ -239,22 +254,23 @@ impl<'a> Tick<'a> {
         Err(Halt::Done)
     }
 
-    fn handled(&mut self, which: &str) {
+    /// Records a request as acted on (or acknowledged), so its token is not acted on again.
+    fn handled(&mut self, request: Request) {
         let handled = self
             .status
             .handled_requests
             .get_or_insert_with(Default::default);
-        let slot = match which {
-            "promote" => {
+        let (field, token) = match request {
+            Request::Promote => {
                 handled.promoted_at = Some(Time(self.now));
                 (&mut handled.promote, self.pending.promote.take())
             }
-            "promote-full" => (&mut handled.promote_full, self.pending.promote_full.take()),
-            "abort" => (&mut handled.abort, self.pending.abort.take()),
-            _ => (&mut handled.retry, self.pending.retry.take()),
+            Request::PromoteFull => (&mut handled.promote_full, self.pending.promote_full.take()),
+            Request::Abort => (&mut handled.abort, self.pending.abort.take()),
+            Request::Retry => (&mut handled.retry, self.pending.retry.take()),
         };
-        if let (field, Some(token)) = slot {
-            *field = Some(token);
+        if token.is_some() {
+            *field = token;
         }
     }
 
@@ -472,13 +488,13 @@ impl<'a> Tick<'a> {
         let failed = self.phase() == Some(Phase::Failed);
         let mut retry = false;
         if failed && self.pending.retry.is_some() {
-            self.handled("retry");
+            self.handled(Request::Retry);
             retry = true;
             self.normal(format!("Retrying the release of {}", self.target_id));
         }
         let changed = self.spec_changed() || self.configs_changed();
         if self.pending.promote_full.is_some() {
-            self.handled("promote-full");
+            self.handled(Request::PromoteFull);
             if changed || failed {
                 self.ticked();
                 self.status.last_applied_spec = Some(self.hash.clone());
@@ -522,16 +538,15 @@ impl<'a> Tick<'a> {
         if self.target_replicas().unwrap_or(0) == 0 {
             return;
         }
-        let remaining = SignedDuration::from_secs(i64::from(delay))
-            - self.elapsed_since(self.old.step_start_time.as_ref());
-        if remaining <= SignedDuration::ZERO {
-            self.actions.push(Action::ScaleTarget(0));
-            self.normal(format!(
-                "Scaling down {} after the abort scale-down delay of {delay}s",
-                self.target_id
-            ));
-        } else {
-            self.requeue = Some(Duration::from_secs(remaining.as_secs().max(1) as u64));
+        match self.remaining_after(self.old.step_start_time.as_ref(), delay) {
+            Some(left) => self.requeue = Some(left),
+            None => {
+                self.actions.push(Action::ScaleTarget(0));
+                self.normal(format!(
+                    "Scaling down {} after the abort scale-down delay of {delay}s",
+                    self.target_id
+                ));
+            }
         }
     }
 
@@ -590,7 +605,7 @@ impl<'a> Tick<'a> {
 
         if self.pending.abort.is_some() {
             if matches!(phase, Phase::Promoting | Phase::Finalising) {
-                self.handled("abort");
+                self.handled(Request::Abort);
                 self.warning(format!(
                     "Abort refused: the promotion of {} has started; roll the target back to the previous version instead",
                     self.target_id
@@ -600,7 +615,7 @@ impl<'a> Tick<'a> {
             }
         }
         if self.pending.promote_full.is_some() {
-            self.handled("promote-full");
+            self.handled(Request::PromoteFull);
             if matches!(phase, Phase::Promoting | Phase::Finalising) {
                 self.normal(format!("{} is already being promoted", self.canary_id));
             } else {
@@ -837,7 +852,9 @@ impl<'a> Tick<'a> {
         }
     }
 
-    fn promote_now(&mut self) -> Step {
+    /// `Copying ... template spec`: the primary takes the target's template (and, without an
+    /// autoscaler, the release's full replica count).
+    fn copy_template_to_primary(&mut self) {
         self.normal(format!(
             "Copying {} template spec to {}",
             self.target_id, self.primary_id
@@ -848,6 +865,10 @@ impl<'a> Tick<'a> {
             Some(self.full_replicas())
         };
         self.actions.push(Action::Promote { replicas });
+    }
+
+    fn promote_now(&mut self) -> Step {
+        self.copy_template_to_primary();
         self.set_phase(Phase::Promoting);
         Err(Halt::Done)
     }
@@ -1055,7 +1076,7 @@ impl<'a> Tick<'a> {
                     return Err(Halt::Done);
                 }
                 if promoted {
-                    self.handled("promote");
+                    self.handled(Request::Promote);
                     self.normal(format!(
                         "Promoted: {} leaves the pause at step {}/{total}",
                         self.canary_id,
@@ -1150,7 +1171,7 @@ impl<'a> Tick<'a> {
             return true;
         }
         if self.pending.promote.is_some() {
-            self.handled("promote");
+            self.handled(Request::Promote);
             self.normal(format!("Promotion of {} approved manually", self.canary_id));
             return true;
         }
@@ -1165,14 +1186,11 @@ impl<'a> Tick<'a> {
             }
             return false;
         }
-        if let Some(seconds) = self.analysis.auto_promotion_seconds {
-            let waited = self.elapsed_since(wait_started.as_ref());
-            let wait = SignedDuration::from_secs(i64::from(seconds));
-            if waited < wait {
-                let left = (wait - waited).as_secs().max(1) as u64;
-                self.requeue = Some(self.interval().min(Duration::from_secs(left)));
-                return false;
-            }
+        if let Some(seconds) = self.analysis.auto_promotion_seconds
+            && let Some(left) = self.remaining_after(wait_started.as_ref(), seconds)
+        {
+            self.requeue = Some(self.interval().min(left));
+            return false;
         }
         true
     }
@@ -1203,14 +1221,11 @@ impl<'a> Tick<'a> {
 
     /// Finalising: after `scaleDownDelaySeconds` (default: one tick), scale the canary down.
     fn finalise(&mut self) -> Step {
-        if let Some(delay) = self.analysis.scale_down_delay_seconds.filter(|d| *d > 0) {
-            let remaining = SignedDuration::from_secs(i64::from(delay))
-                - self.elapsed_since(self.old.step_start_time.as_ref());
-            if remaining > SignedDuration::ZERO {
-                let left = Duration::from_secs(remaining.as_secs().max(1) as u64);
-                self.requeue = Some(self.interval().min(left));
-                return Err(Halt::Done);
-            }
+        if let Some(delay) = self.analysis.scale_down_delay_seconds
+            && let Some(left) = self.remaining_after(self.old.step_start_time.as_ref(), delay)
+        {
+            self.requeue = Some(self.interval().min(left));
+            return Err(Halt::Done);
         }
         self.actions.push(Action::ScaleTarget(0));
         self.set_phase(Phase::Succeeded);
@@ -1233,16 +1248,7 @@ impl<'a> Tick<'a> {
 
     fn promote_without_analysis(&mut self) -> Step {
         self.set_routes(100, 0, false);
-        self.normal(format!(
-            "Copying {} template spec to {}",
-            self.target_id, self.primary_id
-        ));
-        let replicas = if self.canary.spec.autoscaler_ref.is_some() {
-            None
-        } else {
-            Some(self.full_replicas())
-        };
-        self.actions.push(Action::Promote { replicas });
+        self.copy_template_to_primary();
         if self.canary.spec.autoscaler_ref.is_some() {
             self.actions.push(Action::SyncPrimaryAutoscaler);
         }
@@ -1344,7 +1350,7 @@ impl<'a> Tick<'a> {
         }
         self.sync(Phase::Failed, 0);
         if self.pending.abort.is_some() {
-            self.handled("abort");
+            self.handled(Request::Abort);
         }
         self.actions.push(Action::NotifyHooks {
             hook_type: HookType::PostRollout,
@@ -1426,28 +1432,28 @@ impl<'a> Tick<'a> {
     fn acknowledge_ignored_requests(&mut self) {
         let state = self.status.phase.map_or("not initialized", Phase::as_str);
         if self.pending.promote.is_some() {
-            self.handled("promote");
+            self.handled(Request::Promote);
             self.normal(format!(
                 "Nothing to promote: {} is not paused ({state})",
                 self.canary_id
             ));
         }
         if self.pending.promote_full.is_some() {
-            self.handled("promote-full");
+            self.handled(Request::PromoteFull);
             self.normal(format!(
                 "Nothing to promote: {} has no release to promote ({state})",
                 self.canary_id
             ));
         }
         if self.pending.abort.is_some() {
-            self.handled("abort");
+            self.handled(Request::Abort);
             self.normal(format!(
                 "Nothing to abort: no release of {} is in progress ({state})",
                 self.target_id
             ));
         }
         if self.pending.retry.is_some() {
-            self.handled("retry");
+            self.handled(Request::Retry);
             self.normal(format!(
                 "Nothing to retry: only a Failed canary can be retried, {} is {state}",
                 self.canary_id
