@@ -1431,33 +1431,36 @@ impl<'a> Tick<'a> {
     /// Acknowledges the requests this tick did not act on, saying why, so they are not retried.
     fn acknowledge_ignored_requests(&mut self) {
         let state = self.status.phase.map_or("not initialized", Phase::as_str);
-        if self.pending.promote.is_some() {
-            self.handled(Request::Promote);
-            self.normal(format!(
-                "Nothing to promote: {} is not paused ({state})",
-                self.canary_id
-            ));
-        }
-        if self.pending.promote_full.is_some() {
-            self.handled(Request::PromoteFull);
-            self.normal(format!(
-                "Nothing to promote: {} has no release to promote ({state})",
-                self.canary_id
-            ));
-        }
-        if self.pending.abort.is_some() {
-            self.handled(Request::Abort);
-            self.normal(format!(
-                "Nothing to abort: no release of {} is in progress ({state})",
-                self.target_id
-            ));
-        }
-        if self.pending.retry.is_some() {
-            self.handled(Request::Retry);
-            self.normal(format!(
-                "Nothing to retry: only a Failed canary can be retried, {} is {state}",
-                self.canary_id
-            ));
+        let (canary, target) = (&self.canary_id, &self.target_id);
+        let ignored = [
+            (
+                Request::Promote,
+                self.pending.promote.is_some(),
+                format!("Nothing to promote: {canary} is not paused ({state})"),
+            ),
+            (
+                Request::PromoteFull,
+                self.pending.promote_full.is_some(),
+                format!("Nothing to promote: {canary} has no release to promote ({state})"),
+            ),
+            (
+                Request::Abort,
+                self.pending.abort.is_some(),
+                format!("Nothing to abort: no release of {target} is in progress ({state})"),
+            ),
+            (
+                Request::Retry,
+                self.pending.retry.is_some(),
+                format!(
+                    "Nothing to retry: only a Failed canary can be retried, {canary} is {state}"
+                ),
+            ),
+        ];
+        for (request, pending, message) in ignored {
+            if pending {
+                self.handled(request);
+                self.normal(message);
+            }
         }
     }
 

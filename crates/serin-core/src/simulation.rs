@@ -373,6 +373,11 @@ impl World {
         self.primary.as_ref().map(replicas_of).unwrap_or(0)
     }
 
+    /// The status the engine last wrote (empty before the first reconcile).
+    pub fn status(&self) -> serin_api::CanaryStatus {
+        self.canary.status.clone().unwrap_or_default()
+    }
+
     /// The phase in status.
     pub fn phase(&self) -> Option<Phase> {
         self.canary.status.as_ref().and_then(|s| s.phase)

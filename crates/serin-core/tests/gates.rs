@@ -90,8 +90,7 @@ fn confirm_rollout_holds_a_new_revision_in_waiting() {
 #[test]
 fn confirm_traffic_increase_holds_the_weight_without_failing_checks() {
     let (mut world, open) = with_gate("confirm-traffic-increase", json!({}));
-    world.set_target_image("podinfo:6.0.1");
-    world.reconcile();
+    release(&mut world);
     for _ in 0..4 {
         let t = world.advance(15).clone();
         assert_eq!(t.phase, Some(Phase::Progressing));
@@ -101,7 +100,7 @@ fn confirm_traffic_increase_holds_the_weight_without_failing_checks() {
         &world,
         "Warning: Halt podinfo.test advancement waiting for traffic increase approval gate",
     );
-    assert_eq!(world.canary.status.clone().unwrap().failed_checks, 0);
+    assert_eq!(world.status().failed_checks, 0);
     open.set(true);
     world.advance(15);
     assert_eq!(world.routes.unwrap().canary, 10);
@@ -114,9 +113,7 @@ fn confirm_promotion_waits_with_analysis_running() {
         "confirm-promotion",
         json!({"metrics": [{"name": "request-success-rate", "thresholdRange": {"min": 99}}]}),
     );
-    let start = world.log.len();
-    world.set_target_image("podinfo:6.0.1");
-    world.reconcile();
+    let start = release(&mut world);
     assert!(world.run_until(15, 10, |w| w.phase() == Some(Phase::WaitingPromotion)));
     assert_event(
         &world,
@@ -156,8 +153,7 @@ fn a_closed_promotion_gate_still_rolls_back_on_failed_checks() {
         "confirm-promotion",
         json!({"metrics": [{"name": "request-success-rate", "thresholdRange": {"min": 99}}]}),
     );
-    world.set_target_image("podinfo:6.0.1");
-    world.reconcile();
+    release(&mut world);
     assert!(world.run_until(15, 10, |w| w.phase() == Some(Phase::WaitingPromotion)));
     world.respond(|check, now| match check {
         Check::Metric { .. } => Outcome::Metric(serin_core::MetricReading::Value(10.0)),
@@ -171,8 +167,7 @@ fn a_closed_promotion_gate_still_rolls_back_on_failed_checks() {
 #[test]
 fn a_rollback_hook_that_answers_success_rolls_back_at_once() {
     let (mut world, open) = with_gate("rollback", json!({}));
-    world.set_target_image("podinfo:6.0.1");
-    world.reconcile();
+    release(&mut world);
     world.advance(15);
     assert_eq!(world.routes.unwrap().canary, 10);
     assert_event(
@@ -200,11 +195,10 @@ fn a_rollback_hook_that_answers_success_rolls_back_at_once() {
 #[test]
 fn a_failing_pre_rollout_hook_counts_as_a_failed_check() {
     let (mut world, open) = with_gate("pre-rollout", json!({}));
-    world.set_target_image("podinfo:6.0.1");
-    world.reconcile();
+    release(&mut world);
     let t = world.advance(15).clone();
     assert_eq!(t.routes, Some(Routes::PRIMARY_ONLY));
-    assert_eq!(world.canary.status.clone().unwrap().failed_checks, 1);
+    assert_eq!(world.status().failed_checks, 1);
     assert!(
         t.events.iter().any(|e| e
             == "Warning: Halt podinfo.test advancement pre-rollout check gate failed gate closed")
@@ -225,8 +219,7 @@ fn a_failing_rollout_hook_halts_before_metrics() {
         "rollout",
         json!({"metrics": [{"name": "request-success-rate", "thresholdRange": {"min": 99}}]}),
     );
-    world.set_target_image("podinfo:6.0.1");
-    world.reconcile();
+    release(&mut world);
     world.advance(15);
     let t = world.advance(15).clone();
     assert_eq!(

@@ -16,8 +16,7 @@ fn progressive() -> serin_api::Canary {
 
 fn mid_release() -> World {
     let mut world = initialized(progressive());
-    world.set_target_image("podinfo:6.0.1");
-    world.reconcile();
+    release(&mut world);
     assert!(world.run_until(15, 5, |w| w.routes.is_some_and(|r| r.canary == 20)));
     world
 }
@@ -34,13 +33,7 @@ fn abort_rolls_back_at_once_and_only_once() {
         "Warning: Rolling back podinfo.test aborted by user"
     );
     assert_eq!(world.target_replicas(), 0);
-    let handled = world
-        .canary
-        .status
-        .clone()
-        .unwrap()
-        .handled_requests
-        .unwrap();
+    let handled = world.status().handled_requests.unwrap();
     assert_eq!(handled.abort.as_deref(), Some("2026-01-01T00:02:00Z"));
     // The same token is not acted on again, and the aborted revision is not retried by itself.
     assert!(world.advance(30).actions.is_empty());
@@ -62,8 +55,7 @@ fn abort_rolls_back_at_once_and_only_once() {
 fn abort_is_refused_once_promotion_started() {
     let mut world = initialized(canary(json!({"interval": "15s", "stepWeight": 50})));
     world.rollout_seconds = 20;
-    world.set_target_image("podinfo:6.0.1");
-    world.reconcile();
+    release(&mut world);
     assert!(world.run_until(15, 10, |w| w.phase() == Some(Phase::Promoting)));
     world.annotate(ABORT_ANNOTATION, "a1");
     let refused = world.advance(1).clone();
@@ -100,13 +92,7 @@ fn promote_without_a_pause_is_acknowledged_and_ignored() {
     assert!(tick.events.contains(
         &"Normal: Nothing to promote: podinfo.test is not paused (Progressing)".to_string()
     ));
-    let handled = world
-        .canary
-        .status
-        .clone()
-        .unwrap()
-        .handled_requests
-        .unwrap();
+    let handled = world.status().handled_requests.unwrap();
     assert_eq!(handled.promote.as_deref(), Some("p1"));
     // Acknowledged requests do not make later reconciles due: no tick until the interval passes.
     assert!(world.advance(1).checks.is_empty());
@@ -196,7 +182,7 @@ fn suspend_freezes_a_release_where_it_is() {
     world.canary.spec.suspend = None;
     world.advance(15);
     assert_eq!(world.routes.unwrap().canary, 30);
-    assert_eq!(world.canary.status.clone().unwrap().message, None);
+    assert_eq!(world.status().message, None);
 }
 
 #[test]
@@ -210,7 +196,7 @@ fn an_invalid_spec_is_reported_once_and_nothing_is_touched() {
         tick.events[0]
             .starts_with("Warning: invalid spec: spec.analysis.maxWeight: 150 is out of range")
     );
-    let message = world.canary.status.clone().unwrap().message.unwrap();
+    let message = world.status().message.unwrap();
     assert!(
         message.contains("write a whole number from 1 to 100"),
         "{message}"
@@ -271,13 +257,12 @@ fn a_canary_that_never_becomes_ready_fails_on_the_progress_deadline() {
 fn a_primary_that_fails_to_roll_out_keeps_traffic_on_the_healthy_canary() {
     let mut world = initialized(canary(json!({"interval": "15s", "stepWeight": 50})));
     world.canary.spec.progress_deadline_seconds = Some(30);
-    world.set_target_image("podinfo:6.0.1");
-    world.reconcile();
+    release(&mut world);
     assert!(world.run_until(15, 10, |w| w.phase() == Some(Phase::Promoting)));
     world.failing.insert("primary");
     world.rollout_seconds = 1;
     assert!(world.run_until(15, 10, |w| w.phase() == Some(Phase::Failed)));
-    let status = world.canary.status.clone().unwrap();
+    let status = world.status();
     assert_eq!(status.canary_weight, 100);
     assert_eq!(
         world.routes,
@@ -305,8 +290,7 @@ fn abort_scale_down_delay_keeps_the_canary_for_a_while() {
         Check::Metric { .. } => Outcome::Metric(MetricReading::NoData),
         other => healthy(other, now),
     });
-    world.set_target_image("podinfo:6.0.1");
-    world.reconcile();
+    release(&mut world);
     assert!(world.run_until(15, 10, |w| w.phase() == Some(Phase::Failed)));
     assert_event(
         &world,
@@ -352,10 +336,9 @@ fn no_data_can_be_ignored_for_idle_services() {
         Check::Metric { .. } => Outcome::Metric(MetricReading::NoData),
         other => healthy(other, now),
     });
-    world.set_target_image("podinfo:6.0.1");
-    world.reconcile();
+    release(&mut world);
     assert!(world.run_until(15, 10, |w| w.phase() == Some(Phase::Succeeded)));
-    let checks = world.canary.status.clone().unwrap().metric_checks;
+    let checks = world.status().metric_checks;
     assert!(checks[0].passed && checks[0].value.is_none());
 }
 

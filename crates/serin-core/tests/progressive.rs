@@ -54,7 +54,7 @@ fn initialization_creates_primary_then_scales_target_to_zero() {
     assert_eq!(world.target_replicas(), 0);
     assert_eq!(world.routes, Some(Routes::PRIMARY_ONLY));
     assert_event(&world, "Normal: Initialization done! podinfo.test");
-    let status = world.canary.status.clone().unwrap();
+    let status = world.status();
     assert_eq!(status.last_applied_spec, status.last_promoted_spec);
     assert_eq!(status.conditions[0].status, "True");
     assert_eq!(
@@ -150,10 +150,9 @@ fn failing_checks_roll_back_at_the_threshold() {
         }
         other => healthy(other, now),
     });
-    world.set_target_image("podinfo:6.0.1");
-    world.reconcile();
+    release(&mut world);
     world.run_until(15, 40, |w| w.phase() == Some(Phase::Failed));
-    let status = world.canary.status.clone().unwrap();
+    let status = world.status();
     assert_eq!(status.phase, Some(Phase::Failed));
     assert_eq!(world.routes, Some(Routes::PRIMARY_ONLY));
     assert_eq!(world.target_replicas(), 0);
@@ -180,9 +179,7 @@ fn failing_checks_roll_back_at_the_threshold() {
 /// while Progressing (deduplicated).
 fn primary_weights_until_promotion(analysis: serde_json::Value) -> Vec<i32> {
     let mut world = initialized(canary(analysis));
-    let start = world.log.len();
-    world.set_target_image("podinfo:6.0.1");
-    world.reconcile();
+    let start = release(&mut world);
     assert!(world.run_until(15, 30, |w| w.phase() == Some(Phase::Succeeded)));
     let mut weights: Vec<i32> = Vec::new();
     for tick in &world.log[start..] {
@@ -235,14 +232,10 @@ fn stepped_promotion_returns_traffic_gradually() {
     let mut world = initialized(canary(json!({
         "interval": "15s", "stepWeight": 100, "maxWeight": 100, "stepWeightPromotion": 50
     })));
-    let start = world.log.len();
-    world.set_target_image("podinfo:6.0.1");
-    world.reconcile();
+    let start = release(&mut world);
     assert!(world.run_until(15, 20, |w| w.phase() == Some(Phase::Succeeded)));
-    let mut seen = phases(&world, start);
-    seen.dedup();
     assert_eq!(
-        seen,
+        distinct_phases(&world, start),
         vec![
             ("Progressing".into(), 0),
             ("Progressing".into(), 100),
@@ -260,9 +253,7 @@ fn mirroring_copies_traffic_before_shifting_it() {
     let mut world = initialized(canary(json!({
         "interval": "15s", "stepWeight": 10, "maxWeight": 20, "mirror": true, "mirrorWeight": 100
     })));
-    let start = world.log.len();
-    world.set_target_image("podinfo:6.0.1");
-    world.reconcile();
+    let start = release(&mut world);
     assert!(world.run_until(15, 20, |w| w.phase() == Some(Phase::Succeeded)));
     let mut routes: Vec<Routes> = world.log[start..].iter().filter_map(|t| t.routes).collect();
     routes.dedup();
@@ -295,10 +286,9 @@ fn a_new_revision_mid_analysis_restarts_it() {
     let mut world = initialized(canary(
         json!({"interval": "15s", "stepWeight": 10, "maxWeight": 50}),
     ));
-    world.set_target_image("podinfo:6.0.1");
-    world.reconcile();
+    release(&mut world);
     world.run_until(15, 10, |w| w.routes.is_some_and(|r| r.canary == 20));
-    let first_revision = world.canary.status.clone().unwrap().last_applied_spec;
+    let first_revision = world.status().last_applied_spec;
 
     world.set_target_image("podinfo:6.0.2");
     let restart = world.advance(15).clone();
@@ -309,10 +299,7 @@ fn a_new_revision_mid_analysis_restarts_it() {
         restart.events,
         vec!["Normal: New revision detected! Restarting analysis for podinfo.test"]
     );
-    assert_ne!(
-        world.canary.status.clone().unwrap().last_applied_spec,
-        first_revision
-    );
+    assert_ne!(world.status().last_applied_spec, first_revision);
     // The analysis starts over with a pre-rollout tick, then promotes the newest revision.
     assert!(world.run_until(15, 20, |w| w.phase() == Some(Phase::Succeeded)));
     assert_eq!(world.primary_image(), "podinfo:6.0.2");
@@ -328,9 +315,8 @@ fn reverting_to_the_promoted_revision_mid_analysis_stops_the_release() {
     let mut world = initialized(canary(
         json!({"interval": "15s", "stepWeight": 10, "maxWeight": 50}),
     ));
-    let promoted = world.canary.status.clone().unwrap().last_promoted_spec;
-    world.set_target_image("podinfo:6.0.1");
-    world.reconcile();
+    let promoted = world.status().last_promoted_spec;
+    release(&mut world);
     world.run_until(15, 10, |w| w.routes.is_some_and(|r| r.canary == 20));
 
     world.set_target_image("ghcr.io/stefanprodan/podinfo:6.0.0");
@@ -345,7 +331,7 @@ fn reverting_to_the_promoted_revision_mid_analysis_stops_the_release() {
             .any(|a| matches!(a, Action::Promote { .. }))
     );
     assert!(tick.events[0].contains("back on the promoted revision"));
-    let status = world.canary.status.clone().unwrap();
+    let status = world.status();
     assert_eq!(status.last_applied_spec, promoted);
     assert_eq!(status.last_promoted_spec, promoted);
     // Nothing further happens: the promoted revision is not a new one.
@@ -371,7 +357,7 @@ fn after_a_rollback_reverting_is_quiet_and_reapplying_retries() {
     let revert = world.advance(15).clone();
     assert_eq!(revert.phase, Some(Phase::Failed));
     assert!(revert.actions.is_empty());
-    let status = world.canary.status.clone().unwrap();
+    let status = world.status();
     assert_eq!(status.last_applied_spec, status.last_promoted_spec);
 
     // Re-applying the failed version is a new release again.
@@ -397,13 +383,7 @@ fn a_config_change_starts_a_release() {
         vec!["Normal: New revision detected! Scaling up podinfo.test"]
     );
     assert!(world.run_until(15, 20, |w| w.phase() == Some(Phase::Succeeded)));
-    let tracked = world
-        .canary
-        .status
-        .clone()
-        .unwrap()
-        .tracked_configs
-        .unwrap();
+    let tracked = world.status().tracked_configs.unwrap();
     assert_eq!(tracked["configmap/podinfo-config"], "aaaa");
     // The same checksum again is not a new revision.
     assert!(world.advance(60).actions.is_empty());
@@ -414,8 +394,7 @@ fn stepped_promotion_does_not_stall_when_the_router_was_reset() {
     let mut world = initialized(canary(json!({
         "interval": "15s", "stepWeight": 100, "maxWeight": 100, "stepWeightPromotion": 50
     })));
-    world.set_target_image("podinfo:6.0.1");
-    world.reconcile();
+    release(&mut world);
     assert!(world.run_until(15, 10, |w| w.phase() == Some(Phase::Promoting)));
     // Someone re-applied the VirtualService: all traffic is back on the primary mid-promotion.
     world.routes = Some(Routes::PRIMARY_ONLY);

@@ -124,8 +124,7 @@ fn steps_with_timed_and_indefinite_pauses() {
 #[test]
 fn failing_checks_during_a_pause_roll_back() {
     let mut world = initialized_with_replicas(steps_canary(), 4);
-    world.set_target_image("podinfo:6.0.1");
-    world.reconcile();
+    release(&mut world);
     world.advance(15);
     world.respond(|check, now| match check {
         Check::Metric { .. } => Outcome::Metric(MetricReading::Value(42.0)),
@@ -154,8 +153,7 @@ fn set_canary_scale_replicas_and_match_traffic_weight() {
         })),
         10,
     );
-    world.set_target_image("podinfo:6.0.1");
-    world.reconcile();
+    release(&mut world);
     assert_eq!(world.target_replicas(), 10);
     let first = world.advance(15).clone();
     // setCanaryScale then setWeight run in one tick; the next setCanaryScale follows the setWeight.
@@ -182,8 +180,7 @@ fn dynamic_stable_scale_shrinks_the_primary_after_traffic_moves() {
         ),
         10,
     );
-    world.set_target_image("podinfo:6.0.1");
-    world.reconcile();
+    release(&mut world);
     let mut seen = Vec::new();
     for _ in 0..4 {
         world.advance(15);
@@ -212,8 +209,7 @@ fn dynamic_stable_scale_rollback_waits_for_the_primary() {
         10,
     );
     world.rollout_seconds = 20;
-    world.set_target_image("podinfo:6.0.1");
-    world.reconcile();
+    release(&mut world);
     assert!(world.run_until(15, 10, |w| w.routes.is_some_and(|r| r.canary == 60)));
     assert_eq!(world.primary_replicas(), 6);
     world.respond(|check, now| match check {

@@ -6,13 +6,6 @@ use serde_json::json;
 use serin_api::{PROMOTE_ANNOTATION, Phase};
 use serin_core::{Action, Routes};
 
-fn release(world: &mut serin_core::simulation::World) -> usize {
-    let start = world.log.len();
-    world.set_target_image("podinfo:6.0.1");
-    world.reconcile();
-    start
-}
-
 #[test]
 fn ab_testing_sends_matched_traffic_to_the_canary_for_n_iterations() {
     let mut world = initialized(canary(json!({
@@ -22,10 +15,8 @@ fn ab_testing_sends_matched_traffic_to_the_canary_for_n_iterations() {
     })));
     let start = release(&mut world);
     assert!(world.run_until(15, 20, |w| w.phase() == Some(Phase::Succeeded)));
-    let mut seen = phases(&world, start);
-    seen.dedup();
     assert_eq!(
-        seen,
+        distinct_phases(&world, start),
         vec![
             ("Progressing".into(), 0),
             ("Promoting".into(), 0),
@@ -151,13 +142,7 @@ fn blue_green_preview_waits_for_a_manual_promote() {
     assert!(world.run_until(15, 10, |w| w.phase() == Some(Phase::Succeeded)));
     assert_eq!(world.primary_image(), "podinfo:6.0.1");
     assert_eq!(world.primary_replicas(), 3);
-    let handled = world
-        .canary
-        .status
-        .clone()
-        .unwrap()
-        .handled_requests
-        .unwrap();
+    let handled = world.status().handled_requests.unwrap();
     assert_eq!(handled.promote.as_deref(), Some("2026-01-01T00:05:00Z"));
 }
 

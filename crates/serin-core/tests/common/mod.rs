@@ -67,3 +67,18 @@ pub fn assert_event(world: &World, needle: &str) {
         all.join("\n")
     );
 }
+
+/// Starts a release of podinfo 6.0.1 (new image, one reconcile); returns where it starts in the log.
+pub fn release(world: &mut World) -> usize {
+    let start = world.log.len();
+    world.set_target_image("podinfo:6.0.1");
+    world.reconcile();
+    start
+}
+
+/// (phase, weight) after each tick from `from` on, with consecutive repeats folded.
+pub fn distinct_phases(world: &World, from: usize) -> Vec<(String, i32)> {
+    let mut seen = phases(world, from);
+    seen.dedup();
+    seen
+}
