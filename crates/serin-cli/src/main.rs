@@ -1,0 +1,65 @@
+//! `serin`: Serin's command line. Today it runs the local sandbox; the release commands
+//! (get, promote, abort, ...) arrive with the operator.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "serin", version, about = "Progressive delivery for Kubernetes")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The local sandbox: a Kubernetes-API-compatible server on 127.0.0.1.
+    Sandbox {
+        #[command(subcommand)]
+        action: SandboxAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum SandboxAction {
+    /// Starts the sandbox, writes DIR/kubeconfig and DIR/endpoints.json, runs until interrupted.
+    Up {
+        /// Directory for the kubeconfig and endpoints.json.
+        #[arg(long, default_value = ".serin-sandbox")]
+        dir: PathBuf,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Sandbox {
+            action: SandboxAction::Up { dir },
+        } => {
+            let sandbox = serin_sandbox::Sandbox::start(&dir)
+                .await
+                .with_context(|| format!("starting the sandbox in {}", dir.display()))?;
+            println!("sandbox API server: {}", sandbox.url);
+            println!("kubeconfig:         {}", sandbox.kubeconfig.display());
+            println!("endpoints:          {}", sandbox.endpoints.display());
+            println!(
+                "try: KUBECONFIG={} kubectl get namespaces",
+                sandbox.kubeconfig.display()
+            );
+            wait_for_signal().await?;
+            println!("stopping the sandbox");
+            sandbox.stop().await;
+            Ok(())
+        }
+    }
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        result = tokio::signal::ctrl_c() => result?,
+        _ = terminate.recv() => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,106 @@
+//! Defaults the API server fills in for built-in kinds, so clients that diff or hash what they
+//! wrote against what they read see what a real cluster shows.
+
+use crate::registry::ResourceInfo;
+use serde_json::{Value, json};
+
+fn default(object: &mut Value, key: &str, value: Value) {
+    if let Some(map) = object.as_object_mut()
+        && map.get(key).is_none_or(Value::is_null)
+    {
+        map.insert(key.into(), value);
+    }
+}
+
+fn pod_spec(spec: &mut Value) {
+    if !spec.is_object() {
+        return;
+    }
+    default(spec, "restartPolicy", json!("Always"));
+    default(spec, "dnsPolicy", json!("ClusterFirst"));
+    default(spec, "schedulerName", json!("default-scheduler"));
+    default(spec, "terminationGracePeriodSeconds", json!(30));
+    default(spec, "securityContext", json!({}));
+    for list in ["containers", "initContainers"] {
+        for container in spec[list].as_array_mut().into_iter().flatten() {
+            let image = container["image"].as_str().unwrap_or_default().to_string();
+            let tag = image
+                .rsplit('/')
+                .next()
+                .unwrap_or("")
+                .split_once(':')
+                .map(|(_, t)| t);
+            let pull = if tag.is_none() || tag == Some("latest") {
+                "Always"
+            } else {
+                "IfNotPresent"
+            };
+            default(container, "imagePullPolicy", json!(pull));
+            default(
+                container,
+                "terminationMessagePath",
+                json!("/dev/termination-log"),
+            );
+            default(container, "terminationMessagePolicy", json!("File"));
+            default(container, "resources", json!({}));
+            for port in container["ports"].as_array_mut().into_iter().flatten() {
+                default(port, "protocol", json!("TCP"));
+            }
+        }
+    }
+}
+
+/// Fills the defaults of `object`, a `info` kind, leaving any value the client set.
+pub fn apply(info: &ResourceInfo, object: &mut Value) {
+    match (info.group.as_str(), info.kind.as_str()) {
+        ("apps", "Deployment") => {
+            let spec = &mut object["spec"];
+            if !spec.is_object() {
+                return;
+            }
+            default(spec, "replicas", json!(1));
+            default(spec, "revisionHistoryLimit", json!(10));
+            default(spec, "progressDeadlineSeconds", json!(600));
+            default(spec, "strategy", json!({"type": "RollingUpdate"}));
+            if spec["strategy"]["type"] == "RollingUpdate" {
+                default(&mut spec["strategy"], "rollingUpdate", json!({}));
+                default(
+                    &mut spec["strategy"]["rollingUpdate"],
+                    "maxSurge",
+                    json!("25%"),
+                );
+                default(
+                    &mut spec["strategy"]["rollingUpdate"],
+                    "maxUnavailable",
+                    json!("25%"),
+                );
+            }
+            pod_spec(&mut spec["template"]["spec"]);
+        }
+        ("apps", "ReplicaSet") => {
+            default(&mut object["spec"], "replicas", json!(1));
+            pod_spec(&mut object["spec"]["template"]["spec"]);
+        }
+        ("", "Pod") => {
+            pod_spec(&mut object["spec"]);
+            default(&mut object["spec"], "serviceAccountName", json!("default"));
+            default(&mut object["spec"], "enableServiceLinks", json!(true));
+            default(&mut object["spec"], "priority", json!(0));
+        }
+        ("", "Service") => {
+            let spec = &mut object["spec"];
+            if !spec.is_object() {
+                return;
+            }
+            default(spec, "type", json!("ClusterIP"));
+            default(spec, "sessionAffinity", json!("None"));
+            default(spec, "internalTrafficPolicy", json!("Cluster"));
+            for port in spec["ports"].as_array_mut().into_iter().flatten() {
+                default(port, "protocol", json!("TCP"));
+                let number = port["port"].clone();
+                default(port, "targetPort", number);
+            }
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,103 @@
+//! A local Kubernetes-API-compatible server for Serin's demo and tests: the real `kubectl` and
+//! kube-rs use it unchanged through the kubeconfig it writes. Everything runs in-process on
+//! 127.0.0.1; state lives in memory and is gone when the sandbox stops.
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! let dir = std::env::temp_dir().join("serin-sandbox");
+//! let sandbox = serin_sandbox::Sandbox::start(&dir).await?;
+//! println!("export KUBECONFIG={}", sandbox.kubeconfig.display());
+//! sandbox.stop().await;
+//! # Ok(())
+//! # }
+//! ```
+
+#![deny(missing_docs)]
+
+pub mod defaults;
+pub mod discovery;
+pub mod patch;
+pub mod registry;
+pub mod selectors;
+pub mod server;
+pub mod status;
+pub mod store;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use store::Store;
+
+/// A running sandbox API server.
+pub struct Sandbox {
+    /// Base URL of the API server, e.g. `http://127.0.0.1:38123`.
+    pub url: String,
+    /// Path of the kubeconfig pointing at it.
+    pub kubeconfig: PathBuf,
+    /// Path of `endpoints.json`.
+    pub endpoints: PathBuf,
+    /// The object store, for tests and built-in controllers.
+    pub store: Arc<Store>,
+    shutdown: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+/// The kubeconfig text for an API server at `url`, default namespace `default`.
+pub fn kubeconfig_text(url: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: serin-sandbox\n  cluster:\n    server: {url}\nusers:\n- name: serin-sandbox\n  user:\n    token: serin-sandbox\ncontexts:\n- name: serin-sandbox\n  context:\n    cluster: serin-sandbox\n    user: serin-sandbox\n    namespace: default\ncurrent-context: serin-sandbox\n"
+    )
+}
+
+impl Sandbox {
+    /// Starts the API server on a free loopback port and writes `dir/kubeconfig` and
+    /// `dir/endpoints.json` (`{"apiserver": URL}`).
+    pub async fn start(dir: &Path) -> std::io::Result<Sandbox> {
+        Self::start_with(dir, Duration::from_secs(10)).await
+    }
+
+    /// Like [`Sandbox::start`], with the period of watch bookmarks.
+    pub async fn start_with(dir: &Path, bookmark_interval: Duration) -> std::io::Result<Sandbox> {
+        std::fs::create_dir_all(dir)?;
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        let address = listener.local_addr()?;
+        let url = format!("http://{address}");
+        let store = Store::new();
+        let app = server::router(server::AppState {
+            store: store.clone(),
+            address: address.to_string(),
+            bookmark_interval,
+        });
+        let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(&kubeconfig, kubeconfig_text(&url))?;
+        let endpoints = dir.join("endpoints.json");
+        std::fs::write(
+            &endpoints,
+            serde_json::to_string_pretty(&serde_json::json!({"apiserver": url}))?,
+        )?;
+        Ok(Sandbox {
+            url,
+            kubeconfig,
+            endpoints,
+            store,
+            shutdown,
+            server,
+        })
+    }
+
+    /// Stops the server. Open watches end when their connections close.
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(());
+        self.server.abort();
+        let _ = self.server.await;
+    }
+}

@@ -1,0 +1,668 @@
+//! The HTTP front of the sandbox: URL grammar, verbs, subresources and watch streams.
+
+use crate::discovery;
+use crate::registry::ResourceInfo;
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::status::ApiError;
+use crate::store::{ChangeType, DeleteOptions, Part, PatchType, Store};
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use futures::SinkExt;
+use serde_json::{Value, json};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
+
+/// Shared state of the handlers.
+#[derive(Clone)]
+pub struct AppState {
+    /// The object store.
+    pub store: Arc<Store>,
+    /// `host:port` the server listens on, for discovery documents.
+    pub address: String,
+    /// How often watches with bookmarks get one.
+    pub bookmark_interval: Duration,
+}
+
+/// Builds the router serving the whole API.
+pub fn router(state: AppState) -> axum::Router {
+    axum::Router::new().fallback(handle).with_state(state)
+}
+
+fn json_response(code: u16, body: &Value) -> Response {
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() =
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn error_response(error: ApiError) -> Response {
+    json_response(error.code, &error.to_status())
+}
+
+fn decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => match u8::from_str_radix(&text[i + 1..i + 3], 16) {
+                Ok(b) => {
+                    out.push(b);
+                    i += 2;
+                }
+                Err(_) => out.push(b'%'),
+            },
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Query parameters, tolerant of empty pairs (`?&watch=true`) and repeated keys (last wins).
+struct Query(Vec<(String, String)>);
+
+impl Query {
+    fn parse(uri: &Uri) -> Self {
+        Query(
+            uri.query()
+                .unwrap_or("")
+                .split('&')
+                .filter(|pair| !pair.is_empty())
+                .map(|pair| match pair.split_once('=') {
+                    Some((k, v)) => (decode(k), decode(v)),
+                    None => (decode(pair), String::new()),
+                })
+                .collect(),
+        )
+    }
+
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn flag(&self, key: &str) -> bool {
+        matches!(self.get(key), Some("true" | "1"))
+    }
+
+    fn dry_run(&self) -> Result<bool, ApiError> {
+        match self.get("dryRun") {
+            None | Some("") => Ok(false),
+            Some("All") => Ok(true),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "Invalid dry run value {other:?}: the only supported value is All"
+            ))),
+        }
+    }
+}
+
+/// A request for objects of one resource.
+struct Target {
+    info: ResourceInfo,
+    namespace: Option<String>,
+    name: Option<String>,
+    subresource: Option<String>,
+    watch_path: bool,
+}
+
+async fn handle(
+    State(state): State<AppState>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match route(&state, &method, &uri, &headers, body).await {
+        Ok(response) => response,
+        Err(error) => error_response(error),
+    }
+}
+
+async fn route(
+    state: &AppState,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let registry = state.store.registry();
+    let reading = *method == Method::GET;
+    match segments.as_slice() {
+        ["version"] if reading => return Ok(json_response(200, &discovery::version())),
+        ["healthz" | "readyz" | "livez"] if reading => {
+            return Ok((StatusCode::OK, "ok").into_response());
+        }
+        ["api"] if reading => {
+            if discovery::wants_aggregated(accept) {
+                return Ok(aggregated_response(&discovery::aggregated(&registry, true)));
+            }
+            return Ok(json_response(200, &discovery::api_versions(&state.address)));
+        }
+        ["apis"] if reading => {
+            if discovery::wants_aggregated(accept) {
+                return Ok(aggregated_response(&discovery::aggregated(
+                    &registry, false,
+                )));
+            }
+            return Ok(json_response(200, &discovery::api_group_list(&registry)));
+        }
+        ["openapi", "v3"] if reading => {
+            return Ok(json_response(200, &discovery::openapi_index(&registry)));
+        }
+        ["openapi", "v3", "api", version] if reading => {
+            return discovery::openapi_group_version(&registry, "", version)
+                .map(|d| json_response(200, &d))
+                .ok_or_else(ApiError::unknown_path);
+        }
+        ["openapi", "v3", "apis", group, version] if reading => {
+            return discovery::openapi_group_version(&registry, group, version)
+                .map(|d| json_response(200, &d))
+                .ok_or_else(ApiError::unknown_path);
+        }
+        ["api", version] if reading => {
+            return discovery::api_resource_list(&registry, "", version)
+                .map(|d| json_response(200, &d))
+                .ok_or_else(ApiError::unknown_path);
+        }
+        ["apis", group] if reading => {
+            return discovery::api_group(&registry, group)
+                .map(|d| json_response(200, &d))
+                .ok_or_else(ApiError::unknown_path);
+        }
+        ["apis", group, version] if reading => {
+            return discovery::api_resource_list(&registry, group, version)
+                .map(|d| json_response(200, &d))
+                .ok_or_else(ApiError::unknown_path);
+        }
+        _ => {}
+    }
+    let (group, version, rest) = match segments.as_slice() {
+        ["api", version, rest @ ..] if !rest.is_empty() => ("", *version, rest),
+        ["apis", group, version, rest @ ..] if !rest.is_empty() => (*group, *version, rest),
+        _ => return Err(ApiError::unknown_path()),
+    };
+    let target = resolve(state, group, version, rest)?;
+    let query = Query::parse(uri);
+    serve(state, method, headers, &query, target, body).await
+}
+
+fn aggregated_response(body: &Value) -> Response {
+    let mut response = json_response(200, body);
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(discovery::AGGREGATED_CONTENT_TYPE),
+    );
+    response
+}
+
+fn resolve(
+    state: &AppState,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+) -> Result<Target, ApiError> {
+    let (watch_path, rest) = match rest {
+        ["watch", tail @ ..] => (true, tail),
+        _ => (false, rest),
+    };
+    let lookup = |plural: &str| {
+        state
+            .store
+            .resource(group, version, plural)
+            .ok_or_else(ApiError::unknown_path)
+    };
+    let namespaced_plural = |segment: &str| {
+        state
+            .store
+            .resource(group, version, segment)
+            .is_some_and(|r| r.namespaced)
+    };
+    let target =
+        |info: ResourceInfo, ns: Option<&str>, name: Option<&str>, sub: Option<&str>| Target {
+            info,
+            namespace: ns.map(String::from),
+            name: name.map(String::from),
+            subresource: sub.map(String::from),
+            watch_path,
+        };
+    let t = match rest {
+        ["namespaces", ns, plural, tail @ ..] if namespaced_plural(plural) => {
+            let info = lookup(plural)?;
+            match tail {
+                [] => target(info, Some(ns), None, None),
+                [name] => target(info, Some(ns), Some(name), None),
+                [name, sub] => target(info, Some(ns), Some(name), Some(sub)),
+                _ => return Err(ApiError::unknown_path()),
+            }
+        }
+        [plural] => target(lookup(plural)?, None, None, None),
+        [plural, name] => target(lookup(plural)?, None, Some(name), None),
+        [plural, name, sub] => target(lookup(plural)?, None, Some(name), Some(sub)),
+        _ => return Err(ApiError::unknown_path()),
+    };
+    if t.info.namespaced && t.name.is_some() && t.namespace.is_none() {
+        return Err(ApiError::unknown_path());
+    }
+    if !t.info.namespaced && t.namespace.is_some() {
+        return Err(ApiError::unknown_path());
+    }
+    if let Some(sub) = &t.subresource {
+        let known = (sub == "status" && t.info.status_subresource)
+            || (sub == "scale" && t.info.scale.is_some())
+            || (sub == "finalize" && t.info.kind == "Namespace");
+        if !known {
+            return Err(ApiError::unknown_path());
+        }
+    }
+    Ok(t)
+}
+
+fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+fn parse_body(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiError> {
+    let media = content_type(headers);
+    if media.contains("protobuf") {
+        return Err(ApiError::unsupported_media_type(
+            "the sandbox accepts JSON and YAML bodies only; use kubectl create -f or kubectl apply -f",
+        ));
+    }
+    if body.is_empty() {
+        return Ok(Value::Null);
+    }
+    match serde_json::from_slice(body) {
+        Ok(v) => Ok(v),
+        Err(json_error) => {
+            let text = std::str::from_utf8(body)
+                .map_err(|_| ApiError::bad_request("the body is not UTF-8"))?;
+            serde_saphyr::from_str(text).map_err(|_| {
+                ApiError::bad_request(format!("the body is not valid JSON or YAML: {json_error}"))
+            })
+        }
+    }
+}
+
+async fn serve(
+    state: &AppState,
+    method: &Method,
+    headers: &HeaderMap,
+    query: &Query,
+    target: Target,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let store = &state.store;
+    let info = &target.info;
+    let ns = target.namespace.as_deref().unwrap_or("");
+    let dry_run = query.dry_run()?;
+    let part = match target.subresource.as_deref() {
+        Some("status") => Part::Status,
+        _ => Part::Main,
+    };
+    match (method, &target.name, target.subresource.as_deref()) {
+        (&Method::GET, None, _) => {
+            let labels = LabelSelector::parse(query.get("labelSelector").unwrap_or(""))?;
+            let fields = FieldSelector::parse(
+                query.get("fieldSelector").unwrap_or(""),
+                &info.kind,
+                &info.group,
+            )?;
+            if target.watch_path || query.flag("watch") {
+                return watch(state, &target, query, labels, fields);
+            }
+            let (items, rv) = store.list(info, target.namespace.as_deref(), &labels, &fields);
+            Ok(json_response(
+                200,
+                &json!({
+                    "kind": format!("{}List", info.kind), "apiVersion": info.api_version(),
+                    "metadata": {"resourceVersion": rv.to_string()}, "items": items
+                }),
+            ))
+        }
+        (&Method::GET, Some(name), Some("scale")) => {
+            let object = store.get(info, ns, name)?;
+            Ok(json_response(200, &scale_of(info, &object)))
+        }
+        (&Method::GET, Some(name), _) => Ok(json_response(200, &store.get(info, ns, name)?)),
+        (&Method::POST, None, None) => {
+            let body = parse_body(headers, &body)?;
+            let created = store.create(info, target.namespace.as_deref(), body, dry_run)?;
+            Ok(json_response(201, &created))
+        }
+        (&Method::POST, _, _) => Err(ApiError::method_not_allowed(
+            "POST is only allowed on a collection",
+        )),
+        (&Method::PUT, Some(name), Some("scale")) => {
+            let scale = parse_body(headers, &body)?;
+            let updated = set_scale(store, info, ns, name, &scale, dry_run)?;
+            Ok(json_response(200, &scale_of(info, &updated)))
+        }
+        (&Method::PUT, Some(name), _) => {
+            let body = parse_body(headers, &body)?;
+            Ok(json_response(
+                200,
+                &store.update(info, ns, name, body, part, dry_run)?,
+            ))
+        }
+        (&Method::PATCH, Some(name), sub) => {
+            let patch_type = match content_type(headers).as_str() {
+                "application/merge-patch+json" => PatchType::Merge,
+                "application/json-patch+json" => PatchType::Json,
+                "application/strategic-merge-patch+json" => PatchType::Strategic,
+                "application/apply-patch+yaml" | "application/apply-patch+json" => PatchType::Apply,
+                other => {
+                    return Err(ApiError::unsupported_media_type(format!(
+                        "the body of the request was in an unknown format {other:?} - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json"
+                    )));
+                }
+            };
+            if patch_type == PatchType::Apply && query.get("fieldManager").is_none_or(str::is_empty)
+            {
+                return Err(ApiError::bad_request(
+                    "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+                ));
+            }
+            let patch = parse_body(headers, &body)?;
+            if sub == Some("scale") {
+                let object = store.get(info, ns, name)?;
+                let mut scale = scale_of(info, &object);
+                match patch_type {
+                    PatchType::Json => crate::patch::json_patch(&mut scale, &patch)
+                        .map_err(ApiError::unprocessable_patch)?,
+                    _ => crate::patch::merge_patch(&mut scale, &patch),
+                }
+                let updated = set_scale(store, info, ns, name, &scale, dry_run)?;
+                return Ok(json_response(200, &scale_of(info, &updated)));
+            }
+            let (object, created) =
+                store.patch(info, ns, name, patch_type, &patch, part, dry_run)?;
+            Ok(json_response(if created { 201 } else { 200 }, &object))
+        }
+        (&Method::DELETE, Some(name), None) => {
+            let options = delete_options(headers, &body, query)?;
+            Ok(json_response(
+                200,
+                &store.delete(info, ns, name, &options, dry_run)?,
+            ))
+        }
+        (&Method::DELETE, None, None) => {
+            let labels = LabelSelector::parse(query.get("labelSelector").unwrap_or(""))?;
+            let fields = FieldSelector::parse(
+                query.get("fieldSelector").unwrap_or(""),
+                &info.kind,
+                &info.group,
+            )?;
+            let options = delete_options(headers, &body, query)?;
+            let (items, _) = store.list(info, target.namespace.as_deref(), &labels, &fields);
+            let mut deleted = Vec::new();
+            for item in items {
+                let name = item["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let item_ns = item["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                deleted.push(store.delete(info, &item_ns, &name, &options, dry_run)?);
+            }
+            let rv = store.resource_version();
+            Ok(json_response(
+                200,
+                &json!({
+                    "kind": format!("{}List", info.kind), "apiVersion": info.api_version(),
+                    "metadata": {"resourceVersion": rv.to_string()}, "items": deleted
+                }),
+            ))
+        }
+        _ => Err(ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource: {method}"
+        ))),
+    }
+}
+
+fn delete_options(
+    headers: &HeaderMap,
+    body: &Bytes,
+    query: &Query,
+) -> Result<DeleteOptions, ApiError> {
+    let options = parse_body(headers, body)?;
+    Ok(DeleteOptions {
+        uid: options["preconditions"]["uid"].as_str().map(String::from),
+        resource_version: options["preconditions"]["resourceVersion"]
+            .as_str()
+            .map(String::from),
+        propagation: options["propagationPolicy"]
+            .as_str()
+            .or(query.get("propagationPolicy"))
+            .map(String::from),
+    })
+}
+
+fn path_value<'a>(object: &'a Value, path: &str) -> &'a Value {
+    path.trim_start_matches('.')
+        .split('.')
+        .fold(object, |node, part| &node[part])
+}
+
+fn scale_of(info: &ResourceInfo, object: &Value) -> Value {
+    let paths = info.scale.as_ref().expect("scale subresource");
+    let selector = match &paths.label_selector {
+        Some(path) => path_value(object, path).as_str().unwrap_or("").to_string(),
+        None => object["spec"]["selector"]["matchLabels"]
+            .as_object()
+            .map(|labels| {
+                labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default(),
+    };
+    let metadata = &object["metadata"];
+    json!({
+        "kind": "Scale", "apiVersion": "autoscaling/v1",
+        "metadata": {"name": metadata["name"], "namespace": metadata["namespace"], "uid": metadata["uid"],
+            "resourceVersion": metadata["resourceVersion"], "creationTimestamp": metadata["creationTimestamp"]},
+        "spec": {"replicas": path_value(object, &paths.spec_replicas).as_i64().unwrap_or(0)},
+        "status": {"replicas": path_value(object, &paths.status_replicas).as_i64().unwrap_or(0), "selector": selector}
+    })
+}
+
+fn set_scale(
+    store: &Store,
+    info: &ResourceInfo,
+    ns: &str,
+    name: &str,
+    scale: &Value,
+    dry_run: bool,
+) -> Result<Value, ApiError> {
+    let replicas = scale["spec"]["replicas"]
+        .as_i64()
+        .ok_or_else(|| ApiError::bad_request("spec.replicas of the Scale must be a number"))?;
+    let path = info
+        .scale
+        .as_ref()
+        .expect("scale subresource")
+        .spec_replicas
+        .clone();
+    let mut patch = json!(replicas);
+    for part in path.trim_start_matches('.').rsplit('.') {
+        patch = json!({ part: patch });
+    }
+    if let Some(rv) = scale["metadata"]["resourceVersion"]
+        .as_str()
+        .filter(|v| !v.is_empty())
+    {
+        patch["metadata"] = json!({"resourceVersion": rv});
+    }
+    store
+        .patch(
+            info,
+            ns,
+            name,
+            PatchType::Merge,
+            &patch,
+            Part::Main,
+            dry_run,
+        )
+        .map(|(object, _)| object)
+}
+
+fn watch(
+    state: &AppState,
+    target: &Target,
+    query: &Query,
+    labels: LabelSelector,
+    mut fields: FieldSelector,
+) -> Result<Response, ApiError> {
+    if query.flag("sendInitialEvents") {
+        return Err(ApiError::invalid(
+            "ListOptions",
+            "",
+            "sendInitialEvents",
+            "FieldValueForbidden",
+            "Forbidden: streaming lists are not supported by the sandbox; use list then watch",
+        ));
+    }
+    if target.watch_path
+        && let Some(name) = &target.name
+    {
+        fields = FieldSelector::parse(
+            &format!("metadata.name={name}"),
+            &target.info.kind,
+            &target.info.group,
+        )?;
+    }
+    let info = target.info.clone();
+    let namespace = target.namespace.clone();
+    let bookmarks = query.flag("allowWatchBookmarks");
+    let timeout = query
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .unwrap_or(1800);
+    let start = match state.store.watch(&info, query.get("resourceVersion")) {
+        Ok(start) => Some(start),
+        Err(expired) if expired.code == 410 => {
+            let line = format!(
+                "{}\n",
+                json!({"type": "ERROR", "object": expired.to_status()})
+            );
+            return Ok(stream_response(futures::stream::once(async move {
+                Ok::<Bytes, Infallible>(Bytes::from(line))
+            })));
+        }
+        Err(other) => return Err(other),
+    };
+    let Some(start) = start else { unreachable!() };
+    let (mut tx, rx) = futures::channel::mpsc::channel::<Result<Bytes, Infallible>>(256);
+    let bookmark_interval = state.bookmark_interval;
+    let matches = move |object: &Value| {
+        namespace
+            .as_deref()
+            .is_none_or(|ns| object["metadata"]["namespace"].as_str() == Some(ns))
+            && labels.matches(object)
+            && fields.matches(object)
+    };
+    tokio::spawn(async move {
+        let line = |kind: &str, object: &Value| {
+            Bytes::from(format!("{}\n", json!({"type": kind, "object": object})))
+        };
+        let mut last_rv = start.start_rv;
+        for (change, object) in &start.initial {
+            if matches(object) && tx.send(Ok(line(change.as_str(), object))).await.is_err() {
+                return;
+            }
+        }
+        let mut receiver = start.receiver;
+        let deadline = tokio::time::sleep(Duration::from_secs(timeout));
+        tokio::pin!(deadline);
+        let mut ticker = tokio::time::interval(bookmark_interval);
+        ticker.tick().await;
+        loop {
+            tokio::select! {
+                _ = &mut deadline => break,
+                _ = ticker.tick(), if bookmarks => {
+                    let bookmark = json!({"kind": info.kind, "apiVersion": info.api_version(),
+                        "metadata": {"resourceVersion": last_rv.to_string()}});
+                    if tx.send(Ok(line("BOOKMARK", &bookmark))).await.is_err() {
+                        return;
+                    }
+                }
+                received = receiver.recv() => match received {
+                    Ok(change) => {
+                        if change.rv <= start.start_rv {
+                            continue;
+                        }
+                        last_rv = change.rv;
+                        if change.resource != info.storage_key() {
+                            continue;
+                        }
+                        let mut object = change.object.clone();
+                        object["apiVersion"] = json!(info.api_version());
+                        object["kind"] = json!(info.kind);
+                        let now = matches(&object);
+                        let before = change.previous.as_ref().is_some_and(&matches);
+                        let kind = match change.change {
+                            ChangeType::Added if now => "ADDED",
+                            ChangeType::Modified if now && before => "MODIFIED",
+                            ChangeType::Modified if now => "ADDED",
+                            ChangeType::Modified if before => "DELETED",
+                            ChangeType::Deleted if now || before => "DELETED",
+                            _ => continue,
+                        };
+                        if tx.send(Ok(line(kind, &object))).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) => {
+                        let expired = ApiError::expired("the watch fell behind; list again and re-watch");
+                        let _ = tx.send(Ok(line("ERROR", &expired.to_status()))).await;
+                        return;
+                    }
+                    Err(RecvError::Closed) => return,
+                }
+            }
+        }
+    });
+    Ok(stream_response(rx))
+}
+
+fn stream_response<S>(stream: S) -> Response
+where
+    S: futures::Stream<Item = Result<Bytes, Infallible>> + Send + 'static,
+{
+    let mut response = Response::new(Body::from_stream(stream));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}

@@ -1,0 +1,1112 @@
+//! The object store: every object as JSON, one global resourceVersion, a retained history of
+//! changes for watches, and the write rules of the API server (generation, status subresource,
+//! finalizers, namespaces, garbage collection, CRD registration).
+
+use crate::patch;
+use crate::registry::{GenerationRule, Registry, ResourceInfo, resources_of_crd};
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::status::ApiError;
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use tokio::sync::broadcast;
+
+/// How many changes are kept for watches that resume from a resourceVersion.
+pub const HISTORY_LIMIT: usize = 10_000;
+
+/// Kind of a change, as a watch event type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeType {
+    /// The object was created.
+    Added,
+    /// The object was updated.
+    Modified,
+    /// The object was removed.
+    Deleted,
+}
+
+impl ChangeType {
+    /// The watch event type.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeType::Added => "ADDED",
+            ChangeType::Modified => "MODIFIED",
+            ChangeType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One committed write.
+#[derive(Clone, Debug)]
+pub struct Change {
+    /// The resourceVersion it created.
+    pub rv: u64,
+    /// Storage key of the resource (`plural.group`).
+    pub resource: String,
+    /// What happened.
+    pub change: ChangeType,
+    /// The object after the change (the last state, for deletions).
+    pub object: Value,
+    /// The object before the change, for watchers whose selectors it may have left or entered.
+    pub previous: Option<Value>,
+}
+
+/// Which part of an object a write may change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// The main endpoint: everything but a status subresource's status.
+    Main,
+    /// The `/status` subresource: only status.
+    Status,
+}
+
+/// How a PATCH body is interpreted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PatchType {
+    /// `application/merge-patch+json`.
+    Merge,
+    /// `application/json-patch+json`.
+    Json,
+    /// `application/strategic-merge-patch+json`.
+    Strategic,
+    /// `application/apply-patch+yaml` (server-side apply).
+    Apply,
+}
+
+/// Options of a delete.
+#[derive(Clone, Debug, Default)]
+pub struct DeleteOptions {
+    /// `preconditions.uid`.
+    pub uid: Option<String>,
+    /// `preconditions.resourceVersion`.
+    pub resource_version: Option<String>,
+    /// `propagationPolicy`: `Background` (default), `Foreground` or `Orphan`.
+    pub propagation: Option<String>,
+}
+
+type Key = (String, String, String);
+
+struct Inner {
+    registry: Registry,
+    objects: BTreeMap<Key, Value>,
+    rv: u64,
+    history: VecDeque<Arc<Change>>,
+    compacted_through: u64,
+}
+
+/// The sandbox's state, shared by the HTTP handlers and the built-in controllers.
+pub struct Store {
+    inner: Mutex<Inner>,
+    changes: broadcast::Sender<Arc<Change>>,
+}
+
+/// What a watch starts with.
+pub struct WatchStart {
+    /// Events to send before live ones.
+    pub initial: Vec<(ChangeType, Value)>,
+    /// Live changes; those at or below `start_rv` are already covered.
+    pub receiver: broadcast::Receiver<Arc<Change>>,
+    /// The resourceVersion the initial events bring the watcher to.
+    pub start_rv: u64,
+}
+
+/// The current time as RFC 3339 with second precision, as the API server writes timestamps.
+pub fn now_rfc3339() -> String {
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    k8s_openapi::jiff::Timestamp::from_second(seconds)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+fn meta(object: &Value) -> &Value {
+    &object["metadata"]
+}
+
+fn meta_mut(object: &mut Value) -> &mut Map<String, Value> {
+    if !object["metadata"].is_object() {
+        object["metadata"] = json!({});
+    }
+    object["metadata"].as_object_mut().expect("set above")
+}
+
+fn name_of(object: &Value) -> &str {
+    meta(object)["name"].as_str().unwrap_or_default()
+}
+
+fn namespace_of(object: &Value) -> &str {
+    meta(object)["namespace"].as_str().unwrap_or_default()
+}
+
+fn has_finalizers(object: &Value) -> bool {
+    meta(object)["finalizers"]
+        .as_array()
+        .is_some_and(|f| !f.is_empty())
+}
+
+fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    uuid::Uuid::new_v4()
+        .as_bytes()
+        .iter()
+        .take(5)
+        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+        .collect()
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+/// The object without the fields the server rewrites on every write, to detect no-op writes.
+fn comparable(object: &Value) -> Value {
+    let mut copy = object.clone();
+    if let Some(m) = copy["metadata"].as_object_mut() {
+        m.remove("resourceVersion");
+        m.remove("managedFields");
+    }
+    copy
+}
+
+/// Kinds whose status is the server's to set: a status sent on create is dropped.
+fn drops_status_on_create(info: &ResourceInfo) -> bool {
+    !info.builtin
+        || matches!(
+            info.kind.as_str(),
+            "Deployment" | "ReplicaSet" | "HorizontalPodAutoscaler" | "CustomResourceDefinition"
+        )
+}
+
+impl Store {
+    /// An empty store with the built-in kinds and the bootstrap namespaces.
+    pub fn new() -> Arc<Self> {
+        let (changes, _) = broadcast::channel(4096);
+        let store = Arc::new(Store {
+            inner: Mutex::new(Inner {
+                registry: Registry::with_builtins(),
+                objects: BTreeMap::new(),
+                rv: 0,
+                history: VecDeque::new(),
+                compacted_through: 0,
+            }),
+            changes,
+        });
+        let namespaces = store.resource("", "v1", "namespaces").expect("built in");
+        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            store
+                .create(&namespaces, None, json!({"metadata": {"name": ns}}), false)
+                .expect("bootstrap namespaces are valid");
+        }
+        store
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The resource served at group/version/plural, if any.
+    pub fn resource(&self, group: &str, version: &str, plural: &str) -> Option<ResourceInfo> {
+        self.lock().registry.get(group, version, plural).cloned()
+    }
+
+    /// A copy of the registry (for discovery).
+    pub fn registry(&self) -> Registry {
+        self.lock().registry.clone()
+    }
+
+    /// The current global resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.lock().rv
+    }
+
+    /// Number of stored objects.
+    pub fn object_count(&self) -> usize {
+        self.lock().objects.len()
+    }
+
+    /// Forgets the change history, so watches resuming from an older resourceVersion get 410.
+    pub fn compact(&self) {
+        let mut inner = self.lock();
+        inner.history.clear();
+        inner.compacted_through = inner.rv;
+    }
+
+    /// Sets `apiVersion` and `kind` as the resource's version shows them.
+    fn present(info: &ResourceInfo, mut object: Value) -> Value {
+        object["apiVersion"] = json!(info.api_version());
+        object["kind"] = json!(info.kind);
+        object
+    }
+
+    fn key(info: &ResourceInfo, namespace: &str, name: &str) -> Key {
+        (info.storage_key(), namespace.to_string(), name.to_string())
+    }
+
+    /// Reads one object.
+    pub fn get(&self, info: &ResourceInfo, namespace: &str, name: &str) -> Result<Value, ApiError> {
+        let inner = self.lock();
+        inner
+            .objects
+            .get(&Self::key(info, namespace, name))
+            .cloned()
+            .map(|o| Self::present(info, o))
+            .ok_or_else(|| {
+                ApiError::not_found(&info.qualified_plural(), &info.group, &info.plural, name)
+            })
+    }
+
+    /// Lists objects (of one namespace, or all when `namespace` is `None`) matching the selectors,
+    /// with the resourceVersion of the snapshot.
+    pub fn list(
+        &self,
+        info: &ResourceInfo,
+        namespace: Option<&str>,
+        labels: &LabelSelector,
+        fields: &FieldSelector,
+    ) -> (Vec<Value>, u64) {
+        let inner = self.lock();
+        let resource = info.storage_key();
+        let items = inner
+            .objects
+            .range((resource.clone(), String::new(), String::new())..)
+            .take_while(|((r, _, _), _)| *r == resource)
+            .filter(|((_, ns, _), _)| namespace.is_none_or(|want| want == ns))
+            .filter(|(_, o)| labels.matches(o) && fields.matches(o))
+            .map(|(_, o)| Self::present(info, o.clone()))
+            .collect();
+        (items, inner.rv)
+    }
+
+    /// Starts a watch of `info` from `resource_version` (`None` or `"0"`: current objects first).
+    pub fn watch(
+        &self,
+        info: &ResourceInfo,
+        resource_version: Option<&str>,
+    ) -> Result<WatchStart, ApiError> {
+        let inner = self.lock();
+        let receiver = self.changes.subscribe();
+        let resource = info.storage_key();
+        let from = match resource_version.filter(|v| !v.is_empty() && *v != "0") {
+            None => {
+                let initial = inner
+                    .objects
+                    .range((resource.clone(), String::new(), String::new())..)
+                    .take_while(|((r, _, _), _)| *r == resource)
+                    .map(|(_, o)| (ChangeType::Added, Self::present(info, o.clone())))
+                    .collect();
+                return Ok(WatchStart {
+                    initial,
+                    receiver,
+                    start_rv: inner.rv,
+                });
+            }
+            Some(v) => v
+                .parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {v:?}")))?,
+        };
+        if from < inner.compacted_through {
+            return Err(ApiError::expired(format!(
+                "too old resource version: {from} ({})",
+                inner.compacted_through
+            )));
+        }
+        let initial = inner
+            .history
+            .iter()
+            .filter(|c| c.rv > from && c.resource == resource)
+            .map(|c| (c.change, Self::present(info, c.object.clone())))
+            .collect();
+        Ok(WatchStart {
+            initial,
+            receiver,
+            start_rv: inner.rv.max(from),
+        })
+    }
+
+    /// Commits a change: new resourceVersion, history, broadcast.
+    fn commit(
+        &self,
+        inner: &mut Inner,
+        info: &ResourceInfo,
+        change: ChangeType,
+        mut object: Value,
+        previous: Option<Value>,
+    ) -> Value {
+        inner.rv += 1;
+        let rv = inner.rv;
+        meta_mut(&mut object).insert("resourceVersion".into(), json!(rv.to_string()));
+        let key = Self::key(info, namespace_of(&object), name_of(&object));
+        match change {
+            ChangeType::Deleted => {
+                inner.objects.remove(&key);
+            }
+            _ => {
+                inner.objects.insert(key, object.clone());
+            }
+        }
+        let record = Arc::new(Change {
+            rv,
+            resource: info.storage_key(),
+            change,
+            object: object.clone(),
+            previous,
+        });
+        inner.history.push_back(record.clone());
+        while inner.history.len() > HISTORY_LIMIT {
+            if let Some(old) = inner.history.pop_front() {
+                inner.compacted_through = old.rv;
+            }
+        }
+        let _ = self.changes.send(record);
+        Self::present(info, object)
+    }
+
+    /// Creates an object from a request body (`namespace` from the URL).
+    pub fn create(
+        &self,
+        info: &ResourceInfo,
+        namespace: Option<&str>,
+        body: Value,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        let mut inner = self.lock();
+        let object = Self::prepare_create(&inner, info, namespace, body)?;
+        let key = Self::key(info, namespace_of(&object), name_of(&object));
+        if inner.objects.contains_key(&key) {
+            return Err(ApiError::already_exists(
+                &info.qualified_plural(),
+                &info.group,
+                &info.plural,
+                name_of(&object),
+            ));
+        }
+        if dry_run {
+            return Ok(Self::present(info, object));
+        }
+        let created = self.commit(&mut inner, info, ChangeType::Added, object, None);
+        self.after_write(&mut inner, info, &created);
+        Ok(created)
+    }
+
+    fn prepare_create(
+        inner: &Inner,
+        info: &ResourceInfo,
+        namespace: Option<&str>,
+        body: Value,
+    ) -> Result<Value, ApiError> {
+        let Value::Object(_) = body else {
+            return Err(ApiError::bad_request(
+                "the request body must be a JSON object",
+            ));
+        };
+        let mut object = body;
+        if let Some(kind) = object["kind"].as_str()
+            && kind != info.kind
+        {
+            return Err(ApiError::bad_request(format!(
+                "the kind {kind:?} of the body does not match the resource {:?}",
+                info.kind
+            )));
+        }
+        let meta = meta_mut(&mut object);
+        if info.namespaced {
+            let ns = namespace.unwrap_or("default");
+            if let Some(body_ns) = meta.get("namespace").and_then(Value::as_str)
+                && !body_ns.is_empty()
+                && body_ns != ns
+            {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            meta.insert("namespace".into(), json!(ns));
+        } else {
+            meta.remove("namespace");
+        }
+        let name = match meta
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+        {
+            Some(name) => name.to_string(),
+            None => match meta.get("generateName").and_then(Value::as_str) {
+                Some(prefix) => format!("{prefix}{}", random_suffix()),
+                None => {
+                    return Err(ApiError::invalid(
+                        &info.kind,
+                        "",
+                        "metadata.name",
+                        "FieldValueRequired",
+                        "Required value: name or generateName is required",
+                    ));
+                }
+            },
+        };
+        if !valid_name(&name) {
+            return Err(ApiError::invalid(
+                &info.kind,
+                &name,
+                "metadata.name",
+                "FieldValueInvalid",
+                "Invalid value: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+            ));
+        }
+        meta.insert("name".into(), json!(name));
+        meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
+        for server_owned in [
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+            "managedFields",
+        ] {
+            meta.remove(server_owned);
+        }
+        if info.generation != GenerationRule::None {
+            meta.insert("generation".into(), json!(1));
+        } else {
+            meta.remove("generation");
+        }
+        if info.namespaced {
+            let ns = namespace_of(&object).to_string();
+            match inner
+                .objects
+                .get(&("namespaces".into(), String::new(), ns.clone()))
+            {
+                None => return Err(ApiError::not_found("namespaces", "", "namespaces", &ns)),
+                Some(n) if n["status"]["phase"] == "Terminating" => {
+                    return Err(ApiError::forbidden(format!(
+                        "unable to create new content in namespace {ns} because it is being terminated"
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        if info.status_subresource
+            && drops_status_on_create(info)
+            && let Some(map) = object.as_object_mut()
+        {
+            map.remove("status");
+        }
+        match (info.group.as_str(), info.kind.as_str()) {
+            ("", "Namespace") => {
+                object["status"] = json!({"phase": "Active"});
+                object["spec"] = json!({"finalizers": ["kubernetes"]});
+            }
+            ("", "Pod") if object["status"]["phase"].is_null() => {
+                object["status"]["phase"] = json!("Pending");
+            }
+            _ => {}
+        }
+        crate::defaults::apply(info, &mut object);
+        Ok(object)
+    }
+
+    /// Replaces an object (PUT), or its status with [`Part::Status`].
+    pub fn update(
+        &self,
+        info: &ResourceInfo,
+        namespace: &str,
+        name: &str,
+        body: Value,
+        part: Part,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        let mut inner = self.lock();
+        let old = Self::existing(&inner, info, namespace, name)?;
+        self.write_update(&mut inner, info, old, body, part, dry_run)
+    }
+
+    fn existing(
+        inner: &Inner,
+        info: &ResourceInfo,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, ApiError> {
+        inner
+            .objects
+            .get(&Self::key(info, namespace, name))
+            .cloned()
+            .ok_or_else(|| {
+                ApiError::not_found(&info.qualified_plural(), &info.group, &info.plural, name)
+            })
+    }
+
+    /// Applies the update rules to `new` (what the client wants) given the stored `old`.
+    fn write_update(
+        &self,
+        inner: &mut Inner,
+        info: &ResourceInfo,
+        old: Value,
+        new: Value,
+        part: Part,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        let name = name_of(&old).to_string();
+        if !new.is_object() {
+            return Err(ApiError::bad_request(
+                "the request body must be a JSON object",
+            ));
+        }
+        if let Some(rv) = meta(&new)["resourceVersion"]
+            .as_str()
+            .filter(|v| !v.is_empty())
+            && Some(rv) != meta(&old)["resourceVersion"].as_str()
+        {
+            return Err(ApiError::conflict(
+                &info.qualified_plural(),
+                &info.group,
+                &info.plural,
+                &name,
+            ));
+        }
+        if let Some(body_name) = meta(&new)["name"].as_str()
+            && !body_name.is_empty()
+            && body_name != name
+        {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        let mut object = match part {
+            Part::Status => {
+                let mut object = old.clone();
+                object["status"] = new.get("status").cloned().unwrap_or(Value::Null);
+                if object["status"].is_null() {
+                    object.as_object_mut().expect("object").remove("status");
+                }
+                object
+            }
+            Part::Main => {
+                let mut object = new;
+                {
+                    let m = meta_mut(&mut object);
+                    let old_meta = meta(&old);
+                    for kept in [
+                        "uid",
+                        "creationTimestamp",
+                        "deletionTimestamp",
+                        "deletionGracePeriodSeconds",
+                        "namespace",
+                        "name",
+                        "generation",
+                    ] {
+                        match old_meta.get(kept) {
+                            Some(v) => m.insert(kept.into(), v.clone()),
+                            None => m.remove(kept),
+                        };
+                    }
+                    m.remove("managedFields");
+                }
+                if info.status_subresource {
+                    match old.get("status") {
+                        Some(status) => object["status"] = status.clone(),
+                        None => {
+                            object.as_object_mut().expect("object").remove("status");
+                        }
+                    }
+                }
+                if meta(&old)["deletionTimestamp"].is_string() {
+                    let before: HashSet<String> = string_set(&meta(&old)["finalizers"]);
+                    let after: HashSet<String> = string_set(&meta(&object)["finalizers"]);
+                    if !after.is_subset(&before) {
+                        return Err(ApiError::invalid(
+                            &info.kind,
+                            &name,
+                            "metadata.finalizers",
+                            "FieldValueForbidden",
+                            "Forbidden: no new finalizers can be added if the object is being deleted",
+                        ));
+                    }
+                }
+                crate::defaults::apply(info, &mut object);
+                object
+            }
+        };
+        object["apiVersion"] = old["apiVersion"].clone();
+        object["kind"] = old["kind"].clone();
+        if object["apiVersion"].is_null() {
+            object = Self::present(info, object);
+        }
+        if part == Part::Main && bumps_generation(info.generation, &old, &object) {
+            let generation = meta(&old)["generation"].as_i64().unwrap_or(0) + 1;
+            meta_mut(&mut object).insert("generation".into(), json!(generation));
+        }
+        if comparable(&object) == comparable(&old) {
+            return Ok(Self::present(info, old));
+        }
+        if dry_run {
+            return Ok(Self::present(info, object));
+        }
+        if meta(&object)["deletionTimestamp"].is_string() && !has_finalizers(&object) {
+            let removed = self.commit(inner, info, ChangeType::Deleted, object, Some(old));
+            self.after_removal(inner);
+            return Ok(removed);
+        }
+        let updated = self.commit(inner, info, ChangeType::Modified, object, Some(old));
+        self.after_write(inner, info, &updated);
+        Ok(updated)
+    }
+
+    /// Patches an object; server-side apply creates it when missing. Returns the object and whether
+    /// it was created.
+    #[allow(clippy::too_many_arguments)]
+    pub fn patch(
+        &self,
+        info: &ResourceInfo,
+        namespace: &str,
+        name: &str,
+        patch_type: PatchType,
+        body: &Value,
+        part: Part,
+        dry_run: bool,
+    ) -> Result<(Value, bool), ApiError> {
+        let mut inner = self.lock();
+        let old = match Self::existing(&inner, info, namespace, name) {
+            Ok(old) => old,
+            Err(missing) if patch_type == PatchType::Apply && part == Part::Main => {
+                drop(inner);
+                let mut object = body.clone();
+                meta_mut(&mut object).insert("name".into(), json!(name));
+                let ns = info.namespaced.then_some(namespace);
+                return self
+                    .create(info, ns, object, dry_run)
+                    .map(|o| (o, true))
+                    .map_err(|e| if e.code == 404 { missing } else { e });
+            }
+            Err(missing) => return Err(missing),
+        };
+        let mut patched = Self::present(info, old.clone());
+        // A patch without a resourceVersion is unconditional.
+        meta_mut(&mut patched).remove("resourceVersion");
+        match patch_type {
+            PatchType::Merge => patch::merge_patch(&mut patched, body),
+            PatchType::Json => {
+                patch::json_patch(&mut patched, body).map_err(ApiError::unprocessable_patch)?
+            }
+            PatchType::Strategic => {
+                if !info.builtin {
+                    return Err(ApiError::unsupported_media_type(
+                        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+                    ));
+                }
+                patch::strategic_merge_patch(&mut patched, body)
+                    .map_err(ApiError::unprocessable_patch)?
+            }
+            PatchType::Apply => {
+                if info.builtin {
+                    patch::strategic_merge_patch(&mut patched, body)
+                        .map_err(ApiError::unprocessable_patch)?
+                } else {
+                    patch::merge_patch(&mut patched, body)
+                }
+            }
+        }
+        if meta(&patched)["resourceVersion"].is_null()
+            && let Some(rv) = meta(&old)["resourceVersion"].as_str()
+        {
+            meta_mut(&mut patched).insert("resourceVersion".into(), json!(rv));
+        }
+        self.write_update(&mut inner, info, old, patched, part, dry_run)
+            .map(|o| (o, false))
+    }
+
+    /// Deletes an object: at once without finalizers, otherwise by marking it for deletion.
+    pub fn delete(
+        &self,
+        info: &ResourceInfo,
+        namespace: &str,
+        name: &str,
+        options: &DeleteOptions,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        let mut inner = self.lock();
+        let old = Self::existing(&inner, info, namespace, name)?;
+        if info.kind == "Namespace"
+            && info.group.is_empty()
+            && ["default", "kube-system"].contains(&name)
+        {
+            return Err(ApiError::forbidden(format!(
+                "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
+            )));
+        }
+        if let Some(uid) = &options.uid
+            && meta(&old)["uid"].as_str() != Some(uid.as_str())
+        {
+            return Err(ApiError {
+                message: format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    meta(&old)["uid"].as_str().unwrap_or("")
+                ),
+                ..ApiError::conflict(&info.qualified_plural(), &info.group, &info.plural, name)
+            });
+        }
+        if let Some(rv) = &options.resource_version
+            && meta(&old)["resourceVersion"].as_str() != Some(rv.as_str())
+        {
+            return Err(ApiError::conflict(
+                &info.qualified_plural(),
+                &info.group,
+                &info.plural,
+                name,
+            ));
+        }
+        if dry_run {
+            return Ok(Self::present(info, old));
+        }
+        Ok(self.delete_object(&mut inner, info, old, options.propagation.as_deref()))
+    }
+
+    fn delete_object(
+        &self,
+        inner: &mut Inner,
+        info: &ResourceInfo,
+        old: Value,
+        propagation: Option<&str>,
+    ) -> Value {
+        let marked = meta(&old)["deletionTimestamp"].is_string();
+        let is_namespace = info.group.is_empty() && info.kind == "Namespace";
+        let is_crd = info.kind == "CustomResourceDefinition";
+        let mut object = old.clone();
+        let finalizer = match propagation {
+            Some("Foreground") => Some("foregroundDeletion"),
+            Some("Orphan") => Some("orphan"),
+            _ => None,
+        };
+        if let Some(f) = finalizer
+            && !marked
+        {
+            let m = meta_mut(&mut object);
+            let mut list = m
+                .get("finalizers")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if !list.contains(&json!(f)) {
+                list.push(json!(f));
+            }
+            m.insert("finalizers".into(), Value::Array(list));
+        }
+        if has_finalizers(&object) || is_namespace || is_crd {
+            if marked {
+                return Self::present(info, old);
+            }
+            let m = meta_mut(&mut object);
+            m.insert("deletionTimestamp".into(), json!(now_rfc3339()));
+            m.insert("deletionGracePeriodSeconds".into(), json!(0));
+            if is_namespace {
+                object["status"]["phase"] = json!("Terminating");
+            }
+            let updated = self.commit(inner, info, ChangeType::Modified, object, Some(old));
+            self.run_controllers(inner);
+            return updated;
+        }
+        let removed = self.commit(inner, info, ChangeType::Deleted, object, Some(old));
+        self.after_removal(inner);
+        removed
+    }
+
+    fn after_write(&self, inner: &mut Inner, info: &ResourceInfo, object: &Value) {
+        if info.kind == "CustomResourceDefinition" && info.group == "apiextensions.k8s.io" {
+            self.establish_crd(inner, info, object);
+        }
+        if meta(object)["deletionTimestamp"].is_string() {
+            self.run_controllers(inner);
+        }
+    }
+
+    fn after_removal(&self, inner: &mut Inner) {
+        self.run_controllers(inner);
+    }
+
+    /// CRD registration: validate names, serve the versions, write the Established status.
+    fn establish_crd(&self, inner: &mut Inner, info: &ResourceInfo, crd: &Value) {
+        if meta(crd)["deletionTimestamp"].is_string() {
+            return;
+        }
+        let name = name_of(crd).to_string();
+        let served = resources_of_crd(crd);
+        let expected = format!(
+            "{}.{}",
+            crd["spec"]["names"]["plural"].as_str().unwrap_or(""),
+            crd["spec"]["group"].as_str().unwrap_or("")
+        );
+        let accepted = !served.is_empty() && expected == name;
+        inner
+            .registry
+            .set_crd(&name, if accepted { served } else { Vec::new() });
+        let names = &crd["spec"]["names"];
+        let kind = names["kind"].as_str().unwrap_or_default();
+        let mut accepted_names = names.clone();
+        if accepted_names["singular"].is_null() {
+            accepted_names["singular"] = json!(kind.to_lowercase());
+        }
+        if accepted_names["listKind"].is_null() {
+            accepted_names["listKind"] = json!(format!("{kind}List"));
+        }
+        let time = crd["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.first())
+            .and_then(|c| c["lastTransitionTime"].as_str())
+            .map(String::from)
+            .unwrap_or_else(now_rfc3339);
+        let storage: Vec<Value> = crd["spec"]["versions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|v| v["storage"].as_bool() == Some(true))
+            .map(|v| v["name"].clone())
+            .collect();
+        let status = if accepted {
+            json!({
+                "conditions": [
+                    {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": time},
+                    {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": time}
+                ],
+                "acceptedNames": accepted_names,
+                "storedVersions": storage
+            })
+        } else {
+            json!({
+                "conditions": [
+                    {"type": "NamesAccepted", "status": "False", "reason": "InvalidName", "message": format!("metadata.name must be {expected:?} and the CRD needs a group, kind, plural and one served version"), "lastTransitionTime": time},
+                    {"type": "Established", "status": "False", "reason": "NotAccepted", "message": "not all names are accepted", "lastTransitionTime": time}
+                ],
+                "acceptedNames": {"plural": "", "kind": ""},
+                "storedVersions": storage
+            })
+        };
+        if crd["status"] != status {
+            let mut updated = crd.clone();
+            updated["status"] = status;
+            self.commit(
+                inner,
+                info,
+                ChangeType::Modified,
+                updated,
+                Some(crd.clone()),
+            );
+        }
+    }
+
+    /// The built-in controllers that react to deletions: namespace and CRD cleanup, garbage
+    /// collection of dependents, foreground and orphan propagation. Runs until nothing changes.
+    fn run_controllers(&self, inner: &mut Inner) {
+        loop {
+            let mut acted = false;
+            let uids: HashSet<String> = inner
+                .objects
+                .values()
+                .filter_map(|o| meta(o)["uid"].as_str().map(String::from))
+                .collect();
+            let mut to_delete: Vec<(ResourceInfo, Value)> = Vec::new();
+            let mut to_finish: Vec<(ResourceInfo, Value, &'static str)> = Vec::new();
+            let infos: BTreeMap<String, ResourceInfo> = inner
+                .registry
+                .all()
+                .map(|i| (i.storage_key(), i.clone()))
+                .collect();
+            let terminating_namespaces: HashSet<String> = inner
+                .objects
+                .iter()
+                .filter(|((r, _, _), o)| {
+                    r == "namespaces" && meta(o)["deletionTimestamp"].is_string()
+                })
+                .map(|((_, _, n), _)| n.clone())
+                .collect();
+            let dying_crds: Vec<Value> = inner
+                .objects
+                .iter()
+                .filter(|((r, _, _), o)| {
+                    r == "customresourcedefinitions.apiextensions.k8s.io"
+                        && meta(o)["deletionTimestamp"].is_string()
+                })
+                .map(|(_, o)| o.clone())
+                .collect();
+            let dying_crd_keys: HashSet<String> =
+                dying_crds.iter().map(|c| name_of(c).to_string()).collect();
+            let foreground_owners: HashSet<String> = inner
+                .objects
+                .values()
+                .filter(|o| string_set(&meta(o)["finalizers"]).contains("foregroundDeletion"))
+                .filter_map(|o| meta(o)["uid"].as_str().map(String::from))
+                .collect();
+            let orphaning_owners: HashSet<String> = inner
+                .objects
+                .values()
+                .filter(|o| {
+                    string_set(&meta(o)["finalizers"]).contains("orphan")
+                        && meta(o)["deletionTimestamp"].is_string()
+                })
+                .filter_map(|o| meta(o)["uid"].as_str().map(String::from))
+                .collect();
+            let mut orphan_updates: Vec<(ResourceInfo, Value)> = Vec::new();
+            for ((resource, ns, _), object) in &inner.objects {
+                let Some(info) = infos.get(resource) else {
+                    continue;
+                };
+                let marked = meta(object)["deletionTimestamp"].is_string();
+                let owners: Vec<&str> = meta(object)["ownerReferences"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|r| r["uid"].as_str())
+                    .collect();
+                if !marked {
+                    let in_dying_namespace = !ns.is_empty() && terminating_namespaces.contains(ns);
+                    let of_dying_crd = dying_crd_keys.contains(resource);
+                    let orphaned = !owners.is_empty() && owners.iter().all(|u| !uids.contains(*u));
+                    let owner_foreground = owners.iter().any(|u| foreground_owners.contains(*u));
+                    if in_dying_namespace || of_dying_crd || orphaned || owner_foreground {
+                        to_delete.push((info.clone(), object.clone()));
+                        continue;
+                    }
+                }
+                if owners.iter().any(|u| orphaning_owners.contains(*u)) {
+                    orphan_updates.push((info.clone(), object.clone()));
+                }
+            }
+            for (info, object) in orphan_updates {
+                let mut updated = object.clone();
+                if let Some(refs) = meta_mut(&mut updated)
+                    .get_mut("ownerReferences")
+                    .and_then(Value::as_array_mut)
+                {
+                    refs.retain(|r| {
+                        !r["uid"]
+                            .as_str()
+                            .is_some_and(|u| orphaning_owners.contains(u))
+                    });
+                }
+                self.commit(inner, &info, ChangeType::Modified, updated, Some(object));
+                acted = true;
+            }
+            for (info, object) in to_delete {
+                self.delete_object_quietly(inner, &info, object);
+                acted = true;
+            }
+            // Owners waiting on their dependents, namespaces and CRDs waiting to be emptied.
+            for ((resource, _, _), object) in &inner.objects {
+                if !meta(object)["deletionTimestamp"].is_string() {
+                    continue;
+                }
+                let Some(info) = infos.get(resource) else {
+                    continue;
+                };
+                let uid = meta(object)["uid"].as_str().unwrap_or_default();
+                let finalizers = string_set(&meta(object)["finalizers"]);
+                let has_dependents = inner.objects.values().any(|o| {
+                    meta(o)["ownerReferences"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|r| r["uid"] == uid)
+                });
+                if finalizers.contains("foregroundDeletion") && !has_dependents {
+                    to_finish.push((info.clone(), object.clone(), "foregroundDeletion"));
+                }
+                if finalizers.contains("orphan") && !has_dependents {
+                    to_finish.push((info.clone(), object.clone(), "orphan"));
+                }
+                if resource == "namespaces" {
+                    let name = name_of(object);
+                    let empty = !inner.objects.keys().any(|(_, ns, _)| ns == name);
+                    if empty {
+                        to_finish.push((info.clone(), object.clone(), "kubernetes"));
+                    }
+                }
+                if resource == "customresourcedefinitions.apiextensions.k8s.io" {
+                    let name = name_of(object);
+                    let empty = !inner.objects.keys().any(|(r, _, _)| r == name);
+                    if empty {
+                        to_finish.push((
+                            info.clone(),
+                            object.clone(),
+                            "customresourcecleanup.apiextensions.k8s.io",
+                        ));
+                    }
+                }
+            }
+            for (info, object, finalizer) in to_finish {
+                let mut updated = object.clone();
+                if let Some(list) = meta_mut(&mut updated)
+                    .get_mut("finalizers")
+                    .and_then(Value::as_array_mut)
+                {
+                    list.retain(|f| f != finalizer);
+                }
+                if info.kind == "Namespace" {
+                    updated["spec"]["finalizers"] = json!([]);
+                }
+                if has_finalizers(&updated) {
+                    self.commit(inner, &info, ChangeType::Modified, updated, Some(object));
+                } else {
+                    if info.kind == "CustomResourceDefinition" {
+                        inner.registry.set_crd(name_of(&object), Vec::new());
+                    }
+                    self.commit(inner, &info, ChangeType::Deleted, updated, Some(object));
+                }
+                acted = true;
+            }
+            if !acted {
+                break;
+            }
+        }
+    }
+
+    fn delete_object_quietly(&self, inner: &mut Inner, info: &ResourceInfo, object: Value) {
+        if has_finalizers(&object) || (info.group.is_empty() && info.kind == "Namespace") {
+            let mut updated = object.clone();
+            meta_mut(&mut updated).insert("deletionTimestamp".into(), json!(now_rfc3339()));
+            meta_mut(&mut updated).insert("deletionGracePeriodSeconds".into(), json!(0));
+            self.commit(inner, info, ChangeType::Modified, updated, Some(object));
+        } else {
+            self.commit(
+                inner,
+                info,
+                ChangeType::Deleted,
+                object.clone(),
+                Some(object),
+            );
+        }
+    }
+}
+
+fn string_set(value: &Value) -> HashSet<String> {
+    value
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(String::from))
+        .collect()
+}
+
+fn bumps_generation(rule: GenerationRule, old: &Value, new: &Value) -> bool {
+    match rule {
+        GenerationRule::None => false,
+        GenerationRule::Spec => old["spec"] != new["spec"],
+        GenerationRule::SpecOrAnnotations => {
+            old["spec"] != new["spec"] || meta(old)["annotations"] != meta(new)["annotations"]
+        }
+        GenerationRule::AnythingButMetadata => {
+            let strip = |o: &Value| {
+                let mut copy = o.clone();
+                if let Some(map) = copy.as_object_mut() {
+                    map.remove("metadata");
+                    map.remove("apiVersion");
+                    map.remove("kind");
+                }
+                copy
+            };
+            strip(old) != strip(new)
+        }
+    }
+}

@@ -1,0 +1,436 @@
+//! The real kubectl against the sandbox: discovery, apply, patch, CRDs, finalizers, watch, GC.
+
+use serin_sandbox::Sandbox;
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+struct Kubectl {
+    kubeconfig: std::path::PathBuf,
+    cache: tempfile::TempDir,
+}
+
+impl Kubectl {
+    fn new(sandbox: &Sandbox) -> Self {
+        Kubectl {
+            kubeconfig: sandbox.kubeconfig.clone(),
+            cache: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new("kubectl");
+        command
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.cache.path())
+            .args(args);
+        command
+    }
+
+    /// Runs kubectl (optionally with `stdin`) and returns (success, stdout, stderr).
+    fn run(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl is installed (apt package kubectl)");
+        if let Some(input) = stdin {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.as_bytes())
+                .unwrap();
+        }
+        drop(child.stdin.take());
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let (ok, stdout, stderr) = self.run(args, None);
+        assert!(ok, "kubectl {args:?} failed:\n{stdout}\n{stderr}");
+        stdout
+    }
+
+    fn apply(&self, yaml: &str, extra: &[&str]) -> String {
+        let mut args = vec!["apply", "-f", "-"];
+        args.extend_from_slice(extra);
+        let (ok, stdout, stderr) = self.run(&args, Some(yaml));
+        assert!(ok, "kubectl apply failed:\n{stdout}\n{stderr}\n{yaml}");
+        stdout
+    }
+
+    fn fails(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let (ok, stdout, stderr) = self.run(args, stdin);
+        assert!(!ok, "kubectl {args:?} should have failed:\n{stdout}");
+        stderr
+    }
+}
+
+fn deployment(image: &str, env_value: &str) -> String {
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: podinfo
+  labels: {{app: podinfo}}
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {{app: podinfo}}
+  template:
+    metadata:
+      labels: {{app: podinfo}}
+    spec:
+      containers:
+      - name: podinfod
+        image: {image}
+        env: [{{name: A, value: "{env_value}"}}]
+"#
+    )
+}
+
+async fn sandbox() -> (Sandbox, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::start(dir.path()).await.unwrap();
+    (sandbox, dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_discovery_and_namespaces() {
+    let (sandbox, _dir) = sandbox().await;
+    let k = Kubectl::new(&sandbox);
+    let version = k.ok(&["version", "-o", "json"]);
+    let version: serde_json::Value = serde_json::from_str(&version).unwrap();
+    assert_eq!(version["serverVersion"]["minor"], "32");
+    let namespaces = k.ok(&["get", "namespaces", "-o", "name"]);
+    assert_eq!(
+        namespaces.lines().collect::<Vec<_>>(),
+        [
+            "namespace/default",
+            "namespace/kube-node-lease",
+            "namespace/kube-public",
+            "namespace/kube-system"
+        ]
+    );
+    let resources = k.ok(&["api-resources", "-o", "name"]);
+    for expected in [
+        "deployments.apps",
+        "pods",
+        "services",
+        "leases.coordination.k8s.io",
+        "customresourcedefinitions.apiextensions.k8s.io",
+        "horizontalpodautoscalers.autoscaling",
+    ] {
+        assert!(
+            resources.lines().any(|l| l == expected),
+            "{expected} missing from:\n{resources}"
+        );
+    }
+    let stderr = k.fails(&["get", "deployment", "nope"], None);
+    assert!(
+        stderr.contains("Error from server (NotFound): deployments.apps \"nope\" not found"),
+        "{stderr}"
+    );
+    let stderr = k.fails(&["delete", "namespace", "default"], None);
+    assert!(stderr.contains("Forbidden"), "{stderr}");
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_creates_updates_and_leaves_unchanged() {
+    let (sandbox, _dir) = sandbox().await;
+    let k = Kubectl::new(&sandbox);
+    assert_eq!(
+        k.apply(&deployment("podinfo:6.0.0", "1"), &[]),
+        "deployment.apps/podinfo created\n"
+    );
+    let jsonpath = "jsonpath={.metadata.generation} {.spec.template.spec.containers[0].image} {.spec.strategy.rollingUpdate.maxSurge}";
+    assert_eq!(
+        k.ok(&["get", "deploy", "podinfo", "-o", jsonpath]),
+        "1 podinfo:6.0.0 25%"
+    );
+    assert_eq!(
+        k.apply(&deployment("podinfo:6.0.1", "1"), &[]),
+        "deployment.apps/podinfo configured\n"
+    );
+    assert_eq!(
+        k.ok(&["get", "deploy", "podinfo", "-o", jsonpath]),
+        "2 podinfo:6.0.1 25%"
+    );
+    let rv = k.ok(&[
+        "get",
+        "deploy",
+        "podinfo",
+        "-o",
+        "jsonpath={.metadata.resourceVersion}",
+    ]);
+    assert_eq!(
+        k.apply(&deployment("podinfo:6.0.1", "1"), &[]),
+        "deployment.apps/podinfo unchanged\n"
+    );
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "deploy",
+            "podinfo",
+            "-o",
+            "jsonpath={.metadata.resourceVersion}"
+        ]),
+        rv
+    );
+    // Server-side apply of a changed manifest.
+    assert_eq!(
+        k.apply(&deployment("podinfo:6.0.2", "2"), &["--server-side"]),
+        "deployment.apps/podinfo serverside-applied\n"
+    );
+    assert_eq!(
+        k.ok(&["get", "deploy", "podinfo", "-o", jsonpath]),
+        "3 podinfo:6.0.2 25%"
+    );
+    // Server-side dry run changes nothing.
+    k.apply(&deployment("podinfo:6.0.3", "2"), &["--dry-run=server"]);
+    assert_eq!(
+        k.ok(&["get", "deploy", "podinfo", "-o", jsonpath]),
+        "3 podinfo:6.0.2 25%"
+    );
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patches_and_scale() {
+    let (sandbox, _dir) = sandbox().await;
+    let k = Kubectl::new(&sandbox);
+    k.apply(&deployment("podinfo:6.0.0", "1"), &[]);
+    k.ok(&[
+        "patch",
+        "deploy",
+        "podinfo",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"replicas":3}}"#,
+    ]);
+    k.ok(&[
+        "patch",
+        "deploy",
+        "podinfo",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"add","path":"/metadata/labels/tier","value":"web"}]"#,
+    ]);
+    k.ok(&["patch", "deploy", "podinfo", "-p", r#"{"spec":{"template":{"spec":{"containers":[{"name":"podinfod","env":[{"name":"B","value":"2"}]}]}}}}"#]);
+    let out = k.ok(&["get", "deploy", "podinfo", "-o", "jsonpath={.spec.replicas} {.metadata.labels.tier} {.spec.template.spec.containers[0].env[*].name}"]);
+    assert_eq!(out, "3 web A B", "strategic merge keeps A and adds B");
+    let stderr = k.fails(
+        &[
+            "patch",
+            "deploy",
+            "podinfo",
+            "--type",
+            "json",
+            "-p",
+            r#"[{"op":"test","path":"/spec/replicas","value":9}]"#,
+        ],
+        None,
+    );
+    assert!(
+        stderr.contains("test of \"/spec/replicas\" failed"),
+        "{stderr}"
+    );
+    k.ok(&["scale", "deploy", "podinfo", "--replicas=5"]);
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "deploy",
+            "podinfo",
+            "-o",
+            "jsonpath={.spec.replicas}"
+        ]),
+        "5"
+    );
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crd_then_custom_resources_with_finalizers_and_watch() {
+    let (sandbox, _dir) = sandbox().await;
+    let k = Kubectl::new(&sandbox);
+    let crds = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../artifacts/crds/serin.yaml"
+    ))
+    .unwrap();
+    k.apply(&crds, &[]);
+    k.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/canaries.serin.dev",
+        "--timeout=10s",
+    ]);
+    k.apply(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: test\n",
+        &[],
+    );
+    let example = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../artifacts/examples/canary-progressive.yaml"
+    ))
+    .unwrap();
+    assert!(
+        k.apply(&example, &[])
+            .contains("canary.serin.dev/podinfo created")
+    );
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "canary",
+            "podinfo",
+            "-n",
+            "test",
+            "-o",
+            "jsonpath={.spec.analysis.stepWeight} {.metadata.generation}"
+        ]),
+        "10 1"
+    );
+
+    let mut watch = k
+        .command(&[
+            "get",
+            "canaries",
+            "-n",
+            "test",
+            "-w",
+            "--output-watch-events",
+            "--no-headers",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = watch.stdout.take().unwrap();
+    let lines = std::thread::spawn(move || {
+        use std::io::BufRead;
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .take(4)
+            .collect::<Vec<_>>()
+    });
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    k.ok(&[
+        "patch",
+        "canary",
+        "podinfo",
+        "-n",
+        "test",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"metadata":{"finalizers":["serin.dev/test"]}}"#,
+    ]);
+    k.ok(&["delete", "canary", "podinfo", "-n", "test", "--wait=false"]);
+    let marked = k.ok(&[
+        "get",
+        "canary",
+        "podinfo",
+        "-n",
+        "test",
+        "-o",
+        "jsonpath={.metadata.deletionTimestamp}",
+    ]);
+    assert!(
+        !marked.is_empty(),
+        "a finalizer keeps the object, marked for deletion"
+    );
+    k.ok(&[
+        "patch",
+        "canary",
+        "podinfo",
+        "-n",
+        "test",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ]);
+    let seen = lines.join().unwrap();
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    let types: Vec<&str> = seen
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap_or(""))
+        .collect();
+    // Created, finalizer added, marked for deletion, then gone once the finalizer is removed.
+    assert_eq!(
+        types,
+        ["ADDED", "MODIFIED", "MODIFIED", "DELETED"],
+        "{seen:?}"
+    );
+    let stderr = k.fails(&["get", "canary", "podinfo", "-n", "test"], None);
+    assert!(stderr.contains("not found"), "{stderr}");
+
+    // Deleting the CRD removes its resources from discovery.
+    k.ok(&["delete", "crd", "canaries.serin.dev"]);
+    let served = k.ok(&["get", "--raw", "/apis/serin.dev/v1beta1"]);
+    assert!(!served.contains("\"canaries\""), "{served}");
+    assert!(
+        served.contains("\"metrictemplates\""),
+        "the other CRDs still serve the group"
+    );
+    let stderr = k.fails(&["get", "canaries", "-n", "test"], None);
+    assert!(stderr.contains("NotFound"), "{stderr}");
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_collection_and_namespace_deletion() {
+    let (sandbox, _dir) = sandbox().await;
+    let k = Kubectl::new(&sandbox);
+    k.apply(&deployment("podinfo:6.0.0", "1"), &[]);
+    let uid = k.ok(&["get", "deploy", "podinfo", "-o", "jsonpath={.metadata.uid}"]);
+    let owned = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: owned\n  ownerReferences:\n  - {{apiVersion: apps/v1, kind: Deployment, name: podinfo, uid: {uid}, controller: true}}\ndata: {{a: b}}\n"
+    );
+    k.apply(&owned, &[]);
+    k.apply(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: free\n",
+        &[],
+    );
+    k.ok(&["delete", "deploy", "podinfo"]);
+    assert_eq!(
+        k.ok(&["get", "configmaps", "-o", "name"]),
+        "configmap/free\n"
+    );
+
+    k.apply(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: scratch\n",
+        &[],
+    );
+    k.apply(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: scratch\n",
+        &[],
+    );
+    k.ok(&["delete", "namespace", "scratch"]);
+    let stderr = k.fails(&["get", "namespace", "scratch"], None);
+    assert!(stderr.contains("not found"), "{stderr}");
+    let stderr = k.fails(
+        &["apply", "-f", "-"],
+        Some("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: scratch\n"),
+    );
+    assert!(
+        stderr.contains("namespaces \"scratch\" not found"),
+        "{stderr}"
+    );
+    sandbox.stop().await;
+}
