@@ -584,6 +584,7 @@ fn watch(
     let Some(start) = start else { unreachable!() };
     let (mut tx, rx) = futures::channel::mpsc::channel::<Result<Bytes, Infallible>>(256);
     let bookmark_interval = state.bookmark_interval;
+    let mut resets = state.store.resets();
     let matches = move |object: &Value| {
         namespace
             .as_deref()
@@ -609,6 +610,11 @@ fn watch(
         loop {
             tokio::select! {
                 _ = &mut deadline => break,
+                _ = resets.recv() => {
+                    let expired = ApiError::expired("the history was compacted; list again and re-watch");
+                    let _ = tx.send(Ok(line("ERROR", &expired.to_status()))).await;
+                    return;
+                }
                 _ = ticker.tick(), if bookmarks => {
                     let bookmark = json!({"kind": info.kind, "apiVersion": info.api_version(),
                         "metadata": {"resourceVersion": last_rv.to_string()}});

@@ -98,6 +98,7 @@ struct Inner {
 pub struct Store {
     inner: Mutex<Inner>,
     changes: broadcast::Sender<Arc<Change>>,
+    resets: broadcast::Sender<()>,
 }
 
 /// What a watch starts with.
@@ -188,6 +189,7 @@ impl Store {
     /// An empty store with the built-in kinds and the bootstrap namespaces.
     pub fn new() -> Arc<Self> {
         let (changes, _) = broadcast::channel(4096);
+        let (resets, _) = broadcast::channel(4);
         let store = Arc::new(Store {
             inner: Mutex::new(Inner {
                 registry: Registry::with_builtins(),
@@ -197,6 +199,7 @@ impl Store {
                 compacted_through: 0,
             }),
             changes,
+            resets,
         });
         let namespaces = store.resource("", "v1", "namespaces").expect("built in");
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
@@ -231,11 +234,18 @@ impl Store {
         self.lock().objects.len()
     }
 
-    /// Forgets the change history, so watches resuming from an older resourceVersion get 410.
+    /// Forgets the change history as an etcd compaction would: open watches end with an in-stream
+    /// 410 Expired, and resuming from any older resourceVersion gets 410 too, so clients relist.
     pub fn compact(&self) {
         let mut inner = self.lock();
         inner.history.clear();
         inner.compacted_through = inner.rv;
+        let _ = self.resets.send(());
+    }
+
+    /// A signal that fires when [`Store::compact`] runs.
+    pub fn resets(&self) -> broadcast::Receiver<()> {
+        self.resets.subscribe()
     }
 
     /// Sets `apiVersion` and `kind` as the resource's version shows them.

@@ -1,0 +1,319 @@
+//! kube-rs against the sandbox: client CRUD, conflicts, status writes, server-side apply, the
+//! finalizer helper, the events Recorder, and a watcher that relists after a compaction.
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
+use kube::runtime::watcher;
+use kube::{Client, Config, Resource};
+use serde_json::json;
+use serin_sandbox::Sandbox;
+use std::sync::Arc;
+use std::time::Duration;
+
+async fn start() -> (Sandbox, Client, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::start(dir.path()).await.unwrap();
+    let config = Config::new(sandbox.url.parse().unwrap());
+    let client = Client::try_from(config).unwrap();
+    (sandbox, client, dir)
+}
+
+fn config_map(name: &str) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name}, "data": {"k": "v"}})).unwrap()
+}
+
+fn status_code(error: kube::Error) -> u16 {
+    match error {
+        kube::Error::Api(status) => status.code,
+        other => panic!("expected an API error, got {other}"),
+    }
+}
+
+#[tokio::test]
+async fn crud_conflicts_status_and_apply() {
+    let (sandbox, client, _dir) = start().await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let created = cms
+        .create(&PostParams::default(), &config_map("a"))
+        .await
+        .unwrap();
+    assert!(created.metadata.uid.is_some());
+    assert_eq!(
+        status_code(
+            cms.create(&PostParams::default(), &config_map("a"))
+                .await
+                .unwrap_err()
+        ),
+        409
+    );
+
+    let mut stale = created.clone();
+    let mut fresh = cms.get("a").await.unwrap();
+    fresh.data = Some([("k".to_string(), "v2".to_string())].into());
+    cms.replace("a", &PostParams::default(), &fresh)
+        .await
+        .unwrap();
+    stale.data = Some([("k".to_string(), "v3".to_string())].into());
+    assert_eq!(
+        status_code(
+            cms.replace("a", &PostParams::default(), &stale)
+                .await
+                .unwrap_err()
+        ),
+        409
+    );
+
+    let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
+    let deploy: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "podinfo"},
+        "spec": {"selector": {"matchLabels": {"app": "podinfo"}},
+                 "template": {"metadata": {"labels": {"app": "podinfo"}},
+                              "spec": {"containers": [{"name": "podinfod", "image": "podinfo:6.0.0"}]}}}
+    }))
+    .unwrap();
+    let d = deployments
+        .create(&PostParams::default(), &deploy)
+        .await
+        .unwrap();
+    assert_eq!(d.metadata.generation, Some(1));
+    let status = json!({"status": {"observedGeneration": 1, "replicas": 1}});
+    let d = deployments
+        .patch_status("podinfo", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    assert_eq!(
+        d.metadata.generation,
+        Some(1),
+        "status writes do not bump generation"
+    );
+    assert_eq!(d.status.unwrap().replicas, Some(1));
+    let d = deployments
+        .patch(
+            "podinfo",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(d.metadata.generation, Some(2));
+    assert_eq!(
+        d.status.unwrap().replicas,
+        Some(1),
+        "the main endpoint keeps the status"
+    );
+
+    let applied = cms
+        .patch(
+            "applied",
+            &PatchParams::apply("serin-test"),
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "applied"}, "data": {"x": "1"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied.data.unwrap()["x"], "1");
+
+    let deleted = cms.delete("a", &DeleteParams::default()).await.unwrap();
+    assert!(deleted.is_left());
+    assert_eq!(status_code(cms.get("a").await.unwrap_err()), 404);
+    sandbox.stop().await;
+}
+
+#[tokio::test]
+async fn finalizer_helper_adds_then_removes_its_finalizer() {
+    let (sandbox, client, _dir) = start().await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    cms.create(&PostParams::default(), &config_map("guarded"))
+        .await
+        .unwrap();
+    let reconcile = |cms: Api<ConfigMap>| async move {
+        let object = Arc::new(cms.get("guarded").await.unwrap());
+        finalizer(&cms, "serin.dev/cleanup", object, |event| async move {
+            Ok::<_, kube::Error>(match event {
+                FinalizerEvent::Apply(_) => Action::await_change(),
+                FinalizerEvent::Cleanup(_) => Action::await_change(),
+            })
+        })
+        .await
+        .unwrap()
+    };
+    reconcile(cms.clone()).await;
+    let finalizers = cms
+        .get("guarded")
+        .await
+        .unwrap()
+        .metadata
+        .finalizers
+        .unwrap();
+    assert_eq!(finalizers, ["serin.dev/cleanup"]);
+
+    cms.delete("guarded", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        cms.get("guarded")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    reconcile(cms.clone()).await;
+    assert_eq!(status_code(cms.get("guarded").await.unwrap_err()), 404);
+    sandbox.stop().await;
+}
+
+#[tokio::test]
+async fn recorder_events_are_listed() {
+    let (sandbox, client, _dir) = start().await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let cm = cms
+        .create(&PostParams::default(), &config_map("subject"))
+        .await
+        .unwrap();
+    let recorder = Recorder::new(client.clone(), Reporter::from("serin-test"));
+    let event = Event {
+        type_: EventType::Normal,
+        reason: "Synced".into(),
+        note: Some("Advance podinfo.test canary weight 10".into()),
+        action: "Advance".into(),
+        secondary: None,
+    };
+    recorder.publish(&event, &cm.object_ref(&())).await.unwrap();
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::default_namespaced(client.clone());
+    let list = events.list(&Default::default()).await.unwrap();
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(
+        list.items[0].note.as_deref(),
+        Some("Advance podinfo.test canary weight 10")
+    );
+    assert_eq!(
+        list.items[0].regarding.as_ref().unwrap().name.as_deref(),
+        Some("subject")
+    );
+    sandbox.stop().await;
+}
+
+#[tokio::test]
+async fn watcher_follows_changes_and_relists_after_compaction() {
+    let (sandbox, client, _dir) = start().await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    cms.create(&PostParams::default(), &config_map("before"))
+        .await
+        .unwrap();
+    let stream = watcher(cms.clone(), watcher::Config::default()).boxed();
+    let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let forward = tokio::spawn(async move {
+        let mut stream = stream;
+        while let Some(event) = stream.next().await {
+            let label = match event {
+                Ok(watcher::Event::Init) => "Init".to_string(),
+                Ok(watcher::Event::InitApply(o)) => {
+                    format!("InitApply {}", o.metadata.name.unwrap())
+                }
+                Ok(watcher::Event::InitDone) => "InitDone".to_string(),
+                Ok(watcher::Event::Apply(o)) => format!("Apply {}", o.metadata.name.unwrap()),
+                Ok(watcher::Event::Delete(o)) => format!("Delete {}", o.metadata.name.unwrap()),
+                Err(e) => format!("Error {e}"),
+            };
+            if events_tx.send(label).is_err() {
+                return;
+            }
+        }
+    });
+    let mut next = async || {
+        tokio::time::timeout(Duration::from_secs(10), events.recv())
+            .await
+            .expect("a watcher event within 10s")
+            .unwrap()
+    };
+    assert_eq!(next().await, "Init");
+    assert_eq!(next().await, "InitApply before");
+    assert_eq!(next().await, "InitDone");
+    cms.create(&PostParams::default(), &config_map("live"))
+        .await
+        .unwrap();
+    assert_eq!(next().await, "Apply live");
+    cms.delete("before", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert_eq!(next().await, "Delete before");
+
+    sandbox.store.compact();
+    // The in-stream 410 makes the watcher start over with a fresh list.
+    let mut relisted = Vec::new();
+    loop {
+        let event = next().await;
+        let done = event == "InitDone";
+        relisted.push(event);
+        if done {
+            break;
+        }
+    }
+    let relisted: Vec<&str> = relisted
+        .iter()
+        .map(String::as_str)
+        .filter(|e| !e.starts_with("Error"))
+        .collect();
+    assert_eq!(relisted, ["Init", "InitApply live", "InitDone"]);
+    cms.create(&PostParams::default(), &config_map("after"))
+        .await
+        .unwrap();
+    assert_eq!(next().await, "Apply after");
+    forward.abort();
+    sandbox.stop().await;
+}
+
+#[tokio::test]
+async fn resuming_from_a_compacted_resource_version_is_an_in_stream_410() {
+    let (sandbox, client, _dir) = start().await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let first = cms
+        .create(&PostParams::default(), &config_map("one"))
+        .await
+        .unwrap();
+    let old_rv = first.metadata.resource_version.unwrap();
+    cms.create(&PostParams::default(), &config_map("two"))
+        .await
+        .unwrap();
+    sandbox.store.compact();
+    let mut stream = cms
+        .watch(&kube::api::WatchParams::default(), &old_rv)
+        .await
+        .expect("the watch request itself succeeds")
+        .boxed();
+    match stream.next().await {
+        Some(Ok(kube::api::WatchEvent::Error(status))) => {
+            assert_eq!(status.code, 410);
+            assert_eq!(status.reason, "Expired");
+        }
+        other => panic!("expected an in-stream 410, got {other:?}"),
+    }
+    // Resuming from the current version works.
+    let now = cms
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut stream = cms
+        .watch(&kube::api::WatchParams::default(), &now)
+        .await
+        .unwrap()
+        .boxed();
+    cms.create(&PostParams::default(), &config_map("three"))
+        .await
+        .unwrap();
+    match tokio::time::timeout(Duration::from_secs(5), stream.next()).await {
+        Ok(Some(Ok(kube::api::WatchEvent::Added(cm)))) => {
+            assert_eq!(cm.metadata.name.as_deref(), Some("three"))
+        }
+        other => panic!("expected ADDED three, got {other:?}"),
+    }
+    sandbox.stop().await;
+}
