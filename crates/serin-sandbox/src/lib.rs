@@ -14,6 +14,7 @@
 
 #![deny(missing_docs)]
 
+pub mod controllers;
 pub mod defaults;
 pub mod discovery;
 pub mod patch;
@@ -29,7 +30,31 @@ use std::sync::Arc;
 use std::time::Duration;
 use store::Store;
 
-/// A running sandbox API server.
+/// Settings of a sandbox.
+#[derive(Clone)]
+pub struct SandboxOptions {
+    /// How often watches that ask for bookmarks get one.
+    pub bookmark_interval: Duration,
+    /// Runs pods; by default every pod becomes Ready after `pod_ready_delay`.
+    pub runtime: Option<Arc<dyn controllers::PodRuntime>>,
+    /// How long a pod takes to become Ready with the default runtime.
+    pub pod_ready_delay: Duration,
+    /// Period of the controllers' time-based passes.
+    pub controller_period: Duration,
+}
+
+impl Default for SandboxOptions {
+    fn default() -> Self {
+        SandboxOptions {
+            bookmark_interval: Duration::from_secs(10),
+            runtime: None,
+            pod_ready_delay: Duration::from_millis(300),
+            controller_period: Duration::from_millis(100),
+        }
+    }
+}
+
+/// A running sandbox: the API server and the built-in controllers.
 pub struct Sandbox {
     /// Base URL of the API server, e.g. `http://127.0.0.1:38123`.
     pub url: String,
@@ -41,6 +66,7 @@ pub struct Sandbox {
     pub store: Arc<Store>,
     shutdown: tokio::sync::oneshot::Sender<()>,
     server: tokio::task::JoinHandle<()>,
+    controllers: tokio::task::JoinHandle<()>,
 }
 
 /// The kubeconfig text for an API server at `url`, default namespace `default`.
@@ -54,11 +80,11 @@ impl Sandbox {
     /// Starts the API server on a free loopback port and writes `dir/kubeconfig` and
     /// `dir/endpoints.json` (`{"apiserver": URL}`).
     pub async fn start(dir: &Path) -> std::io::Result<Sandbox> {
-        Self::start_with(dir, Duration::from_secs(10)).await
+        Self::start_with(dir, SandboxOptions::default()).await
     }
 
-    /// Like [`Sandbox::start`], with the period of watch bookmarks.
-    pub async fn start_with(dir: &Path, bookmark_interval: Duration) -> std::io::Result<Sandbox> {
+    /// Like [`Sandbox::start`], with explicit settings.
+    pub async fn start_with(dir: &Path, options: SandboxOptions) -> std::io::Result<Sandbox> {
         std::fs::create_dir_all(dir)?;
         let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
         let address = listener.local_addr()?;
@@ -67,8 +93,14 @@ impl Sandbox {
         let app = server::router(server::AppState {
             store: store.clone(),
             address: address.to_string(),
-            bookmark_interval,
+            bookmark_interval: options.bookmark_interval,
         });
+        let runtime = options.runtime.clone().unwrap_or_else(|| {
+            Arc::new(controllers::DelayRuntime {
+                delay: options.pod_ready_delay,
+            })
+        });
+        let controllers = controllers::spawn(store.clone(), runtime, options.controller_period);
         let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, app)
@@ -91,12 +123,14 @@ impl Sandbox {
             store,
             shutdown,
             server,
+            controllers,
         })
     }
 
     /// Stops the server. Open watches end when their connections close.
     pub async fn stop(self) {
         let _ = self.shutdown.send(());
+        self.controllers.abort();
         self.server.abort();
         let _ = self.server.await;
     }

@@ -243,6 +243,11 @@ impl Store {
         let _ = self.resets.send(());
     }
 
+    /// Every committed change from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Change>> {
+        self.changes.subscribe()
+    }
+
     /// A signal that fires when [`Store::compact`] runs.
     pub fn resets(&self) -> broadcast::Receiver<()> {
         self.resets.subscribe()
@@ -590,6 +595,14 @@ impl Store {
             Part::Status => {
                 let mut object = old.clone();
                 object["status"] = new.get("status").cloned().unwrap_or(Value::Null);
+                // The workload controllers record revisions as annotations through /status, which
+                // takes annotations for these kinds (and never bumps generation).
+                if info.builtin && matches!(info.kind.as_str(), "Deployment" | "ReplicaSet") {
+                    match meta(&new).get("annotations") {
+                        Some(a) => meta_mut(&mut object).insert("annotations".into(), a.clone()),
+                        None => meta_mut(&mut object).remove("annotations"),
+                    };
+                }
                 if object["status"].is_null() {
                     object.as_object_mut().expect("object").remove("status");
                 }

@@ -2,7 +2,7 @@
 //! finalizer helper, the events Recorder, and a watcher that relists after a compaction.
 
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
@@ -68,43 +68,40 @@ async fn crud_conflicts_status_and_apply() {
         409
     );
 
-    let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
-    let deploy: Deployment = serde_json::from_value(json!({
+    // A kind no built-in controller writes, so the status seen is the test's own.
+    let hpas: Api<HorizontalPodAutoscaler> = Api::default_namespaced(client.clone());
+    let hpa: HorizontalPodAutoscaler = serde_json::from_value(json!({
         "metadata": {"name": "podinfo"},
-        "spec": {"selector": {"matchLabels": {"app": "podinfo"}},
-                 "template": {"metadata": {"labels": {"app": "podinfo"}},
-                              "spec": {"containers": [{"name": "podinfod", "image": "podinfo:6.0.0"}]}}}
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "podinfo"},
+                 "minReplicas": 1, "maxReplicas": 4}
     }))
     .unwrap();
-    let d = deployments
-        .create(&PostParams::default(), &deploy)
-        .await
-        .unwrap();
-    assert_eq!(d.metadata.generation, Some(1));
-    let status = json!({"status": {"observedGeneration": 1, "replicas": 1}});
-    let d = deployments
+    let h = hpas.create(&PostParams::default(), &hpa).await.unwrap();
+    assert_eq!(h.metadata.generation, Some(1));
+    let status = json!({"status": {"currentReplicas": 1, "desiredReplicas": 2}});
+    let h = hpas
         .patch_status("podinfo", &PatchParams::default(), &Patch::Merge(&status))
         .await
         .unwrap();
     assert_eq!(
-        d.metadata.generation,
+        h.metadata.generation,
         Some(1),
         "status writes do not bump generation"
     );
-    assert_eq!(d.status.unwrap().replicas, Some(1));
-    let d = deployments
+    assert_eq!(h.status.unwrap().desired_replicas, 2);
+    let h = hpas
         .patch(
             "podinfo",
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+            &Patch::Merge(json!({"spec": {"maxReplicas": 8}, "status": {"desiredReplicas": 7}})),
         )
         .await
         .unwrap();
-    assert_eq!(d.metadata.generation, Some(2));
+    assert_eq!(h.metadata.generation, Some(2));
     assert_eq!(
-        d.status.unwrap().replicas,
-        Some(1),
-        "the main endpoint keeps the status"
+        h.status.unwrap().desired_replicas,
+        2,
+        "the main endpoint ignores status"
     );
 
     let applied = cms

@@ -166,26 +166,13 @@ async fn apply_creates_updates_and_leaves_unchanged() {
         k.ok(&["get", "deploy", "podinfo", "-o", jsonpath]),
         "2 podinfo:6.0.1 25%"
     );
-    let rv = k.ok(&[
-        "get",
-        "deploy",
-        "podinfo",
-        "-o",
-        "jsonpath={.metadata.resourceVersion}",
-    ]);
     assert_eq!(
         k.apply(&deployment("podinfo:6.0.1", "1"), &[]),
         "deployment.apps/podinfo unchanged\n"
     );
     assert_eq!(
-        k.ok(&[
-            "get",
-            "deploy",
-            "podinfo",
-            "-o",
-            "jsonpath={.metadata.resourceVersion}"
-        ]),
-        rv
+        k.ok(&["get", "deploy", "podinfo", "-o", jsonpath]),
+        "2 podinfo:6.0.1 25%"
     );
     // Server-side apply of a changed manifest.
     assert_eq!(

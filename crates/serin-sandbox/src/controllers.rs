@@ -1,0 +1,817 @@
+//! Built-in controllers that make workloads behave like a cluster's: a scheduler and kubelet that
+//! run pods through a pluggable [`PodRuntime`], a ReplicaSet controller, and a Deployment controller
+//! with rolling updates (maxSurge, maxUnavailable, minReadySeconds, progressDeadlineSeconds) and the
+//! status and conditions a real cluster reports.
+
+use crate::registry::ResourceInfo;
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::store::{DeleteOptions, Part, PatchType, Store, now_rfc3339};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What the runtime says about a pod it was asked to start.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PodStart {
+    /// The pod becomes Ready after this long.
+    ReadyAfter(Duration),
+    /// The pod's containers cannot start (for example `ErrImagePull`), with a message.
+    Waiting {
+        /// Container waiting reason, e.g. `ErrImagePull`.
+        reason: String,
+        /// Why.
+        message: String,
+    },
+}
+
+/// Runs pods: decides whether and when a scheduled pod becomes Ready, and may report where it
+/// serves. The default runtime makes every pod Ready after a fixed delay.
+pub trait PodRuntime: Send + Sync {
+    /// Starts `pod` (a scheduled Pod object).
+    fn start(&self, pod: &Value) -> PodStart;
+    /// Extra status fields for a running pod (merged into `status`), e.g. where it listens.
+    fn running_status(&self, _pod: &Value) -> Value {
+        json!({})
+    }
+    /// The pod is gone.
+    fn stop(&self, _pod: &Value) {}
+}
+
+/// Makes every pod Ready after `delay`.
+pub struct DelayRuntime {
+    /// How long a pod takes to become Ready.
+    pub delay: Duration,
+}
+
+impl PodRuntime for DelayRuntime {
+    fn start(&self, _pod: &Value) -> PodStart {
+        PodStart::ReadyAfter(self.delay)
+    }
+}
+
+/// Name of the node every pod is scheduled to.
+pub const NODE_NAME: &str = "sandbox-node";
+
+fn alphabet_hash(text: &str) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    (0..10)
+        .map(|i| ALPHABET[((h >> (i * 6)) % ALPHABET.len() as u64) as usize] as char)
+        .collect()
+}
+
+fn pod_template_hash(template: &Value) -> String {
+    let mut t = template.clone();
+    if let Some(labels) = t["metadata"]["labels"].as_object_mut() {
+        labels.remove("pod-template-hash");
+    }
+    alphabet_hash(&t.to_string())
+}
+
+fn name(o: &Value) -> String {
+    o["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn ns(o: &Value) -> String {
+    o["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn uid(o: &Value) -> String {
+    o["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn controller_uid(o: &Value) -> Option<String> {
+    o["metadata"]["ownerReferences"]
+        .as_array()?
+        .iter()
+        .find(|r| r["controller"].as_bool() == Some(true))
+        .and_then(|r| r["uid"].as_str().map(String::from))
+}
+
+fn int(v: &Value) -> i64 {
+    v.as_i64().unwrap_or(0)
+}
+
+fn resolve(value: &Value, replicas: i64, round_up: bool) -> i64 {
+    match value {
+        Value::Number(n) => n.as_i64().unwrap_or(0),
+        Value::String(s) => {
+            let pct: i64 = s.trim_end_matches('%').parse().unwrap_or(0);
+            let p = pct * replicas;
+            if round_up { (p + 99) / 100 } else { p / 100 }
+        }
+        _ => 0,
+    }
+}
+
+fn parse_time(text: &str) -> Option<k8s_openapi::jiff::Timestamp> {
+    text.parse().ok()
+}
+
+fn seconds_since(text: &str) -> Option<i64> {
+    let then = parse_time(text)?;
+    let now = parse_time(&now_rfc3339())?;
+    Some(now.duration_since(then).as_secs())
+}
+
+/// The controllers' state between passes.
+pub struct Controllers {
+    store: Arc<Store>,
+    runtime: Arc<dyn PodRuntime>,
+    ready_at: HashMap<String, Instant>,
+    next_ip: u32,
+    pods: ResourceInfo,
+    replicasets: ResourceInfo,
+    deployments: ResourceInfo,
+}
+
+impl Controllers {
+    /// Controllers over `store`, running pods with `runtime`.
+    pub fn new(store: Arc<Store>, runtime: Arc<dyn PodRuntime>) -> Self {
+        let pods = store.resource("", "v1", "pods").expect("built in");
+        let replicasets = store
+            .resource("apps", "v1", "replicasets")
+            .expect("built in");
+        let deployments = store
+            .resource("apps", "v1", "deployments")
+            .expect("built in");
+        let nodes = store.resource("", "v1", "nodes").expect("built in");
+        let node = json!({"metadata": {"name": NODE_NAME, "labels": {"kubernetes.io/hostname": NODE_NAME}},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "sandbox kubelet is ready"}],
+                "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": NODE_NAME}],
+                "allocatable": {"cpu": "1k", "memory": "1Ti", "pods": "1M"}, "capacity": {"cpu": "1k", "memory": "1Ti", "pods": "1M"},
+                "nodeInfo": {"kubeletVersion": "v1.32.5-serin", "architecture": "amd64", "operatingSystem": "linux"}}});
+        let _ = store.create(&nodes, None, node.clone(), false);
+        let _ = store.update(&nodes, "", NODE_NAME, node, Part::Status, false);
+        Controllers {
+            store,
+            runtime,
+            ready_at: HashMap::new(),
+            next_ip: 10,
+            pods,
+            replicasets,
+            deployments,
+        }
+    }
+
+    fn all(&self, info: &ResourceInfo) -> Vec<Value> {
+        self.store
+            .list(
+                info,
+                None,
+                &LabelSelector::default(),
+                &FieldSelector::default(),
+            )
+            .0
+    }
+
+    /// One pass of every controller; returns whether anything changed.
+    pub fn reconcile(&mut self) -> bool {
+        let mut changed = false;
+        changed |= self.kubelet();
+        changed |= self.replicasets();
+        changed |= self.deployments();
+        changed
+    }
+
+    fn write_status(&self, info: &ResourceInfo, object: &Value, status: Value) -> bool {
+        if object["status"] == status {
+            return false;
+        }
+        let mut updated = object.clone();
+        updated["status"] = status;
+        self.store
+            .update(
+                info,
+                &ns(object),
+                &name(object),
+                updated,
+                Part::Status,
+                false,
+            )
+            .is_ok()
+    }
+
+    fn kubelet(&mut self) -> bool {
+        let mut changed = false;
+        let pods = self.all(&self.pods);
+        let live: std::collections::HashSet<String> = pods.iter().map(uid).collect();
+        self.ready_at.retain(|u, _| live.contains(u));
+        for pod in pods {
+            let pod_uid = uid(&pod);
+            if pod["metadata"]["deletionTimestamp"].is_string() {
+                self.runtime.stop(&pod);
+                let mut released = pod.clone();
+                released["metadata"]["finalizers"] = json!([]);
+                let _ = self.store.update(
+                    &self.pods,
+                    &ns(&pod),
+                    &name(&pod),
+                    released,
+                    Part::Main,
+                    false,
+                );
+                changed = true;
+                continue;
+            }
+            if pod["spec"]["nodeName"].is_null() {
+                let mut scheduled = pod.clone();
+                scheduled["spec"]["nodeName"] = json!(NODE_NAME);
+                if let Ok(bound) = self.store.update(
+                    &self.pods,
+                    &ns(&pod),
+                    &name(&pod),
+                    scheduled,
+                    Part::Main,
+                    false,
+                ) {
+                    let mut status = bound["status"].clone();
+                    status["conditions"] = json!([{"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339()}]);
+                    self.write_status(&self.pods, &bound, status);
+                }
+                changed = true;
+                continue;
+            }
+            if pod["status"]["phase"] == "Running" {
+                continue;
+            }
+            let containers: Vec<String> = pod["spec"]["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| c["name"].as_str().unwrap_or_default().to_string())
+                .collect();
+            let images: Vec<String> = pod["spec"]["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| c["image"].as_str().unwrap_or_default().to_string())
+                .collect();
+            let start = match self.ready_at.get(&pod_uid) {
+                Some(at) => PodStart::ReadyAfter(at.saturating_duration_since(Instant::now())),
+                None => {
+                    let start = self.runtime.start(&pod);
+                    if let PodStart::ReadyAfter(delay) = &start {
+                        self.ready_at
+                            .insert(pod_uid.clone(), Instant::now() + *delay);
+                    }
+                    start
+                }
+            };
+            let now = now_rfc3339();
+            let status = match start {
+                PodStart::ReadyAfter(left) if left.is_zero() => {
+                    self.next_ip += 1;
+                    let ip = format!("10.244.{}.{}", self.next_ip / 250, self.next_ip % 250 + 1);
+                    let statuses: Vec<Value> = containers.iter().zip(&images).map(|(c, i)| json!({
+                        "name": c, "image": i, "imageID": i, "ready": true, "started": true, "restartCount": 0,
+                        "state": {"running": {"startedAt": now}}})).collect();
+                    let conditions: Vec<Value> =
+                        ["PodScheduled", "Initialized", "ContainersReady", "Ready"]
+                            .iter()
+                            .map(
+                                |t| json!({"type": t, "status": "True", "lastTransitionTime": now}),
+                            )
+                            .collect();
+                    let mut status = json!({
+                        "phase": "Running", "hostIP": "127.0.0.1", "podIP": ip, "podIPs": [{"ip": ip}], "startTime": now,
+                        "qosClass": "BestEffort",
+                        "conditions": conditions,
+                        "containerStatuses": statuses
+                    });
+                    crate::patch::merge_patch(&mut status, &self.runtime.running_status(&pod));
+                    status
+                }
+                PodStart::ReadyAfter(_) => continue,
+                PodStart::Waiting { reason, message } => {
+                    let statuses: Vec<Value> = containers.iter().zip(&images).map(|(c, i)| json!({
+                        "name": c, "image": i, "imageID": "", "ready": false, "started": false, "restartCount": 0,
+                        "state": {"waiting": {"reason": reason, "message": message}}})).collect();
+                    json!({
+                        "phase": "Pending", "hostIP": "127.0.0.1", "qosClass": "BestEffort",
+                        "startTime": pod["status"]["startTime"].as_str().unwrap_or(&now),
+                        "conditions": [
+                            {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+                            {"type": "Ready", "status": "False", "reason": "ContainersNotReady", "message": format!("containers with unready status: [{}]", containers.join(" ")), "lastTransitionTime": pod["status"]["conditions"][1]["lastTransitionTime"].as_str().unwrap_or(&now)}
+                        ],
+                        "containerStatuses": statuses
+                    })
+                }
+            };
+            let mut comparable_old = pod["status"].clone();
+            let mut comparable_new = status.clone();
+            for s in [&mut comparable_old, &mut comparable_new] {
+                if let Some(m) = s.as_object_mut() {
+                    m.remove("startTime");
+                    m.remove("conditions");
+                }
+            }
+            if comparable_old != comparable_new || pod["status"]["phase"] != status["phase"] {
+                changed |= self.write_status(&self.pods, &pod, status);
+            }
+        }
+        changed
+    }
+
+    fn replicasets(&mut self) -> bool {
+        let mut changed = false;
+        let pods = self.all(&self.pods);
+        for rs in self.all(&self.replicasets) {
+            if rs["metadata"]["deletionTimestamp"].is_string() {
+                continue;
+            }
+            let rs_uid = uid(&rs);
+            let owned: Vec<&Value> = pods
+                .iter()
+                .filter(|p| controller_uid(p).as_deref() == Some(rs_uid.as_str()))
+                .filter(|p| !p["metadata"]["deletionTimestamp"].is_string())
+                .collect();
+            let desired = int(&rs["spec"]["replicas"]);
+            let current = owned.len() as i64;
+            if current < desired {
+                for _ in current..desired {
+                    let template = &rs["spec"]["template"];
+                    let pod = json!({
+                        "metadata": {"generateName": format!("{}-", name(&rs)), "labels": template["metadata"]["labels"],
+                            "annotations": template["metadata"]["annotations"],
+                            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name(&rs), "uid": rs_uid, "controller": true, "blockOwnerDeletion": true}]},
+                        "spec": template["spec"]
+                    });
+                    let _ = self.store.create(&self.pods, Some(&ns(&rs)), pod, false);
+                }
+                changed = true;
+            } else if current > desired {
+                let mut victims = owned.clone();
+                // Not-ready pods go first, then the newest.
+                victims.sort_by_key(|p| {
+                    (
+                        p["status"]["phase"] == "Running",
+                        std::cmp::Reverse(
+                            p["metadata"]["creationTimestamp"]
+                                .as_str()
+                                .unwrap_or("")
+                                .to_string(),
+                        ),
+                    )
+                });
+                for pod in victims.iter().take((current - desired) as usize) {
+                    let _ = self.store.delete(
+                        &self.pods,
+                        &ns(pod),
+                        &name(pod),
+                        &DeleteOptions::default(),
+                        false,
+                    );
+                }
+                changed = true;
+            }
+            let min_ready = int(&rs["spec"]["minReadySeconds"]);
+            let ready: Vec<&&Value> = owned
+                .iter()
+                .filter(|p| {
+                    p["status"]["conditions"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
+                .collect();
+            let available = ready
+                .iter()
+                .filter(|p| {
+                    min_ready == 0
+                        || p["status"]["conditions"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .find(|c| c["type"] == "Ready")
+                            .and_then(|c| c["lastTransitionTime"].as_str())
+                            .and_then(seconds_since)
+                            .is_some_and(|s| s >= min_ready)
+                })
+                .count() as i64;
+            let mut status = json!({"replicas": current.min(desired.max(current)), "observedGeneration": rs["metadata"]["generation"]});
+            status["replicas"] = json!(owned.len());
+            status["fullyLabeledReplicas"] = json!(owned.len());
+            status["readyReplicas"] = json!(ready.len());
+            status["availableReplicas"] = json!(available);
+            if let Some(m) = status.as_object_mut() {
+                m.retain(|k, v| k == "replicas" || k == "observedGeneration" || v != &json!(0));
+            }
+            changed |= self.write_status(&self.replicasets, &rs, status);
+        }
+        changed
+    }
+
+    fn deployments(&mut self) -> bool {
+        let mut changed = false;
+        let all_rs = self.all(&self.replicasets);
+        for deploy in self.all(&self.deployments) {
+            if deploy["metadata"]["deletionTimestamp"].is_string() {
+                continue;
+            }
+            changed |= self.sync_deployment(&deploy, &all_rs);
+        }
+        changed
+    }
+
+    fn sync_deployment(&mut self, deploy: &Value, all_rs: &[Value]) -> bool {
+        let d_uid = uid(deploy);
+        let namespace = ns(deploy);
+        let spec = &deploy["spec"];
+        let replicas = spec["replicas"].as_i64().unwrap_or(1);
+        let template = &spec["template"];
+        let hash = pod_template_hash(template);
+        let owned: Vec<&Value> = all_rs
+            .iter()
+            .filter(|rs| controller_uid(rs).as_deref() == Some(d_uid.as_str()))
+            .collect();
+        let new_rs = owned.iter().find(|rs| {
+            let mut t = rs["spec"]["template"].clone();
+            if let Some(labels) = t["metadata"]["labels"].as_object_mut() {
+                labels.remove("pod-template-hash");
+            }
+            t == *template
+        });
+        let revision = |rs: &Value| -> i64 {
+            rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
+                .as_str()
+                .and_then(|r| r.parse().ok())
+                .unwrap_or(0)
+        };
+        let max_revision = owned.iter().map(|rs| revision(rs)).max().unwrap_or(0);
+        let strategy = &spec["strategy"];
+        let recreate = strategy["type"] == "Recreate";
+        let surge = if recreate {
+            0
+        } else {
+            resolve(&strategy["rollingUpdate"]["maxSurge"], replicas, true)
+        };
+        let mut unavailable = if recreate {
+            0
+        } else {
+            resolve(
+                &strategy["rollingUpdate"]["maxUnavailable"],
+                replicas,
+                false,
+            )
+        };
+        if surge == 0 && unavailable == 0 && !recreate {
+            unavailable = 1;
+        }
+        let mut created_new = None;
+        let new_rs: Value = match new_rs {
+            Some(rs) => (*rs).clone(),
+            None => {
+                let rs_name = format!("{}-{hash}", name(deploy));
+                let mut labels = template["metadata"]["labels"].clone();
+                labels["pod-template-hash"] = json!(hash);
+                let mut selector = spec["selector"].clone();
+                selector["matchLabels"]["pod-template-hash"] = json!(hash);
+                let mut rs_template = template.clone();
+                rs_template["metadata"]["labels"] = labels.clone();
+                let mut annotations = deploy["metadata"]["annotations"].clone();
+                if let Some(a) = annotations.as_object_mut() {
+                    a.remove("kubectl.kubernetes.io/last-applied-configuration");
+                    a.remove("deployment.kubernetes.io/revision");
+                }
+                if !annotations.is_object() {
+                    annotations = json!({});
+                }
+                annotations["deployment.kubernetes.io/revision"] =
+                    json!((max_revision + 1).to_string());
+                annotations["deployment.kubernetes.io/desired-replicas"] =
+                    json!(replicas.to_string());
+                annotations["deployment.kubernetes.io/max-replicas"] =
+                    json!((replicas + surge).to_string());
+                let rs = json!({
+                    "metadata": {"name": rs_name, "labels": labels, "annotations": annotations,
+                        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name(deploy), "uid": d_uid, "controller": true, "blockOwnerDeletion": true}]},
+                    "spec": {"replicas": 0, "minReadySeconds": spec["minReadySeconds"].as_i64().unwrap_or(0), "selector": selector, "template": rs_template}
+                });
+                match self
+                    .store
+                    .create(&self.replicasets, Some(&namespace), rs, false)
+                {
+                    Ok(rs) => {
+                        created_new = Some(name(&rs));
+                        rs
+                    }
+                    Err(_) => return false,
+                }
+            }
+        };
+        let new_name = name(&new_rs);
+        let old: Vec<&Value> = owned
+            .iter()
+            .copied()
+            .filter(|rs| name(rs) != new_name)
+            .collect();
+        let rs_replicas = |rs: &Value| int(&rs["spec"]["replicas"]);
+        let available_of = |rs: &Value| int(&rs["status"]["availableReplicas"]);
+        let old_total: i64 = old.iter().map(|rs| rs_replicas(rs)).sum();
+        let mut changed = created_new.is_some();
+        let scale = |store: &Store, info: &ResourceInfo, rs: &Value, to: i64| -> bool {
+            if rs_replicas(rs) == to {
+                return false;
+            }
+            store
+                .patch(
+                    info,
+                    &ns(rs),
+                    &name(rs),
+                    PatchType::Merge,
+                    &json!({"spec": {"replicas": to}}),
+                    Part::Main,
+                    false,
+                )
+                .is_ok()
+        };
+        let paused = spec["paused"].as_bool() == Some(true);
+        if recreate {
+            if old_total > 0 {
+                for rs in &old {
+                    changed |= scale(&self.store, &self.replicasets, rs, 0);
+                }
+            } else {
+                let old_pods_left = old.iter().any(|rs| int(&rs["status"]["replicas"]) > 0);
+                if !old_pods_left {
+                    changed |= scale(&self.store, &self.replicasets, &new_rs, replicas);
+                }
+            }
+        } else if !paused || old.is_empty() {
+            // Scale the new ReplicaSet up within replicas + maxSurge pods in total.
+            let new_current = rs_replicas(&new_rs);
+            let max_total = replicas + surge;
+            let new_target = if new_current > replicas {
+                replicas
+            } else if old_total + new_current < max_total {
+                new_current + (max_total - old_total - new_current).min(replicas - new_current)
+            } else {
+                new_current
+            };
+            changed |= scale(&self.store, &self.replicasets, &new_rs, new_target.max(0));
+            // Scale old ones down only as far as replicas - maxUnavailable stay available, counting
+            // the new ReplicaSet's pods that are not available yet.
+            let new_unavailable = (new_target - available_of(&new_rs)).max(0);
+            let mut budget = old_total + new_target - (replicas - unavailable) - new_unavailable;
+            let mut oldest_first = old.clone();
+            oldest_first.sort_by_key(|rs| revision(rs));
+            for rs in oldest_first {
+                if budget <= 0 {
+                    break;
+                }
+                let current = rs_replicas(rs);
+                let down = current.min(budget);
+                if down > 0 {
+                    changed |= scale(&self.store, &self.replicasets, rs, current - down);
+                    budget -= down;
+                }
+            }
+        }
+        // Old ReplicaSets beyond the history limit go away once scaled down.
+        let limit = spec["revisionHistoryLimit"].as_i64().unwrap_or(10);
+        let mut idle: Vec<&&Value> = old
+            .iter()
+            .filter(|rs| rs_replicas(rs) == 0 && int(&rs["status"]["replicas"]) == 0)
+            .collect();
+        idle.sort_by_key(|rs| revision(rs));
+        let excess = idle.len() as i64 - limit;
+        for rs in idle.iter().take(excess.max(0) as usize) {
+            let _ = self.store.delete(
+                &self.replicasets,
+                &ns(rs),
+                &name(rs),
+                &DeleteOptions::default(),
+                false,
+            );
+            changed = true;
+        }
+
+        // Status from the ReplicaSets as they are now.
+        let deploy_now = match self.store.get(&self.deployments, &namespace, &name(deploy)) {
+            Ok(d) => d,
+            Err(_) => return changed,
+        };
+        let current_rs: Vec<Value> = self
+            .all(&self.replicasets)
+            .into_iter()
+            .filter(|rs| controller_uid(rs).as_deref() == Some(d_uid.as_str()))
+            .collect();
+        let sum =
+            |field: &str| -> i64 { current_rs.iter().map(|rs| int(&rs["status"][field])).sum() };
+        let new_now = current_rs
+            .iter()
+            .find(|rs| name(rs) == new_name)
+            .cloned()
+            .unwrap_or(new_rs.clone());
+        let total_replicas = sum("replicas");
+        let updated = int(&new_now["status"]["replicas"]);
+        let ready = sum("readyReplicas");
+        let available = sum("availableReplicas");
+        let spec_total: i64 = current_rs
+            .iter()
+            .map(|rs| int(&rs["spec"]["replicas"]))
+            .sum();
+        let mut status = json!({"observedGeneration": deploy_now["metadata"]["generation"]});
+        for (key, value) in [
+            ("replicas", total_replicas),
+            ("updatedReplicas", updated),
+            ("readyReplicas", ready),
+            ("availableReplicas", available),
+            ("unavailableReplicas", (spec_total - available).max(0)),
+        ] {
+            if value != 0 {
+                status[key] = json!(value);
+            }
+        }
+        let old_conditions = deploy_now["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let find = |t: &str| old_conditions.iter().find(|c| c["type"] == t).cloned();
+        let now = now_rfc3339();
+        let condition = |t: &str, s: &str, reason: &str, message: String| -> Value {
+            match find(t) {
+                Some(c) if c["status"] == s && c["reason"] == reason => c,
+                Some(c) if c["status"] == s => {
+                    json!({"type": t, "status": s, "reason": reason, "message": message,
+                    "lastUpdateTime": now, "lastTransitionTime": c["lastTransitionTime"]})
+                }
+                _ => {
+                    json!({"type": t, "status": s, "reason": reason, "message": message, "lastUpdateTime": now, "lastTransitionTime": now})
+                }
+            }
+        };
+        let available_condition = if available >= replicas - unavailable {
+            condition(
+                "Available",
+                "True",
+                "MinimumReplicasAvailable",
+                "Deployment has minimum availability.".into(),
+            )
+        } else {
+            condition(
+                "Available",
+                "False",
+                "MinimumReplicasUnavailable",
+                "Deployment does not have minimum availability.".into(),
+            )
+        };
+        let complete = updated == replicas
+            && total_replicas == replicas
+            && int(&new_now["status"]["availableReplicas"]) == replicas
+            && int(&new_now["spec"]["replicas"]) == replicas;
+        let previous = find("Progressing");
+        let deadline = spec["progressDeadlineSeconds"].as_i64().unwrap_or(600);
+        let progressing = if paused {
+            condition(
+                "Progressing",
+                "Unknown",
+                "DeploymentPaused",
+                "Deployment is paused".into(),
+            )
+        } else if complete {
+            condition(
+                "Progressing",
+                "True",
+                "NewReplicaSetAvailable",
+                format!("ReplicaSet \"{new_name}\" has successfully progressed."),
+            )
+        } else if created_new.is_some() {
+            condition(
+                "Progressing",
+                "True",
+                "NewReplicaSetCreated",
+                format!("Created new replica set \"{new_name}\""),
+            )
+        } else {
+            let stalled = previous.as_ref().is_some_and(|c| {
+                c["reason"] == "ProgressDeadlineExceeded"
+                    || c["lastUpdateTime"]
+                        .as_str()
+                        .and_then(seconds_since)
+                        .is_some_and(|s| s > deadline)
+            });
+            let counts_changed = deploy_now["status"]["updatedReplicas"]
+                != status["updatedReplicas"]
+                || deploy_now["status"]["availableReplicas"] != status["availableReplicas"]
+                || deploy_now["status"]["readyReplicas"] != status["readyReplicas"]
+                || deploy_now["status"]["replicas"] != status["replicas"];
+            if stalled && !counts_changed {
+                condition(
+                    "Progressing",
+                    "False",
+                    "ProgressDeadlineExceeded",
+                    format!("ReplicaSet \"{new_name}\" has timed out progressing."),
+                )
+            } else if counts_changed
+                || previous
+                    .as_ref()
+                    .is_none_or(|c| c["reason"] == "NewReplicaSetAvailable")
+            {
+                json!({"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated",
+                    "message": format!("ReplicaSet \"{new_name}\" is progressing."), "lastUpdateTime": now,
+                    "lastTransitionTime": previous.as_ref().filter(|c| c["status"] == "True").map_or(json!(now), |c| c["lastTransitionTime"].clone())})
+            } else {
+                previous.clone().unwrap_or_else(|| {
+                    condition(
+                        "Progressing",
+                        "True",
+                        "ReplicaSetUpdated",
+                        format!("ReplicaSet \"{new_name}\" is progressing."),
+                    )
+                })
+            }
+        };
+        status["conditions"] = json!([available_condition, progressing]);
+        let new_revision =
+            new_now["metadata"]["annotations"]["deployment.kubernetes.io/revision"].clone();
+        let mut updated = deploy_now.clone();
+        if new_revision.is_string() {
+            if !updated["metadata"]["annotations"].is_object() {
+                updated["metadata"]["annotations"] = json!({});
+            }
+            updated["metadata"]["annotations"]["deployment.kubernetes.io/revision"] = new_revision;
+        }
+        if updated["metadata"] == deploy_now["metadata"] && deploy_now["status"] == status {
+            return changed;
+        }
+        updated["status"] = status;
+        let written = self
+            .store
+            .update(
+                &self.deployments,
+                &namespace,
+                &name(deploy),
+                updated,
+                Part::Status,
+                false,
+            )
+            .is_ok();
+        changed | written
+    }
+}
+
+/// Runs the controllers in the background until the returned handle is aborted: a pass after
+/// every relevant change, and every `period` for time-based progress (readiness delays, deadlines).
+pub fn spawn(
+    store: Arc<Store>,
+    runtime: Arc<dyn PodRuntime>,
+    period: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut controllers = Controllers::new(store.clone(), runtime);
+        let mut changes = store.subscribe();
+        loop {
+            // Settle: run passes until nothing changes (bounded, so a flapping object cannot spin).
+            for _ in 0..20 {
+                if !controllers.reconcile() {
+                    break;
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(period) => {}
+                received = changes.recv() => {
+                    if matches!(received, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
+                        return;
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// Counts of pods by phase, for tests and the CLI.
+pub fn pod_phases(store: &Store) -> BTreeMap<String, usize> {
+    let pods = store.resource("", "v1", "pods").expect("built in");
+    let mut counts = BTreeMap::new();
+    for pod in store
+        .list(
+            &pods,
+            None,
+            &LabelSelector::default(),
+            &FieldSelector::default(),
+        )
+        .0
+    {
+        *counts
+            .entry(pod["status"]["phase"].as_str().unwrap_or("").to_string())
+            .or_insert(0) += 1;
+    }
+    counts
+}

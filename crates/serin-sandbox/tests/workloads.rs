@@ -1,0 +1,319 @@
+//! Deployments roll out as on a real cluster: ReplicaSets, pods, surge and unavailability bounds,
+//! conditions, kubectl rollout status, and the progress deadline.
+
+use serde_json::{Value, json};
+use serin_sandbox::controllers::{PodRuntime, PodStart};
+use serin_sandbox::selectors::{FieldSelector, LabelSelector};
+use serin_sandbox::store::{Part, PatchType};
+use serin_sandbox::{Sandbox, SandboxOptions};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Pods whose image contains `broken` never start, as with a bad image on a real cluster.
+struct BrokenImages;
+
+impl PodRuntime for BrokenImages {
+    fn start(&self, pod: &Value) -> PodStart {
+        let image = pod["spec"]["containers"][0]["image"].as_str().unwrap_or("");
+        if image.contains("broken") {
+            PodStart::Waiting {
+                reason: "ErrImagePull".into(),
+                message: format!("failed to pull image {image:?}"),
+            }
+        } else {
+            PodStart::ReadyAfter(Duration::from_millis(200))
+        }
+    }
+}
+
+async fn start() -> (Sandbox, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let options = SandboxOptions {
+        runtime: Some(Arc::new(BrokenImages)),
+        ..SandboxOptions::default()
+    };
+    (Sandbox::start_with(dir.path(), options).await.unwrap(), dir)
+}
+
+fn deployment(replicas: i64, image: &str, progress_deadline: i64) -> Value {
+    json!({
+        "metadata": {"name": "podinfo"},
+        "spec": {
+            "replicas": replicas,
+            "progressDeadlineSeconds": progress_deadline,
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "selector": {"matchLabels": {"app": "podinfo"}},
+            "template": {"metadata": {"labels": {"app": "podinfo"}},
+                         "spec": {"containers": [{"name": "podinfod", "image": image}]}}
+        }
+    })
+}
+
+fn kubectl(sandbox: &Sandbox, cache: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&sandbox.kubeconfig)
+        .arg("--cache-dir")
+        .arg(cache)
+        .args(args)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+async fn wait_for(sandbox: &Sandbox, what: &str, mut done: impl FnMut(&Value) -> bool) -> Value {
+    let info = sandbox.store.resource("apps", "v1", "deployments").unwrap();
+    for _ in 0..300 {
+        if let Ok(d) = sandbox.store.get(&info, "default", "podinfo")
+            && done(&d)
+        {
+            return d;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn condition<'a>(d: &'a Value, kind: &str) -> &'a Value {
+    d["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == kind))
+        .unwrap_or(&Value::Null)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_update_respects_surge_and_unavailability() {
+    let (sandbox, _dir) = start().await;
+    let deployments = sandbox.store.resource("apps", "v1", "deployments").unwrap();
+    let pods = sandbox.store.resource("", "v1", "pods").unwrap();
+    sandbox
+        .store
+        .create(
+            &deployments,
+            Some("default"),
+            deployment(4, "podinfo:6.0.0", 600),
+            false,
+        )
+        .unwrap();
+    let d = wait_for(&sandbox, "the first rollout", |d| {
+        d["status"]["availableReplicas"] == 4
+            && condition(d, "Progressing")["reason"] == "NewReplicaSetAvailable"
+    })
+    .await;
+    assert_eq!(condition(&d, "Available")["status"], "True");
+
+    let mut changes = sandbox.store.subscribe();
+    let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "podinfod", "image": "podinfo:6.0.1"}]}}}});
+    sandbox
+        .store
+        .patch(
+            &deployments,
+            "default",
+            "podinfo",
+            PatchType::Strategic,
+            &patch,
+            Part::Main,
+            false,
+        )
+        .unwrap();
+    let mut most_pods = 0;
+    let mut fewest_available = usize::MAX;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let (all_pods, _) = sandbox.store.list(
+            &pods,
+            Some("default"),
+            &LabelSelector::default(),
+            &FieldSelector::default(),
+        );
+        let ready = all_pods
+            .iter()
+            .filter(|p| p["status"]["phase"] == "Running")
+            .count();
+        most_pods = most_pods.max(all_pods.len());
+        fewest_available = fewest_available.min(ready);
+        let d = sandbox
+            .store
+            .get(&deployments, "default", "podinfo")
+            .unwrap();
+        let done = d["status"]["updatedReplicas"] == 4
+            && d["status"]["replicas"] == 4
+            && d["status"]["availableReplicas"] == 4
+            && d["status"]["observedGeneration"] == d["metadata"]["generation"];
+        if done {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "rollout did not finish: {}",
+            d["status"]
+        );
+        let _ = tokio::time::timeout(Duration::from_millis(50), changes.recv()).await;
+    }
+    assert!(
+        most_pods <= 5,
+        "maxSurge 1 allows at most 5 pods, saw {most_pods}"
+    );
+    assert!(
+        fewest_available >= 4,
+        "maxUnavailable 0 keeps 4 pods available, saw {fewest_available}"
+    );
+    let replicasets = sandbox.store.resource("apps", "v1", "replicasets").unwrap();
+    let (rs, _) = sandbox.store.list(
+        &replicasets,
+        Some("default"),
+        &LabelSelector::default(),
+        &FieldSelector::default(),
+    );
+    let mut sizes: Vec<(String, i64)> = rs
+        .iter()
+        .map(|r| {
+            (
+                r["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+                r["spec"]["replicas"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    sizes.sort();
+    assert_eq!(sizes, [("1".to_string(), 0), ("2".to_string(), 4)]);
+    let d = sandbox
+        .store
+        .get(&deployments, "default", "podinfo")
+        .unwrap();
+    assert_eq!(
+        d["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+        "2"
+    );
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_rollout_status_follows_a_template_change() {
+    let (sandbox, _dir) = start().await;
+    let cache = tempfile::tempdir().unwrap();
+    let deployments = sandbox.store.resource("apps", "v1", "deployments").unwrap();
+    sandbox
+        .store
+        .create(
+            &deployments,
+            Some("default"),
+            deployment(2, "podinfo:6.0.0", 600),
+            false,
+        )
+        .unwrap();
+    let (ok, out) = kubectl(
+        &sandbox,
+        cache.path(),
+        &["rollout", "status", "deploy/podinfo", "--timeout=20s"],
+    );
+    assert!(ok, "{out}");
+    let (ok, _) = kubectl(
+        &sandbox,
+        cache.path(),
+        &["set", "image", "deploy/podinfo", "podinfod=podinfo:6.0.1"],
+    );
+    assert!(ok);
+    let (ok, out) = kubectl(
+        &sandbox,
+        cache.path(),
+        &["rollout", "status", "deploy/podinfo", "--timeout=20s"],
+    );
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("new replicas have been updated")
+            || out.contains("old replicas are pending termination"),
+        "{out}"
+    );
+    assert!(
+        out.trim_end()
+            .ends_with("deployment \"podinfo\" successfully rolled out"),
+        "{out}"
+    );
+    let (ok, out) = kubectl(
+        &sandbox,
+        cache.path(),
+        &[
+            "wait",
+            "--for=condition=Available",
+            "deploy/podinfo",
+            "--timeout=5s",
+        ],
+    );
+    assert!(ok, "{out}");
+    let (_, pods) = kubectl(
+        &sandbox,
+        cache.path(),
+        &[
+            "get",
+            "pods",
+            "-o",
+            "jsonpath={.items[*].spec.containers[0].image}",
+        ],
+    );
+    assert_eq!(pods, "podinfo:6.0.1 podinfo:6.0.1");
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_image_exceeds_the_progress_deadline() {
+    let (sandbox, _dir) = start().await;
+    let deployments = sandbox.store.resource("apps", "v1", "deployments").unwrap();
+    sandbox
+        .store
+        .create(
+            &deployments,
+            Some("default"),
+            deployment(1, "podinfo:6.0.0", 2),
+            false,
+        )
+        .unwrap();
+    wait_for(&sandbox, "the first rollout", |d| {
+        d["status"]["availableReplicas"] == 1
+    })
+    .await;
+    let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "podinfod", "image": "ghcr.io/example/podinfo:broken"}]}}}});
+    sandbox
+        .store
+        .patch(
+            &deployments,
+            "default",
+            "podinfo",
+            PatchType::Strategic,
+            &patch,
+            Part::Main,
+            false,
+        )
+        .unwrap();
+    let d = wait_for(&sandbox, "the progress deadline", |d| {
+        condition(d, "Progressing")["reason"] == "ProgressDeadlineExceeded"
+    })
+    .await;
+    assert_eq!(condition(&d, "Progressing")["status"], "False");
+    assert_eq!(
+        d["status"]["availableReplicas"], 1,
+        "the old pod keeps serving"
+    );
+    let pods = sandbox.store.resource("", "v1", "pods").unwrap();
+    let (all, _) = sandbox.store.list(
+        &pods,
+        Some("default"),
+        &LabelSelector::default(),
+        &FieldSelector::default(),
+    );
+    let waiting: Vec<&Value> = all
+        .iter()
+        .filter(|p| p["status"]["phase"] == "Pending")
+        .collect();
+    assert_eq!(waiting.len(), 1);
+    assert_eq!(
+        waiting[0]["status"]["containerStatuses"][0]["state"]["waiting"]["reason"],
+        "ErrImagePull"
+    );
+    sandbox.stop().await;
+}
