@@ -55,9 +55,19 @@ async fn crud_conflicts_status_and_apply() {
     let mut stale = created.clone();
     let mut fresh = cms.get("a").await.unwrap();
     fresh.data = Some([("k".to_string(), "v2".to_string())].into());
-    cms.replace("a", &PostParams::default(), &fresh)
+    let replaced = cms
+        .replace("a", &PostParams::default(), &fresh)
         .await
         .unwrap();
+    // Writing the same content again changes nothing, not even the resourceVersion.
+    let again = cms
+        .replace("a", &PostParams::default(), &replaced)
+        .await
+        .unwrap();
+    assert_eq!(
+        again.metadata.resource_version,
+        replaced.metadata.resource_version
+    );
     stale.data = Some([("k".to_string(), "v3".to_string())].into());
     assert_eq!(
         status_code(
