@@ -317,3 +317,209 @@ async fn a_broken_image_exceeds_the_progress_deadline() {
     );
     sandbox.stop().await;
 }
+
+async fn set_image(sandbox: &Sandbox, image: &str) {
+    let deployments = sandbox.store.resource("apps", "v1", "deployments").unwrap();
+    let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "podinfod", "image": image}]}}}});
+    sandbox
+        .store
+        .patch(
+            &deployments,
+            "default",
+            "podinfo",
+            PatchType::Strategic,
+            &patch,
+            Part::Main,
+            false,
+        )
+        .unwrap();
+}
+
+fn rolled_out(d: &Value) -> bool {
+    d["status"]["observedGeneration"] == d["metadata"]["generation"]
+        && condition(d, "Progressing")["reason"] == "NewReplicaSetAvailable"
+        && d["status"]["replicas"] == d["spec"]["replicas"]
+}
+
+fn replica_sets(sandbox: &Sandbox) -> Vec<Value> {
+    let info = sandbox.store.resource("apps", "v1", "replicasets").unwrap();
+    sandbox
+        .store
+        .list(
+            &info,
+            Some("default"),
+            &LabelSelector::default(),
+            &FieldSelector::default(),
+        )
+        .0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recreate_stops_old_pods_before_starting_new_ones() {
+    let (sandbox, _dir) = start().await;
+    let deployments = sandbox.store.resource("apps", "v1", "deployments").unwrap();
+    let mut d = deployment(2, "podinfo:6.0.0", 600);
+    d["spec"]["strategy"] = json!({"type": "Recreate"});
+    sandbox
+        .store
+        .create(&deployments, Some("default"), d, false)
+        .unwrap();
+    wait_for(&sandbox, "the first rollout", rolled_out).await;
+    let mut changes = sandbox.store.subscribe();
+    set_image(&sandbox, "podinfo:6.0.1").await;
+    let pods = sandbox.store.resource("", "v1", "pods").unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let (all, _) = sandbox.store.list(
+            &pods,
+            Some("default"),
+            &LabelSelector::default(),
+            &FieldSelector::default(),
+        );
+        let images: std::collections::HashSet<&str> = all
+            .iter()
+            .map(|p| p["spec"]["containers"][0]["image"].as_str().unwrap())
+            .collect();
+        assert!(
+            images.len() <= 1,
+            "old and new pods never run together: {images:?}"
+        );
+        let d = sandbox
+            .store
+            .get(&deployments, "default", "podinfo")
+            .unwrap();
+        if rolled_out(&d) && d["status"]["updatedReplicas"] == 2 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{}", d["status"]);
+        let _ = tokio::time::timeout(Duration::from_millis(50), changes.recv()).await;
+    }
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revision_history_limit_prunes_old_replica_sets() {
+    let (sandbox, _dir) = start().await;
+    let deployments = sandbox.store.resource("apps", "v1", "deployments").unwrap();
+    let mut d = deployment(1, "podinfo:6.0.0", 600);
+    d["spec"]["revisionHistoryLimit"] = json!(1);
+    sandbox
+        .store
+        .create(&deployments, Some("default"), d, false)
+        .unwrap();
+    for image in ["podinfo:6.0.1", "podinfo:6.0.2", "podinfo:6.0.3"] {
+        wait_for(&sandbox, "a rollout", rolled_out).await;
+        set_image(&sandbox, image).await;
+    }
+    wait_for(&sandbox, "the last rollout", |d| {
+        rolled_out(d) && d["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "4"
+    })
+    .await;
+    for _ in 0..100 {
+        if replica_sets(&sandbox).len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut revisions: Vec<String> = replica_sets(&sandbox)
+        .iter()
+        .map(|r| {
+            r["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    revisions.sort();
+    assert_eq!(
+        revisions,
+        ["3", "4"],
+        "the current ReplicaSet and one old one are kept"
+    );
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_ready_seconds_delays_availability() {
+    let (sandbox, _dir) = start().await;
+    let deployments = sandbox.store.resource("apps", "v1", "deployments").unwrap();
+    let mut d = deployment(1, "podinfo:6.0.0", 600);
+    d["spec"]["minReadySeconds"] = json!(2);
+    let created_at = std::time::Instant::now();
+    sandbox
+        .store
+        .create(&deployments, Some("default"), d, false)
+        .unwrap();
+    wait_for(&sandbox, "a ready pod", |d| {
+        d["status"]["readyReplicas"] == 1
+    })
+    .await;
+    let d = sandbox
+        .store
+        .get(&deployments, "default", "podinfo")
+        .unwrap();
+    assert!(
+        d["status"]["availableReplicas"].is_null(),
+        "ready but not yet available: {}",
+        d["status"]
+    );
+    wait_for(&sandbox, "availability", |d| {
+        d["status"]["availableReplicas"] == 1
+    })
+    .await;
+    assert!(
+        created_at.elapsed() >= Duration::from_secs(1),
+        "available only after minReadySeconds"
+    );
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphan_and_foreground_deletion() {
+    let (sandbox, _dir) = start().await;
+    let cache = tempfile::tempdir().unwrap();
+    let deployments = sandbox.store.resource("apps", "v1", "deployments").unwrap();
+    sandbox
+        .store
+        .create(
+            &deployments,
+            Some("default"),
+            deployment(1, "podinfo:6.0.0", 600),
+            false,
+        )
+        .unwrap();
+    wait_for(&sandbox, "the first rollout", rolled_out).await;
+    let (ok, out) = kubectl(
+        &sandbox,
+        cache.path(),
+        &["delete", "deploy", "podinfo", "--cascade=orphan"],
+    );
+    assert!(ok, "{out}");
+    let (_, out) = kubectl(&sandbox, cache.path(), &["get", "deploy"]);
+    assert!(out.contains("No resources found"), "{out}");
+    let orphans = replica_sets(&sandbox);
+    assert_eq!(orphans.len(), 1, "the ReplicaSet survives");
+    assert!(
+        orphans[0]["metadata"]["ownerReferences"]
+            .as_array()
+            .is_none_or(|r| r.is_empty())
+    );
+
+    let replicasets = sandbox.store.resource("apps", "v1", "replicasets").unwrap();
+    let rs_name = orphans[0]["metadata"]["name"].as_str().unwrap().to_string();
+    let (ok, out) = kubectl(
+        &sandbox,
+        cache.path(),
+        &["delete", "rs", &rs_name, "--cascade=foreground"],
+    );
+    assert!(ok, "{out}");
+    assert!(
+        sandbox
+            .store
+            .get(&replicasets, "default", &rs_name)
+            .is_err()
+    );
+    let (_, pods) = kubectl(&sandbox, cache.path(), &["get", "pods", "-o", "name"]);
+    assert_eq!(pods.trim(), "", "its pods went first");
+    sandbox.stop().await;
+}
