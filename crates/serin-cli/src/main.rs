@@ -28,6 +28,10 @@ enum SandboxAction {
         /// Directory for the kubeconfig and endpoints.json.
         #[arg(long, default_value = ".serin-sandbox")]
         dir: PathBuf,
+        /// YAML or JSON list of fault rules in force from the start (see docs/sandbox.md);
+        /// change them later with `PUT /sandbox/faults`.
+        #[arg(long)]
+        faults: Option<PathBuf>,
     },
 }
 
@@ -35,9 +39,20 @@ enum SandboxAction {
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Sandbox {
-            action: SandboxAction::Up { dir },
+            action: SandboxAction::Up { dir, faults },
         } => {
-            let sandbox = serin_sandbox::Sandbox::start(&dir)
+            let mut options = serin_sandbox::SandboxOptions::default();
+            if let Some(path) = faults {
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("reading --faults {}", path.display()))?;
+                options.faults = serde_saphyr::from_str(&text).with_context(|| {
+                    format!(
+                        "--faults {}: expected a list of rules such as `- {{verb: LIST, resource: pods, errorRate: 0.1, latencyMs: 50}}`",
+                        path.display()
+                    )
+                })?;
+            }
+            let sandbox = serin_sandbox::Sandbox::start_with(&dir, options)
                 .await
                 .with_context(|| format!("starting the sandbox in {}", dir.display()))?;
             println!("sandbox API server: {}", sandbox.url);

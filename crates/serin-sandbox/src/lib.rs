@@ -17,6 +17,7 @@
 pub mod controllers;
 pub mod defaults;
 pub mod discovery;
+pub mod instrument;
 pub mod patch;
 pub mod registry;
 pub mod selectors;
@@ -41,6 +42,8 @@ pub struct SandboxOptions {
     pub pod_ready_delay: Duration,
     /// Period of the controllers' time-based passes.
     pub controller_period: Duration,
+    /// Fault rules in force from the start (changeable later with [`Sandbox::set_faults`]).
+    pub faults: Vec<instrument::FaultRule>,
 }
 
 impl Default for SandboxOptions {
@@ -50,6 +53,7 @@ impl Default for SandboxOptions {
             runtime: None,
             pod_ready_delay: Duration::from_millis(300),
             controller_period: Duration::from_millis(100),
+            faults: Vec::new(),
         }
     }
 }
@@ -64,6 +68,10 @@ pub struct Sandbox {
     pub endpoints: PathBuf,
     /// The object store, for tests and built-in controllers.
     pub store: Arc<Store>,
+    /// Request counters (also served at `/metrics`).
+    pub metrics: Arc<instrument::Metrics>,
+    /// Fault rules in force.
+    pub faults: Arc<instrument::Faults>,
     shutdown: tokio::sync::oneshot::Sender<()>,
     server: tokio::task::JoinHandle<()>,
     controllers: tokio::task::JoinHandle<()>,
@@ -90,10 +98,14 @@ impl Sandbox {
         let address = listener.local_addr()?;
         let url = format!("http://{address}");
         let store = Store::new();
+        let metrics = Arc::new(instrument::Metrics::default());
+        let faults = Arc::new(instrument::Faults::new(options.faults.clone()));
         let app = server::router(server::AppState {
             store: store.clone(),
             address: address.to_string(),
             bookmark_interval: options.bookmark_interval,
+            metrics: metrics.clone(),
+            faults: faults.clone(),
         });
         let runtime = options.runtime.clone().unwrap_or_else(|| {
             Arc::new(controllers::DelayRuntime {
@@ -121,10 +133,17 @@ impl Sandbox {
             kubeconfig,
             endpoints,
             store,
+            metrics,
+            faults,
             shutdown,
             server,
             controllers,
         })
+    }
+
+    /// Replaces the fault rules in force.
+    pub fn set_faults(&self, rules: Vec<instrument::FaultRule>) {
+        self.faults.set(rules);
     }
 
     /// Stops the server. Open watches end when their connections close.

@@ -1,6 +1,7 @@
 //! The HTTP front of the sandbox: URL grammar, verbs, subresources and watch streams.
 
 use crate::discovery;
+use crate::instrument::{FaultRule, Faults, Metrics};
 use crate::registry::ResourceInfo;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
@@ -25,6 +26,10 @@ pub struct AppState {
     pub address: String,
     /// How often watches with bookmarks get one.
     pub bookmark_interval: Duration,
+    /// Request counters served at `/metrics`.
+    pub metrics: Arc<Metrics>,
+    /// Fault rules, also settable at `PUT /sandbox/faults`.
+    pub faults: Arc<Faults>,
 }
 
 /// Builds the router serving the whole API.
@@ -164,6 +169,25 @@ async fn route(
             }
             return Ok(json_response(200, &discovery::api_group_list(&registry)));
         }
+        ["metrics"] if reading => {
+            let mut response =
+                Response::new(Body::from(state.metrics.render(state.store.object_count())));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4"),
+            );
+            return Ok(response);
+        }
+        ["sandbox", "faults"] if reading => {
+            return Ok(json_response(200, &json!(state.faults.rules())));
+        }
+        ["sandbox", "faults"] if *method == Method::PUT => {
+            let rules: Vec<FaultRule> = serde_json::from_slice(&body).map_err(|e| {
+                ApiError::bad_request(format!("fault rules must be a JSON list of {{verb?, resource?, errorRate, latencyMs, watchDropAfterMs?}}: {e}"))
+            })?;
+            state.faults.set(rules);
+            return Ok(json_response(200, &json!(state.faults.rules())));
+        }
         ["openapi", "v3"] if reading => {
             return Ok(json_response(200, &discovery::openapi_index(&registry)));
         }
@@ -201,7 +225,54 @@ async fn route(
     };
     let target = resolve(state, group, version, rest)?;
     let query = Query::parse(uri);
-    serve(state, method, headers, &query, target, body).await
+    let verb = verb_of(method, &target, &query, headers);
+    let resource = target.info.storage_key();
+    let faults = state.faults.plan(verb, &resource);
+    if !faults.latency.is_zero() {
+        tokio::time::sleep(faults.latency).await;
+    }
+    let response = if faults.fail {
+        error_response(ApiError::internal(format!(
+            "injected fault: {verb} {resource} failed (sandbox fault injection)"
+        )))
+    } else {
+        match serve(
+            state,
+            method,
+            headers,
+            &query,
+            target,
+            body,
+            faults.watch_drop_after,
+        )
+        .await
+        {
+            Ok(response) => response,
+            Err(error) => error_response(error),
+        }
+    };
+    state
+        .metrics
+        .record(verb, &resource, response.status().as_u16());
+    Ok(response)
+}
+
+/// The verb of a resource request, as the metrics and fault rules name it.
+fn verb_of(method: &Method, target: &Target, query: &Query, headers: &HeaderMap) -> &'static str {
+    match (method, target.name.is_some()) {
+        (&Method::GET, true) if !target.watch_path => "GET",
+        (&Method::GET, _) if target.watch_path || query.flag("watch") => "WATCH",
+        (&Method::GET, _) => "LIST",
+        (&Method::POST, _) => "CREATE",
+        (&Method::PUT, _) => "UPDATE",
+        (&Method::PATCH, _) if content_type(headers).starts_with("application/apply-patch") => {
+            "APPLY"
+        }
+        (&Method::PATCH, _) => "PATCH",
+        (&Method::DELETE, true) => "DELETE",
+        (&Method::DELETE, false) => "DELETECOLLECTION",
+        _ => "OTHER",
+    }
 }
 
 fn aggregated_response(body: &Value) -> Response {
@@ -316,6 +387,7 @@ async fn serve(
     query: &Query,
     target: Target,
     body: Bytes,
+    watch_drop_after: Option<Duration>,
 ) -> Result<Response, ApiError> {
     let store = &state.store;
     let info = &target.info;
@@ -334,7 +406,7 @@ async fn serve(
                 &info.group,
             )?;
             if target.watch_path || query.flag("watch") {
-                return watch(state, &target, query, labels, fields);
+                return watch(state, &target, query, labels, fields, watch_drop_after);
             }
             let (items, rv) = store.list(info, target.namespace.as_deref(), &labels, &fields);
             Ok(json_response(
@@ -542,6 +614,7 @@ fn watch(
     query: &Query,
     labels: LabelSelector,
     mut fields: FieldSelector,
+    drop_after: Option<Duration>,
 ) -> Result<Response, ApiError> {
     if query.flag("sendInitialEvents") {
         return Err(ApiError::invalid(
@@ -564,10 +637,16 @@ fn watch(
     let info = target.info.clone();
     let namespace = target.namespace.clone();
     let bookmarks = query.flag("allowWatchBookmarks");
-    let timeout = query
-        .get("timeoutSeconds")
-        .and_then(|t| t.parse::<u64>().ok())
-        .unwrap_or(1800);
+    let mut timeout = Duration::from_secs(
+        query
+            .get("timeoutSeconds")
+            .and_then(|t| t.parse::<u64>().ok())
+            .unwrap_or(1800),
+    );
+    if let Some(drop) = drop_after {
+        timeout = timeout.min(drop);
+    }
+    let metrics = state.metrics.clone();
     let start = match state.store.watch(&info, query.get("resourceVersion")) {
         Ok(start) => Some(start),
         Err(expired) if expired.code == 410 => {
@@ -592,7 +671,9 @@ fn watch(
             && labels.matches(object)
             && fields.matches(object)
     };
+    metrics.watch_started();
     tokio::spawn(async move {
+        let _ended = WatchEnded(metrics);
         let line = |kind: &str, object: &Value| {
             Bytes::from(format!("{}\n", json!({"type": kind, "object": object})))
         };
@@ -603,7 +684,7 @@ fn watch(
             }
         }
         let mut receiver = start.receiver;
-        let deadline = tokio::time::sleep(Duration::from_secs(timeout));
+        let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
         let mut ticker = tokio::time::interval(bookmark_interval);
         ticker.tick().await;
@@ -659,6 +740,15 @@ fn watch(
         }
     });
     Ok(stream_response(rx))
+}
+
+/// Marks a watch as ended when its task finishes, however it finishes.
+struct WatchEnded(Arc<Metrics>);
+
+impl Drop for WatchEnded {
+    fn drop(&mut self) {
+        self.0.watch_ended();
+    }
 }
 
 fn stream_response<S>(stream: S) -> Response
