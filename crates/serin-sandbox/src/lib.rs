@@ -15,6 +15,7 @@
 #![deny(missing_docs)]
 
 pub mod controllers;
+pub mod convert;
 pub mod defaults;
 pub mod discovery;
 pub mod instrument;

@@ -68,18 +68,22 @@ impl ResourceInfo {
         }
     }
 
-    /// Storage key shared by every version of the resource: `plural.group` (or `plural`).
+    /// Storage key shared by every version of the resource: `plural.group` (or `plural`); the
+    /// `events.k8s.io` Events share the core Events' storage.
     pub fn storage_key(&self) -> String {
+        if crate::convert::is_events_api_event(self) {
+            return self.plural.clone();
+        }
+        self.qualified_plural()
+    }
+
+    /// `plural` or `plural.group`, as error messages and metrics name resources.
+    pub fn qualified_plural(&self) -> String {
         if self.group.is_empty() {
             self.plural.clone()
         } else {
             format!("{}.{}", self.plural, self.group)
         }
-    }
-
-    /// `plural` or `plural.group`, as error messages name resources.
-    pub fn qualified_plural(&self) -> String {
-        self.storage_key()
     }
 }
 

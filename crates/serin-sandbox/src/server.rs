@@ -226,7 +226,7 @@ async fn route(
     let target = resolve(state, group, version, rest)?;
     let query = Query::parse(uri);
     let verb = verb_of(method, &target, &query, headers);
-    let resource = target.info.storage_key();
+    let resource = target.info.qualified_plural();
     let faults = state.faults.plan(verb, &resource);
     if !faults.latency.is_zero() {
         tokio::time::sleep(faults.latency).await;
@@ -712,11 +712,12 @@ fn watch(
                         if change.resource != info.storage_key() {
                             continue;
                         }
-                        let mut object = change.object.clone();
-                        object["apiVersion"] = json!(info.api_version());
-                        object["kind"] = json!(info.kind);
+                        let object = Store::present(&info, change.object.clone());
                         let now = matches(&object);
-                        let before = change.previous.as_ref().is_some_and(&matches);
+                        let before = change
+                            .previous
+                            .as_ref()
+                            .is_some_and(|previous| matches(&Store::present(&info, previous.clone())));
                         let kind = match change.change {
                             ChangeType::Added if now => "ADDED",
                             ChangeType::Modified if now && before => "MODIFIED",

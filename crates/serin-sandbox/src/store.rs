@@ -253,11 +253,9 @@ impl Store {
         self.resets.subscribe()
     }
 
-    /// Sets `apiVersion` and `kind` as the resource's version shows them.
-    fn present(info: &ResourceInfo, mut object: Value) -> Value {
-        object["apiVersion"] = json!(info.api_version());
-        object["kind"] = json!(info.kind);
-        object
+    /// The stored object as the resource's version shows it (with its `apiVersion` and `kind`).
+    pub fn present(info: &ResourceInfo, object: Value) -> Value {
+        crate::convert::to_version(info, object)
     }
 
     fn key(info: &ResourceInfo, namespace: &str, name: &str) -> Key {
@@ -293,8 +291,9 @@ impl Store {
             .range((resource.clone(), String::new(), String::new())..)
             .take_while(|((r, _, _), _)| *r == resource)
             .filter(|((_, ns, _), _)| namespace.is_none_or(|want| want == ns))
-            .filter(|(_, o)| labels.matches(o) && fields.matches(o))
+            .filter(|(_, o)| labels.matches(o))
             .map(|(_, o)| Self::present(info, o.clone()))
+            .filter(|o| fields.matches(o))
             .collect();
         (items, inner.rv)
     }
@@ -421,7 +420,7 @@ impl Store {
                 "the request body must be a JSON object",
             ));
         };
-        let mut object = body;
+        let mut object = crate::convert::to_storage(info, body);
         if let Some(kind) = object["kind"].as_str()
             && kind != info.kind
         {
@@ -571,6 +570,7 @@ impl Store {
                 "the request body must be a JSON object",
             ));
         }
+        let new = crate::convert::to_storage(info, new);
         if let Some(rv) = meta(&new)["resourceVersion"]
             .as_str()
             .filter(|v| !v.is_empty())

@@ -1,6 +1,9 @@
 //! kube-rs against the sandbox: client CRUD, conflicts, status writes, server-side apply, the
 //! finalizer helper, the events Recorder, and a watcher that relists after a compaction.
 
+mod common;
+
+use common::Kubectl;
 use futures::StreamExt;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -175,7 +178,7 @@ async fn finalizer_helper_adds_then_removes_its_finalizer() {
 }
 
 #[tokio::test]
-async fn recorder_events_are_listed() {
+async fn recorder_events_show_in_both_event_apis_and_kubectl_describe() {
     let (sandbox, client, _dir) = start().await;
     let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
     let cm = cms
@@ -201,6 +204,39 @@ async fn recorder_events_are_listed() {
     assert_eq!(
         list.items[0].regarding.as_ref().unwrap().name.as_deref(),
         Some("subject")
+    );
+
+    // The same event through the core API, selected the way kubectl describe selects it.
+    let core: Api<k8s_openapi::api::core::v1::Event> = Api::default_namespaced(client.clone());
+    let selected = core
+        .list(
+            &kube::api::ListParams::default()
+                .fields("involvedObject.name=subject,involvedObject.kind=ConfigMap"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(selected.items.len(), 1);
+    assert_eq!(
+        selected.items[0].message.as_deref(),
+        Some("Advance podinfo.test canary weight 10")
+    );
+    assert_eq!(
+        selected.items[0].reporting_component.as_deref(),
+        Some("serin-test")
+    );
+
+    let kubectl = Kubectl::new(&sandbox);
+    let description =
+        tokio::task::spawn_blocking(move || kubectl.ok(&["describe", "configmap", "subject"]))
+            .await
+            .unwrap();
+    let events = &description[description.find("Events:").expect("an Events section")..];
+    assert!(events.contains("Normal"), "{description}");
+    assert!(events.contains("Synced"), "{description}");
+    assert!(events.contains("serin-test"), "{description}");
+    assert!(
+        events.contains("Advance podinfo.test canary weight 10"),
+        "{description}"
     );
     sandbox.stop().await;
 }

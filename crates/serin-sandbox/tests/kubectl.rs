@@ -1,79 +1,10 @@
 //! The real kubectl against the sandbox: discovery, apply, patch, CRDs, finalizers, watch, GC.
 
+mod common;
+
+use common::Kubectl;
 use serin_sandbox::Sandbox;
-use std::io::Write;
-use std::process::{Command, Stdio};
-
-struct Kubectl {
-    kubeconfig: std::path::PathBuf,
-    cache: tempfile::TempDir,
-}
-
-impl Kubectl {
-    fn new(sandbox: &Sandbox) -> Self {
-        Kubectl {
-            kubeconfig: sandbox.kubeconfig.clone(),
-            cache: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new("kubectl");
-        command
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(self.cache.path())
-            .args(args);
-        command
-    }
-
-    /// Runs kubectl (optionally with `stdin`) and returns (success, stdout, stderr).
-    fn run(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
-        let mut child = self
-            .command(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("kubectl is installed (apt package kubectl)");
-        if let Some(input) = stdin {
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(input.as_bytes())
-                .unwrap();
-        }
-        drop(child.stdin.take());
-        let out = child.wait_with_output().unwrap();
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let (ok, stdout, stderr) = self.run(args, None);
-        assert!(ok, "kubectl {args:?} failed:\n{stdout}\n{stderr}");
-        stdout
-    }
-
-    fn apply(&self, yaml: &str, extra: &[&str]) -> String {
-        let mut args = vec!["apply", "-f", "-"];
-        args.extend_from_slice(extra);
-        let (ok, stdout, stderr) = self.run(&args, Some(yaml));
-        assert!(ok, "kubectl apply failed:\n{stdout}\n{stderr}\n{yaml}");
-        stdout
-    }
-
-    fn fails(&self, args: &[&str], stdin: Option<&str>) -> String {
-        let (ok, stdout, stderr) = self.run(args, stdin);
-        assert!(!ok, "kubectl {args:?} should have failed:\n{stdout}");
-        stderr
-    }
-}
+use std::process::Stdio;
 
 fn deployment(image: &str, env_value: &str) -> String {
     format!(

@@ -1,12 +1,14 @@
 //! Deployments roll out as on a real cluster: ReplicaSets, pods, surge and unavailability bounds,
 //! conditions, kubectl rollout status, and the progress deadline.
 
+mod common;
+
+use common::Kubectl;
 use serde_json::{Value, json};
 use serin_sandbox::controllers::{PodRuntime, PodStart};
 use serin_sandbox::selectors::{FieldSelector, LabelSelector};
 use serin_sandbox::store::{Part, PatchType};
 use serin_sandbox::{Sandbox, SandboxOptions};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,20 +50,6 @@ fn deployment(replicas: i64, image: &str, progress_deadline: i64) -> Value {
                          "spec": {"containers": [{"name": "podinfod", "image": image}]}}
         }
     })
-}
-
-fn kubectl(sandbox: &Sandbox, cache: &std::path::Path, args: &[&str]) -> (bool, String) {
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(&sandbox.kubeconfig)
-        .arg("--cache-dir")
-        .arg(cache)
-        .args(args)
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), text)
 }
 
 async fn wait_for(sandbox: &Sandbox, what: &str, mut done: impl FnMut(&Value) -> bool) -> Value {
@@ -196,7 +184,7 @@ async fn a_rolling_update_respects_surge_and_unavailability() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_rollout_status_follows_a_template_change() {
     let (sandbox, _dir) = start().await;
-    let cache = tempfile::tempdir().unwrap();
+    let kubectl = Kubectl::new(&sandbox);
     let deployments = sandbox.store.resource("apps", "v1", "deployments").unwrap();
     sandbox
         .store
@@ -207,23 +195,11 @@ async fn kubectl_rollout_status_follows_a_template_change() {
             false,
         )
         .unwrap();
-    let (ok, out) = kubectl(
-        &sandbox,
-        cache.path(),
-        &["rollout", "status", "deploy/podinfo", "--timeout=20s"],
-    );
+    let (ok, out) = kubectl.output(&["rollout", "status", "deploy/podinfo", "--timeout=20s"]);
     assert!(ok, "{out}");
-    let (ok, _) = kubectl(
-        &sandbox,
-        cache.path(),
-        &["set", "image", "deploy/podinfo", "podinfod=podinfo:6.0.1"],
-    );
+    let (ok, _) = kubectl.output(&["set", "image", "deploy/podinfo", "podinfod=podinfo:6.0.1"]);
     assert!(ok);
-    let (ok, out) = kubectl(
-        &sandbox,
-        cache.path(),
-        &["rollout", "status", "deploy/podinfo", "--timeout=20s"],
-    );
+    let (ok, out) = kubectl.output(&["rollout", "status", "deploy/podinfo", "--timeout=20s"]);
     assert!(ok, "{out}");
     assert!(
         out.contains("new replicas have been updated")
@@ -235,27 +211,19 @@ async fn kubectl_rollout_status_follows_a_template_change() {
             .ends_with("deployment \"podinfo\" successfully rolled out"),
         "{out}"
     );
-    let (ok, out) = kubectl(
-        &sandbox,
-        cache.path(),
-        &[
-            "wait",
-            "--for=condition=Available",
-            "deploy/podinfo",
-            "--timeout=5s",
-        ],
-    );
+    let (ok, out) = kubectl.output(&[
+        "wait",
+        "--for=condition=Available",
+        "deploy/podinfo",
+        "--timeout=5s",
+    ]);
     assert!(ok, "{out}");
-    let (_, pods) = kubectl(
-        &sandbox,
-        cache.path(),
-        &[
-            "get",
-            "pods",
-            "-o",
-            "jsonpath={.items[*].spec.containers[0].image}",
-        ],
-    );
+    let (_, pods) = kubectl.output(&[
+        "get",
+        "pods",
+        "-o",
+        "jsonpath={.items[*].spec.containers[0].image}",
+    ]);
     assert_eq!(pods, "podinfo:6.0.1 podinfo:6.0.1");
     sandbox.stop().await;
 }
@@ -477,7 +445,7 @@ async fn min_ready_seconds_delays_availability() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orphan_and_foreground_deletion() {
     let (sandbox, _dir) = start().await;
-    let cache = tempfile::tempdir().unwrap();
+    let kubectl = Kubectl::new(&sandbox);
     let deployments = sandbox.store.resource("apps", "v1", "deployments").unwrap();
     sandbox
         .store
@@ -489,13 +457,9 @@ async fn orphan_and_foreground_deletion() {
         )
         .unwrap();
     wait_for(&sandbox, "the first rollout", rolled_out).await;
-    let (ok, out) = kubectl(
-        &sandbox,
-        cache.path(),
-        &["delete", "deploy", "podinfo", "--cascade=orphan"],
-    );
+    let (ok, out) = kubectl.output(&["delete", "deploy", "podinfo", "--cascade=orphan"]);
     assert!(ok, "{out}");
-    let (_, out) = kubectl(&sandbox, cache.path(), &["get", "deploy"]);
+    let (_, out) = kubectl.output(&["get", "deploy"]);
     assert!(out.contains("No resources found"), "{out}");
     let orphans = replica_sets(&sandbox);
     assert_eq!(orphans.len(), 1, "the ReplicaSet survives");
@@ -507,11 +471,7 @@ async fn orphan_and_foreground_deletion() {
 
     let replicasets = sandbox.store.resource("apps", "v1", "replicasets").unwrap();
     let rs_name = orphans[0]["metadata"]["name"].as_str().unwrap().to_string();
-    let (ok, out) = kubectl(
-        &sandbox,
-        cache.path(),
-        &["delete", "rs", &rs_name, "--cascade=foreground"],
-    );
+    let (ok, out) = kubectl.output(&["delete", "rs", &rs_name, "--cascade=foreground"]);
     assert!(ok, "{out}");
     assert!(
         sandbox
@@ -519,7 +479,7 @@ async fn orphan_and_foreground_deletion() {
             .get(&replicasets, "default", &rs_name)
             .is_err()
     );
-    let (_, pods) = kubectl(&sandbox, cache.path(), &["get", "pods", "-o", "name"]);
+    let (_, pods) = kubectl.output(&["get", "pods", "-o", "name"]);
     assert_eq!(pods.trim(), "", "its pods went first");
     sandbox.stop().await;
 }

@@ -1,0 +1,85 @@
+//! Helpers shared by the integration tests: the real kubectl pointed at a sandbox.
+#![allow(dead_code)]
+
+use serin_sandbox::Sandbox;
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+/// The real kubectl with the sandbox's kubeconfig and a private discovery cache.
+pub struct Kubectl {
+    kubeconfig: std::path::PathBuf,
+    cache: tempfile::TempDir,
+}
+
+impl Kubectl {
+    pub fn new(sandbox: &Sandbox) -> Self {
+        Kubectl {
+            kubeconfig: sandbox.kubeconfig.clone(),
+            cache: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new("kubectl");
+        command
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.cache.path())
+            .args(args);
+        command
+    }
+
+    /// Runs kubectl (optionally with `stdin`) and returns (success, stdout, stderr).
+    pub fn run(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl is installed (apt package kubectl)");
+        if let Some(input) = stdin {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.as_bytes())
+                .unwrap();
+        }
+        drop(child.stdin.take());
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Runs kubectl and returns (success, stdout followed by stderr).
+    pub fn output(&self, args: &[&str]) -> (bool, String) {
+        let (ok, stdout, stderr) = self.run(args, None);
+        (ok, stdout + &stderr)
+    }
+
+    /// Runs kubectl, asserts it succeeded and returns its stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let (ok, stdout, stderr) = self.run(args, None);
+        assert!(ok, "kubectl {args:?} failed:\n{stdout}\n{stderr}");
+        stdout
+    }
+
+    pub fn apply(&self, yaml: &str, extra: &[&str]) -> String {
+        let mut args = vec!["apply", "-f", "-"];
+        args.extend_from_slice(extra);
+        let (ok, stdout, stderr) = self.run(&args, Some(yaml));
+        assert!(ok, "kubectl apply failed:\n{stdout}\n{stderr}\n{yaml}");
+        stdout
+    }
+
+    pub fn fails(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let (ok, stdout, stderr) = self.run(args, stdin);
+        assert!(!ok, "kubectl {args:?} should have failed:\n{stdout}");
+        stderr
+    }
+}
