@@ -25,6 +25,7 @@ pub mod selectors;
 pub mod server;
 pub mod status;
 pub mod store;
+pub mod tables;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -6,6 +6,7 @@ use crate::registry::ResourceInfo;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
 use crate::store::{ChangeType, DeleteOptions, Part, PatchType, Store};
+use crate::tables;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
@@ -275,6 +276,24 @@ fn verb_of(method: &Method, target: &Target, query: &Query, headers: &HeaderMap)
     }
 }
 
+/// The row contents a Table request wants, or `None` when the client asked for plain objects.
+fn table_request(headers: &HeaderMap, query: &Query) -> Option<tables::IncludeObject> {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    tables::wanted(accept).then(|| tables::IncludeObject::parse(query.get("includeObject")))
+}
+
+fn table_response(table: &Value) -> Response {
+    let mut response = json_response(200, table);
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(tables::TABLE_CONTENT_TYPE),
+    );
+    response
+}
+
 fn aggregated_response(body: &Value) -> Response {
     let mut response = json_response(200, body);
     response.headers_mut().insert(
@@ -406,9 +425,26 @@ async fn serve(
                 &info.group,
             )?;
             if target.watch_path || query.flag("watch") {
-                return watch(state, &target, query, labels, fields, watch_drop_after);
+                let table = table_request(headers, query);
+                return watch(
+                    state,
+                    &target,
+                    query,
+                    (labels, fields),
+                    table,
+                    watch_drop_after,
+                );
             }
             let (items, rv) = store.list(info, target.namespace.as_deref(), &labels, &fields);
+            if let Some(include) = table_request(headers, query) {
+                return Ok(table_response(&tables::table(
+                    info,
+                    &items,
+                    &rv.to_string(),
+                    include,
+                    true,
+                )));
+            }
             Ok(json_response(
                 200,
                 &json!({
@@ -421,7 +457,22 @@ async fn serve(
             let object = store.get(info, ns, name)?;
             Ok(json_response(200, &scale_of(info, &object)))
         }
-        (&Method::GET, Some(name), _) => Ok(json_response(200, &store.get(info, ns, name)?)),
+        (&Method::GET, Some(name), _) => {
+            let object = store.get(info, ns, name)?;
+            match table_request(headers, query) {
+                Some(include) if part == Part::Main => {
+                    let rv = object["metadata"]["resourceVersion"].as_str().unwrap_or("");
+                    Ok(table_response(&tables::table(
+                        info,
+                        std::slice::from_ref(&object),
+                        rv,
+                        include,
+                        true,
+                    )))
+                }
+                _ => Ok(json_response(200, &object)),
+            }
+        }
         (&Method::POST, None, None) => {
             let body = parse_body(headers, &body)?;
             let created = store.create(info, target.namespace.as_deref(), body, dry_run)?;
@@ -612,8 +663,8 @@ fn watch(
     state: &AppState,
     target: &Target,
     query: &Query,
-    labels: LabelSelector,
-    mut fields: FieldSelector,
+    (labels, mut fields): (LabelSelector, FieldSelector),
+    table: Option<tables::IncludeObject>,
     drop_after: Option<Duration>,
 ) -> Result<Response, ApiError> {
     if query.flag("sendInitialEvents") {
@@ -677,9 +728,26 @@ fn watch(
         let line = |kind: &str, object: &Value| {
             Bytes::from(format!("{}\n", json!({"type": kind, "object": object})))
         };
+        // With a Table Accept each event carries a one-row Table; only the first has the columns.
+        let mut columns_sent = false;
+        let mut event = |kind: &str, object: &Value| match table {
+            None => line(kind, object),
+            Some(include) => {
+                let rv = object["metadata"]["resourceVersion"].as_str().unwrap_or("");
+                let row = tables::table(
+                    &info,
+                    std::slice::from_ref(object),
+                    rv,
+                    include,
+                    !columns_sent,
+                );
+                columns_sent = true;
+                line(kind, &row)
+            }
+        };
         let mut last_rv = start.start_rv;
         for (change, object) in &start.initial {
-            if matches(object) && tx.send(Ok(line(change.as_str(), object))).await.is_err() {
+            if matches(object) && tx.send(Ok(event(change.as_str(), object))).await.is_err() {
                 return;
             }
         }
@@ -726,7 +794,7 @@ fn watch(
                             ChangeType::Deleted if now || before => "DELETED",
                             _ => continue,
                         };
-                        if tx.send(Ok(line(kind, &object))).await.is_err() {
+                        if tx.send(Ok(event(kind, &object))).await.is_err() {
                             return;
                         }
                     }
@@ -740,7 +808,14 @@ fn watch(
             }
         }
     });
-    Ok(stream_response(rx))
+    let mut response = stream_response(rx);
+    if table.is_some() {
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(tables::TABLE_CONTENT_TYPE),
+        );
+    }
+    Ok(response)
 }
 
 /// Marks a watch as ended when its task finishes, however it finishes.

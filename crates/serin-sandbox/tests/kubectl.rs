@@ -221,6 +221,39 @@ async fn crd_then_custom_resources_with_finalizers_and_watch() {
         "10 1"
     );
 
+    // Server-side tables: the CRD's printer columns, priority-1 columns only with -o wide.
+    k.ok(&[
+        "patch", "canary", "podinfo", "-n", "test", "--subresource=status", "--type=merge", "-p",
+        r#"{"status":{"phase":"Progressing","canaryWeight":10,"lastTransitionTime":"2026-11-22T07:00:00Z"}}"#,
+    ]);
+    let table = k.ok(&["get", "canaries", "-n", "test"]);
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows[0],
+        ["NAME", "STATUS", "WEIGHT", "LASTTRANSITIONTIME"],
+        "{table}"
+    );
+    assert_eq!(
+        rows[1],
+        ["podinfo", "Progressing", "10", "2026-11-22T07:00:00Z"],
+        "{table}"
+    );
+    let wide = k.ok(&["get", "canaries", "-n", "test", "-o", "wide"]);
+    assert!(
+        wide.lines().next().unwrap().contains("STEPWEIGHT"),
+        "{wide}"
+    );
+    assert!(
+        wide.lines().nth(1).unwrap().contains("1m"),
+        "the interval column: {wide}"
+    );
+    let all = k.ok(&["get", "canaries", "-A"]);
+    assert!(all.starts_with("NAMESPACE"), "{all}");
+    assert!(all.lines().nth(1).unwrap().starts_with("test"), "{all}");
+
     let mut watch = k
         .command(&[
             "get",

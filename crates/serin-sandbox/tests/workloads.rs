@@ -225,6 +225,29 @@ async fn kubectl_rollout_status_follows_a_template_change() {
         "jsonpath={.items[*].spec.containers[0].image}",
     ]);
     assert_eq!(pods, "podinfo:6.0.1 podinfo:6.0.1");
+
+    // The columns a real cluster prints, from server-side tables.
+    let (ok, table) = kubectl.output(&["get", "deploy", "podinfo"]);
+    assert!(ok, "{table}");
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows[0],
+        ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
+        "{table}"
+    );
+    assert_eq!(rows[1][..4], ["podinfo", "2/2", "2", "2"], "{table}");
+    let (_, pods) = kubectl.output(&["get", "pods", "--no-headers"]);
+    let statuses: Vec<(&str, &str)> = pods
+        .lines()
+        .map(|l| {
+            let cells: Vec<&str> = l.split_whitespace().collect();
+            (cells[1], cells[2])
+        })
+        .collect();
+    assert_eq!(statuses, [("1/1", "Running"), ("1/1", "Running")], "{pods}");
     sandbox.stop().await;
 }
 
