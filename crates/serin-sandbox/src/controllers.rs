@@ -5,7 +5,7 @@
 
 use crate::registry::ResourceInfo;
 use crate::selectors::{FieldSelector, LabelSelector};
-use crate::store::{DeleteOptions, Part, PatchType, Store, now_rfc3339};
+use crate::store::{DeleteOptions, Part, PatchType, Store, WriteOptions, now_rfc3339};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -52,6 +52,11 @@ impl PodRuntime for DelayRuntime {
 
 /// Name of the node every pod is scheduled to.
 pub const NODE_NAME: &str = "sandbox-node";
+
+/// How the built-in controllers write (their field manager, as on a real cluster).
+fn controller_writes() -> WriteOptions {
+    WriteOptions::by("kube-controller-manager")
+}
 
 fn alphabet_hash(text: &str) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -155,8 +160,15 @@ impl Controllers {
                 "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": NODE_NAME}],
                 "allocatable": {"cpu": "1k", "memory": "1Ti", "pods": "1M"}, "capacity": {"cpu": "1k", "memory": "1Ti", "pods": "1M"},
                 "nodeInfo": {"kubeletVersion": "v1.32.5-serin", "architecture": "amd64", "operatingSystem": "linux"}}});
-        let _ = store.create(&nodes, None, node.clone(), false);
-        let _ = store.update(&nodes, "", NODE_NAME, node, Part::Status, false);
+        let _ = store.create(&nodes, None, node.clone(), &controller_writes());
+        let _ = store.update(
+            &nodes,
+            "",
+            NODE_NAME,
+            node,
+            Part::Status,
+            &controller_writes(),
+        );
         Controllers {
             store,
             runtime,
@@ -201,7 +213,7 @@ impl Controllers {
                 &name(object),
                 updated,
                 Part::Status,
-                false,
+                &controller_writes(),
             )
             .is_ok()
     }
@@ -223,7 +235,7 @@ impl Controllers {
                     &name(&pod),
                     released,
                     Part::Main,
-                    false,
+                    &controller_writes(),
                 );
                 changed = true;
                 continue;
@@ -237,7 +249,7 @@ impl Controllers {
                     &name(&pod),
                     scheduled,
                     Part::Main,
-                    false,
+                    &controller_writes(),
                 ) {
                     let mut status = bound["status"].clone();
                     status["conditions"] = json!([{"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339()}]);
@@ -351,7 +363,9 @@ impl Controllers {
                             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name(&rs), "uid": rs_uid, "controller": true, "blockOwnerDeletion": true}]},
                         "spec": template["spec"]
                     });
-                    let _ = self.store.create(&self.pods, Some(&ns(&rs)), pod, false);
+                    let _ =
+                        self.store
+                            .create(&self.pods, Some(&ns(&rs)), pod, &controller_writes());
                 }
                 changed = true;
             } else if current > desired {
@@ -503,10 +517,12 @@ impl Controllers {
                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name(deploy), "uid": d_uid, "controller": true, "blockOwnerDeletion": true}]},
                     "spec": {"replicas": 0, "minReadySeconds": spec["minReadySeconds"].as_i64().unwrap_or(0), "selector": selector, "template": rs_template}
                 });
-                match self
-                    .store
-                    .create(&self.replicasets, Some(&namespace), rs, false)
-                {
+                match self.store.create(
+                    &self.replicasets,
+                    Some(&namespace),
+                    rs,
+                    &controller_writes(),
+                ) {
                     Ok(rs) => {
                         created_new = Some(name(&rs));
                         rs
@@ -537,7 +553,7 @@ impl Controllers {
                     PatchType::Merge,
                     &json!({"spec": {"replicas": to}}),
                     Part::Main,
-                    false,
+                    &controller_writes(),
                 )
                 .is_ok()
         };
@@ -760,7 +776,7 @@ impl Controllers {
                 &name(deploy),
                 updated,
                 Part::Status,
-                false,
+                &controller_writes(),
             )
             .is_ok();
         changed | written

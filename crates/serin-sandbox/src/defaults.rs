@@ -61,7 +61,8 @@ pub fn apply(info: &ResourceInfo, object: &mut Value) {
             default(spec, "replicas", json!(1));
             default(spec, "revisionHistoryLimit", json!(10));
             default(spec, "progressDeadlineSeconds", json!(600));
-            default(spec, "strategy", json!({"type": "RollingUpdate"}));
+            default(spec, "strategy", json!({}));
+            default(&mut spec["strategy"], "type", json!("RollingUpdate"));
             if spec["strategy"]["type"] == "RollingUpdate" {
                 default(&mut spec["strategy"], "rollingUpdate", json!({}));
                 default(

@@ -19,6 +19,7 @@ pub mod convert;
 pub mod defaults;
 pub mod discovery;
 pub mod instrument;
+pub mod managed;
 pub mod patch;
 pub mod registry;
 pub mod selectors;

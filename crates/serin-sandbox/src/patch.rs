@@ -172,7 +172,7 @@ pub fn json_patch(doc: &mut Value, patch: &Value) -> Result<(), String> {
 }
 
 /// Merge key of a list field of a built-in kind, for strategic merge patch, given a sample item.
-fn merge_key(field: &str, sample: &Value) -> Option<&'static str> {
+pub(crate) fn merge_key(field: &str, sample: &Value) -> Option<&'static str> {
     match field {
         "containers"
         | "initContainers"

@@ -5,7 +5,7 @@ use crate::instrument::{FaultRule, Faults, Metrics};
 use crate::registry::ResourceInfo;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
-use crate::store::{ChangeType, DeleteOptions, Part, PatchType, Store};
+use crate::store::{ChangeType, DeleteOptions, Part, PatchType, Store, WriteOptions};
 use crate::tables;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -276,6 +276,21 @@ fn verb_of(method: &Method, target: &Target, query: &Query, headers: &HeaderMap)
     }
 }
 
+/// The field manager of a write: `fieldManager`, else the User-Agent's product (`kubectl`), as the
+/// real server derives it.
+fn field_manager(query: &Query, headers: &HeaderMap) -> String {
+    if let Some(manager) = query.get("fieldManager").filter(|m| !m.is_empty()) {
+        return manager.to_string();
+    }
+    headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|ua| ua.split('/').next())
+        .filter(|product| !product.is_empty())
+        .unwrap_or("unknown")
+        .to_string()
+}
+
 /// The row contents a Table request wants, or `None` when the client asked for plain objects.
 fn table_request(headers: &HeaderMap, query: &Query) -> Option<tables::IncludeObject> {
     let accept = headers
@@ -412,6 +427,11 @@ async fn serve(
     let info = &target.info;
     let ns = target.namespace.as_deref().unwrap_or("");
     let dry_run = query.dry_run()?;
+    let write = WriteOptions {
+        dry_run,
+        field_manager: field_manager(query, headers),
+        force: query.flag("force"),
+    };
     let part = match target.subresource.as_deref() {
         Some("status") => Part::Status,
         _ => Part::Main,
@@ -475,7 +495,7 @@ async fn serve(
         }
         (&Method::POST, None, None) => {
             let body = parse_body(headers, &body)?;
-            let created = store.create(info, target.namespace.as_deref(), body, dry_run)?;
+            let created = store.create(info, target.namespace.as_deref(), body, &write)?;
             Ok(json_response(201, &created))
         }
         (&Method::POST, _, _) => Err(ApiError::method_not_allowed(
@@ -490,7 +510,7 @@ async fn serve(
             let body = parse_body(headers, &body)?;
             Ok(json_response(
                 200,
-                &store.update(info, ns, name, body, part, dry_run)?,
+                &store.update(info, ns, name, body, part, &write)?,
             ))
         }
         (&Method::PATCH, Some(name), sub) => {
@@ -524,7 +544,7 @@ async fn serve(
                 return Ok(json_response(200, &scale_of(info, &updated)));
             }
             let (object, created) =
-                store.patch(info, ns, name, patch_type, &patch, part, dry_run)?;
+                store.patch(info, ns, name, patch_type, &patch, part, &write)?;
             Ok(json_response(if created { 201 } else { 200 }, &object))
         }
         (&Method::DELETE, Some(name), None) => {
@@ -654,7 +674,10 @@ fn set_scale(
             PatchType::Merge,
             &patch,
             Part::Main,
-            dry_run,
+            &WriteOptions {
+                dry_run,
+                ..WriteOptions::default()
+            },
         )
         .map(|(object, _)| object)
 }

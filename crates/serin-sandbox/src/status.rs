@@ -80,6 +80,11 @@ impl ApiError {
         e
     }
 
+    /// 409 Conflict with a message of its own (server-side apply conflicts).
+    pub fn conflict_with_causes(message: impl Into<String>) -> Self {
+        Self::new(409, "Conflict", message)
+    }
+
     /// 410 Expired (a resourceVersion older than the retained history).
     pub fn expired(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message)

@@ -2,6 +2,7 @@
 //! changes for watches, and the write rules of the API server (generation, status subresource,
 //! finalizers, namespaces, garbage collection, CRD registration).
 
+use crate::managed;
 use crate::patch;
 use crate::registry::{GenerationRule, Registry, ResourceInfo, resources_of_crd};
 use crate::selectors::{FieldSelector, LabelSelector};
@@ -82,6 +83,42 @@ pub struct DeleteOptions {
     pub resource_version: Option<String>,
     /// `propagationPolicy`: `Background` (default), `Foreground` or `Orphan`.
     pub propagation: Option<String>,
+}
+
+/// Who writes and how: recorded in `metadata.managedFields`.
+#[derive(Clone, Debug, Default)]
+pub struct WriteOptions {
+    /// Validate and answer, but persist nothing (`dryRun=All`).
+    pub dry_run: bool,
+    /// The field manager; empty means `unknown`.
+    pub field_manager: String,
+    /// A server-side apply takes fields other managers own instead of failing with a conflict.
+    pub force: bool,
+}
+
+impl WriteOptions {
+    /// A write by `manager`.
+    pub fn by(manager: &str) -> Self {
+        WriteOptions {
+            field_manager: manager.into(),
+            ..WriteOptions::default()
+        }
+    }
+
+    fn manager(&self) -> &str {
+        if self.field_manager.is_empty() {
+            "unknown"
+        } else {
+            &self.field_manager
+        }
+    }
+}
+
+/// Whether a write is a server-side apply (ownership already recorded) or an ordinary update.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tracking {
+    Update,
+    Applied,
 }
 
 type Key = (String, String, String);
@@ -171,7 +208,6 @@ fn comparable(object: &Value) -> Value {
     let mut copy = object.clone();
     if let Some(m) = copy["metadata"].as_object_mut() {
         m.remove("resourceVersion");
-        m.remove("managedFields");
     }
     copy
 }
@@ -204,7 +240,12 @@ impl Store {
         let namespaces = store.resource("", "v1", "namespaces").expect("built in");
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             store
-                .create(&namespaces, None, json!({"metadata": {"name": ns}}), false)
+                .create(
+                    &namespaces,
+                    None,
+                    json!({"metadata": {"name": ns}}),
+                    &WriteOptions::by("kube-apiserver"),
+                )
                 .expect("bootstrap namespaces are valid");
         }
         store
@@ -388,10 +429,42 @@ impl Store {
         info: &ResourceInfo,
         namespace: Option<&str>,
         body: Value,
-        dry_run: bool,
+        options: &WriteOptions,
     ) -> Result<Value, ApiError> {
+        self.create_tracked(info, namespace, body, options, Tracking::Update)
+    }
+
+    fn create_tracked(
+        &self,
+        info: &ResourceInfo,
+        namespace: Option<&str>,
+        body: Value,
+        options: &WriteOptions,
+        tracking: Tracking,
+    ) -> Result<Value, ApiError> {
+        let dry_run = options.dry_run;
         let mut inner = self.lock();
-        let object = Self::prepare_create(&inner, info, namespace, body)?;
+        let applied = body.clone();
+        let mut object = Self::prepare_create(&inner, info, namespace, body)?;
+        let now = now_rfc3339();
+        let api_version = info.api_version();
+        let writer = managed::Writer {
+            manager: options.manager(),
+            api_version: &api_version,
+            subresource: None,
+            now: &now,
+        };
+        match tracking {
+            Tracking::Update => {
+                let basis = managed::entries(&object);
+                managed::record_update(None, &mut object, info.builtin, basis, &writer);
+            }
+            Tracking::Applied => {
+                managed::set_entries(&mut object, Vec::new());
+                let empty = json!({"metadata": {}});
+                managed::record_apply(&empty, &applied, &mut object, info.builtin, true, &writer)?;
+            }
+        }
         let key = Self::key(info, namespace_of(&object), name_of(&object));
         if inner.objects.contains_key(&key) {
             return Err(ApiError::already_exists(
@@ -532,11 +605,11 @@ impl Store {
         name: &str,
         body: Value,
         part: Part,
-        dry_run: bool,
+        options: &WriteOptions,
     ) -> Result<Value, ApiError> {
         let mut inner = self.lock();
         let old = Self::existing(&inner, info, namespace, name)?;
-        self.write_update(&mut inner, info, old, body, part, dry_run)
+        self.write_update(&mut inner, info, old, body, part, options, Tracking::Update)
     }
 
     fn existing(
@@ -555,6 +628,7 @@ impl Store {
     }
 
     /// Applies the update rules to `new` (what the client wants) given the stored `old`.
+    #[allow(clippy::too_many_arguments)]
     fn write_update(
         &self,
         inner: &mut Inner,
@@ -562,8 +636,10 @@ impl Store {
         old: Value,
         new: Value,
         part: Part,
-        dry_run: bool,
+        options: &WriteOptions,
+        tracking: Tracking,
     ) -> Result<Value, ApiError> {
+        let dry_run = options.dry_run;
         let name = name_of(&old).to_string();
         if !new.is_object() {
             return Err(ApiError::bad_request(
@@ -627,7 +703,15 @@ impl Store {
                             None => m.remove(kept),
                         };
                     }
-                    m.remove("managedFields");
+                    if tracking == Tracking::Update
+                        && !m.get("managedFields").is_some_and(Value::is_array)
+                    {
+                        // A write that does not send managedFields keeps the recorded ones.
+                        match old_meta.get("managedFields") {
+                            Some(fields) => m.insert("managedFields".into(), fields.clone()),
+                            None => m.remove("managedFields"),
+                        };
+                    }
                 }
                 if info.status_subresource {
                     match old.get("status") {
@@ -658,6 +742,18 @@ impl Store {
         object["kind"] = old["kind"].clone();
         if object["apiVersion"].is_null() {
             object = Self::present(info, object);
+        }
+        if tracking == Tracking::Update {
+            let now = now_rfc3339();
+            let api_version = info.api_version();
+            let writer = managed::Writer {
+                manager: options.manager(),
+                api_version: &api_version,
+                subresource: (part == Part::Status).then_some("status"),
+                now: &now,
+            };
+            let basis = managed::entries(&object);
+            managed::record_update(Some(&old), &mut object, info.builtin, basis, &writer);
         }
         if part == Part::Main && bumps_generation(info.generation, &old, &object) {
             let generation = meta(&old)["generation"].as_i64().unwrap_or(0) + 1;
@@ -690,7 +786,7 @@ impl Store {
         patch_type: PatchType,
         body: &Value,
         part: Part,
-        dry_run: bool,
+        options: &WriteOptions,
     ) -> Result<(Value, bool), ApiError> {
         let mut inner = self.lock();
         let old = match Self::existing(&inner, info, namespace, name) {
@@ -701,15 +797,15 @@ impl Store {
                 meta_mut(&mut object).insert("name".into(), json!(name));
                 let ns = info.namespaced.then_some(namespace);
                 return self
-                    .create(info, ns, object, dry_run)
+                    .create_tracked(info, ns, object, options, Tracking::Applied)
                     .map(|o| (o, true))
                     .map_err(|e| if e.code == 404 { missing } else { e });
             }
             Err(missing) => return Err(missing),
         };
+        // The patch sees the live resourceVersion (kubectl's JSON patches replace it, which makes
+        // them conditional); a patch that leaves it alone is unconditional.
         let mut patched = Self::present(info, old.clone());
-        // A patch without a resourceVersion is unconditional.
-        meta_mut(&mut patched).remove("resourceVersion");
         match patch_type {
             PatchType::Merge => patch::merge_patch(&mut patched, body),
             PatchType::Json => {
@@ -738,7 +834,29 @@ impl Store {
         {
             meta_mut(&mut patched).insert("resourceVersion".into(), json!(rv));
         }
-        self.write_update(&mut inner, info, old, patched, part, dry_run)
+        let tracking = if patch_type == PatchType::Apply {
+            let now = now_rfc3339();
+            let api_version = info.api_version();
+            let writer = managed::Writer {
+                manager: options.manager(),
+                api_version: &api_version,
+                subresource: (part == Part::Status).then_some("status"),
+                now: &now,
+            };
+            let live = Self::present(info, old.clone());
+            managed::record_apply(
+                &live,
+                body,
+                &mut patched,
+                info.builtin,
+                options.force,
+                &writer,
+            )?;
+            Tracking::Applied
+        } else {
+            Tracking::Update
+        };
+        self.write_update(&mut inner, info, old, patched, part, options, tracking)
             .map(|o| (o, false))
     }
 

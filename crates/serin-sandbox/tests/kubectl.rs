@@ -120,6 +120,61 @@ async fn apply_creates_updates_and_leaves_unchanged() {
         k.ok(&["get", "deploy", "podinfo", "-o", jsonpath]),
         "3 podinfo:6.0.2 25%"
     );
+    // Another field manager changing a field kubectl owns gets a conflict naming owner and field,
+    // unless it forces.
+    let (ok, _, stderr) = k.run(
+        &["apply", "--server-side", "--field-manager=ci", "-f", "-"],
+        Some(&deployment("podinfo:6.0.9", "2")),
+    );
+    assert!(!ok);
+    assert!(
+        stderr.contains(r#"conflict with "kubectl""#)
+            && stderr.contains(r#".spec.template.spec.containers[name="podinfod"].image"#),
+        "{stderr}"
+    );
+    k.apply(
+        &deployment("podinfo:6.0.9", "2"),
+        &["--server-side", "--field-manager=ci", "--force-conflicts"],
+    );
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "deploy",
+            "podinfo",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].image}"
+        ]),
+        "podinfo:6.0.9"
+    );
+    let managers = k.ok(&[
+        "get",
+        "deploy",
+        "podinfo",
+        "--show-managed-fields",
+        "-o",
+        "jsonpath={.metadata.managedFields[*].manager}",
+    ]);
+    assert!(
+        managers.contains("ci") && managers.contains("kubectl"),
+        "{managers}"
+    );
+    // A field the sole applier stops applying is removed.
+    let without_env =
+        deployment("podinfo:6.0.9", "2").replace("        env: [{name: A, value: \"2\"}]\n", "");
+    assert!(!without_env.contains("env:"));
+    k.apply(&without_env, &["--server-side", "--field-manager=ci"]);
+    k.apply(&without_env, &["--server-side"]);
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "deploy",
+            "podinfo",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].env}"
+        ]),
+        "",
+        "env was removed once no manager applied it"
+    );
     sandbox.stop().await;
 }
 

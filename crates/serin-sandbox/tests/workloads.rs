@@ -7,7 +7,7 @@ use common::Kubectl;
 use serde_json::{Value, json};
 use serin_sandbox::controllers::{PodRuntime, PodStart};
 use serin_sandbox::selectors::{FieldSelector, LabelSelector};
-use serin_sandbox::store::{Part, PatchType};
+use serin_sandbox::store::{Part, PatchType, WriteOptions};
 use serin_sandbox::{Sandbox, SandboxOptions};
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,7 +83,7 @@ async fn a_rolling_update_respects_surge_and_unavailability() {
             &deployments,
             Some("default"),
             deployment(4, "podinfo:6.0.0", 600),
-            false,
+            &WriteOptions::default(),
         )
         .unwrap();
     let d = wait_for(&sandbox, "the first rollout", |d| {
@@ -104,7 +104,7 @@ async fn a_rolling_update_respects_surge_and_unavailability() {
             PatchType::Strategic,
             &patch,
             Part::Main,
-            false,
+            &WriteOptions::default(),
         )
         .unwrap();
     let mut most_pods = 0;
@@ -192,7 +192,7 @@ async fn kubectl_rollout_status_follows_a_template_change() {
             &deployments,
             Some("default"),
             deployment(2, "podinfo:6.0.0", 600),
-            false,
+            &WriteOptions::default(),
         )
         .unwrap();
     let (ok, out) = kubectl.output(&["rollout", "status", "deploy/podinfo", "--timeout=20s"]);
@@ -261,7 +261,7 @@ async fn a_broken_image_exceeds_the_progress_deadline() {
             &deployments,
             Some("default"),
             deployment(1, "podinfo:6.0.0", 2),
-            false,
+            &WriteOptions::default(),
         )
         .unwrap();
     wait_for(&sandbox, "the first rollout", |d| {
@@ -278,7 +278,7 @@ async fn a_broken_image_exceeds_the_progress_deadline() {
             PatchType::Strategic,
             &patch,
             Part::Main,
-            false,
+            &WriteOptions::default(),
         )
         .unwrap();
     let d = wait_for(&sandbox, "the progress deadline", |d| {
@@ -321,7 +321,7 @@ async fn set_image(sandbox: &Sandbox, image: &str) {
             PatchType::Strategic,
             &patch,
             Part::Main,
-            false,
+            &WriteOptions::default(),
         )
         .unwrap();
 }
@@ -353,7 +353,7 @@ async fn recreate_stops_old_pods_before_starting_new_ones() {
     d["spec"]["strategy"] = json!({"type": "Recreate"});
     sandbox
         .store
-        .create(&deployments, Some("default"), d, false)
+        .create(&deployments, Some("default"), d, &WriteOptions::default())
         .unwrap();
     wait_for(&sandbox, "the first rollout", rolled_out).await;
     let mut changes = sandbox.store.subscribe();
@@ -396,7 +396,7 @@ async fn revision_history_limit_prunes_old_replica_sets() {
     d["spec"]["revisionHistoryLimit"] = json!(1);
     sandbox
         .store
-        .create(&deployments, Some("default"), d, false)
+        .create(&deployments, Some("default"), d, &WriteOptions::default())
         .unwrap();
     for image in ["podinfo:6.0.1", "podinfo:6.0.2", "podinfo:6.0.3"] {
         wait_for(&sandbox, "a rollout", rolled_out).await;
@@ -439,7 +439,7 @@ async fn min_ready_seconds_delays_availability() {
     let created_at = std::time::Instant::now();
     sandbox
         .store
-        .create(&deployments, Some("default"), d, false)
+        .create(&deployments, Some("default"), d, &WriteOptions::default())
         .unwrap();
     wait_for(&sandbox, "a ready pod", |d| {
         d["status"]["readyReplicas"] == 1
@@ -476,7 +476,7 @@ async fn orphan_and_foreground_deletion() {
             &deployments,
             Some("default"),
             deployment(1, "podinfo:6.0.0", 600),
-            false,
+            &WriteOptions::default(),
         )
         .unwrap();
     wait_for(&sandbox, "the first rollout", rolled_out).await;
