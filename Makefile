@@ -2,7 +2,7 @@
 CARGO ?= cargo
 CRD_FILES := artifacts/crds/serin.yaml charts/serin/crds/serin.yaml
 
-.PHONY: test fmt-check clippy unit doc-check crds demo doc
+.PHONY: test fmt-check clippy unit doc-check crds demo doc bench bench-sandbox
 
 ## make test: formatting check, clippy with warnings as errors, then every test in the workspace.
 test: fmt-check clippy doc-check unit
@@ -31,3 +31,9 @@ demo:
 ## make doc: API documentation of the workspace crates.
 doc:
 	$(CARGO) doc --workspace --no-deps
+
+## make bench: performance figures as counts and ratios measured in one run (release builds).
+bench: bench-sandbox
+
+bench-sandbox:
+	$(CARGO) run --release -q -p serin-sandbox --example bench
