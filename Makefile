@@ -2,7 +2,7 @@
 CARGO ?= cargo
 CRD_FILES := artifacts/crds/serin.yaml charts/serin/crds/serin.yaml
 
-.PHONY: test fmt-check clippy unit doc-check crds demo doc
+.PHONY: test fmt-check clippy unit doc-check crds demo doc bench bench-loadtester
 
 ## make test: formatting check, clippy with warnings as errors, then every test in the workspace.
 test: fmt-check clippy doc-check unit
@@ -31,3 +31,11 @@ demo:
 ## make doc: API documentation of the workspace crates.
 doc:
 	$(CARGO) doc --workspace --no-deps
+
+## make bench: performance comparisons.
+bench: bench-loadtester
+
+## make bench-loadtester: built-in load generator vs Debian's hey (apt package hey) against the same
+## local server at -c 2 and -c 50, as requests per second and their ratio.
+bench-loadtester:
+	$(CARGO) run --release -q -p serin-loadtester --example bench
