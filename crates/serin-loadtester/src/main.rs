@@ -53,8 +53,14 @@ async fn main() -> anyhow::Result<()> {
         "Starting load tester",
         &[("port", &port), ("timeout", &timeout)],
     );
-    serve(listener, options, async {
-        let _ = tokio::signal::ctrl_c().await;
+    // Kubernetes stops a pod with SIGTERM; a terminal sends SIGINT.
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot listen for SIGTERM")?;
+    serve(listener, options, async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
     })
     .await?;
     logger.info("Load tester stopped", &[]);
