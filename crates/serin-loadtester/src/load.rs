@@ -316,6 +316,7 @@ async fn run_worker(
             .map_or(deadline, |timeout| (started + timeout).min(deadline));
         let mut retried_stale = false;
         let outcome = loop {
+            let mut connection_done = false;
             let open = match connection.as_mut() {
                 Some(open) => open,
                 None => match tokio::time::timeout_at(request_deadline, connect(&target)).await {
@@ -325,21 +326,40 @@ async fn run_worker(
                     Err(_) => break Exchange::Failed("timeout while connecting".into()),
                 },
             };
-            let request = target.request();
-            let result = tokio::select! {
-                biased;
-                result = exchange(&mut open.sender, request) => result,
-                _ = open.driver.as_mut() => Exchange::Closed,
-                _ = tokio::time::sleep_until(request_deadline) => {
-                    if request_deadline >= deadline {
-                        // The run is over; a request cut by the end of the run is not counted.
-                        return stats;
+            let served = open.served;
+            let timed_out = || {
+                Exchange::Failed(
+                    "timeout awaiting response headers (Client.Timeout exceeded)".into(),
+                )
+            };
+            let result = {
+                let exchanged = exchange(&mut open.sender, target.request());
+                tokio::pin!(exchanged);
+                tokio::select! {
+                    biased;
+                    result = &mut exchanged => Some(result),
+                    _ = open.driver.as_mut() => {
+                        // The connection finished (with `Connection: close` that is right after
+                        // the response); the response may already be on its way to the exchange.
+                        connection_done = true;
+                        match tokio::time::timeout_at(request_deadline, &mut exchanged).await {
+                            Ok(result) => Some(result),
+                            Err(_) if request_deadline >= deadline => None,
+                            Err(_) => Some(timed_out()),
+                        }
                     }
-                    Exchange::Failed("timeout awaiting response headers (Client.Timeout exceeded)".into())
+                    _ = tokio::time::sleep_until(request_deadline) => {
+                        (request_deadline < deadline).then(timed_out)
+                    }
                 }
             };
+            // The run is over; a request cut by the end of the run is not counted.
+            let Some(result) = result else { return stats };
+            if connection_done {
+                connection = None;
+            }
             match result {
-                Exchange::Closed if open.served && !retried_stale => {
+                Exchange::Closed if served && !retried_stale => {
                     // The target closed an idle keep-alive connection; reconnect and resend once, as
                     // Go's transport does, without counting an error.
                     connection = None;
@@ -350,7 +370,9 @@ async fn run_worker(
                     break Exchange::Failed("connection closed before the response".into());
                 }
                 Exchange::Response { .. } => {
-                    open.served = true;
+                    if let Some(open) = connection.as_mut() {
+                        open.served = true;
+                    }
                     if !target.keep_alive {
                         connection = None;
                     }

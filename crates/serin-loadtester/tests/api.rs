@@ -3,7 +3,7 @@
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::Uri;
+use axum::http::{HeaderMap, Method, Uri};
 use axum::routing::any;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -13,10 +13,12 @@ use serin_loadtester::proxy::ProxyConfig;
 use serin_loadtester::tasks::{TaskOutcome, TaskRecord};
 use serin_loadtester::{Options, Server};
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
+
+type Counters = (Arc<AtomicU64>, Arc<AtomicU64>, Arc<Mutex<String>>);
 
 fn options() -> Options {
     Options {
@@ -39,19 +41,45 @@ struct Target {
     address: SocketAddr,
     requests: Arc<AtomicU64>,
     absolute_form: Arc<AtomicU64>,
+    last_request: Arc<Mutex<String>>,
 }
 
 impl Target {
     async fn start() -> Target {
         let requests = Arc::new(AtomicU64::new(0));
         let absolute_form = Arc::new(AtomicU64::new(0));
-        let counters = (requests.clone(), absolute_form.clone());
+        let last_request = Arc::new(Mutex::new(String::new()));
+        let counters = (
+            requests.clone(),
+            absolute_form.clone(),
+            last_request.clone(),
+        );
         let app = Router::new().fallback(any(
-            |State((requests, absolute)): State<(Arc<AtomicU64>, Arc<AtomicU64>)>, uri: Uri| async move {
+            |State((requests, absolute, last)): State<Counters>,
+             method: Method,
+             uri: Uri,
+             headers: HeaderMap,
+             body: Bytes| async move {
                 requests.fetch_add(1, Ordering::SeqCst);
-                if uri.scheme().is_some() && uri.authority().is_some_and(|a| a == "podinfo.test:9898") {
+                if uri.scheme().is_some()
+                    && uri.authority().is_some_and(|a| a == "podinfo.test:9898")
+                {
                     absolute.fetch_add(1, Ordering::SeqCst);
                 }
+                let header = |name: &str| {
+                    headers
+                        .get(name)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("")
+                        .to_string()
+                };
+                *last.lock().unwrap() = format!(
+                    "{method} {uri} type={} canary={} auth={} body={}",
+                    header("content-type"),
+                    header("x-canary"),
+                    header("authorization"),
+                    String::from_utf8_lossy(&body)
+                );
                 "ok"
             },
         ));
@@ -62,6 +90,7 @@ impl Target {
             address,
             requests,
             absolute_form,
+            last_request,
         }
     }
 
@@ -365,6 +394,68 @@ async fn hey_n_sends_exactly_n_requests() {
         "the summary is logged with logCmdOutput"
     );
     assert!(server.running_tasks().is_empty());
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn hey_sends_the_method_body_and_headers_asked_for() {
+    let target = Target::start().await;
+    let server = start(options()).await;
+    let cmd = format!(
+        r#"hey -n 4 -c 2 -m post -T application/json -d '{{"x": 1}}' -H "X-Canary: insider" -a user:pass -disable-keepalive {}api?q=1"#,
+        target.url()
+    );
+    assert_eq!(
+        call(
+            &server,
+            "/",
+            &task("podinfo", serde_json::json!({"cmd": cmd}))
+        )
+        .await
+        .0,
+        202
+    );
+    let history = wait_for_history(&server, 1, Duration::from_secs(5)).await;
+    let report = load_report(&history[0]);
+    assert_eq!(report.status_counts.get(&200), Some(&4), "{report:?}");
+    assert_eq!(
+        *target.last_request.lock().unwrap(),
+        r#"POST /api?q=1 type=application/json canary=insider auth=Basic dXNlcjpwYXNz body={"x": 1}"#
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn hey_against_a_closed_port_reports_errors() {
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let server = start(options()).await;
+    let cmd = format!("hey -n 4 -c 2 http://{closed}/");
+    assert_eq!(
+        call(
+            &server,
+            "/",
+            &task("podinfo", serde_json::json!({"cmd": cmd}))
+        )
+        .await
+        .0,
+        202
+    );
+    let history = wait_for_history(&server, 1, Duration::from_secs(5)).await;
+    let report = load_report(&history[0]);
+    assert_eq!((report.requests, report.responses), (4, 0));
+    assert_eq!(report.errors.values().sum::<u64>(), 4);
+    assert!(
+        report
+            .errors
+            .keys()
+            .all(|error| error.contains(&format!("dial tcp {closed}"))),
+        "{:?}",
+        report.errors
+    );
     server.stop().await;
 }
 
