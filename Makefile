@@ -2,7 +2,7 @@
 CARGO ?= cargo
 CRD_FILES := artifacts/crds/serin.yaml charts/serin/crds/serin.yaml
 
-.PHONY: test fmt-check clippy unit doc-check crds demo doc bench bench-sandbox
+.PHONY: test fmt-check clippy unit doc-check crds demo doc bench bench-sandbox bench-loadtester
 
 ## make test: formatting check, clippy with warnings as errors, then every test in the workspace.
 test: fmt-check clippy doc-check unit
@@ -33,7 +33,13 @@ doc:
 	$(CARGO) doc --workspace --no-deps
 
 ## make bench: performance figures as counts and ratios measured in one run (release builds).
-bench: bench-sandbox
+bench: bench-sandbox bench-loadtester
 
+## make bench-sandbox: API server memory per object, list throughput, watch fan-out to 1,000 watchers.
 bench-sandbox:
 	$(CARGO) run --release -q -p serin-sandbox --example bench
+
+## make bench-loadtester: built-in load generator vs Debian's hey (apt package hey) against the same
+## local server at -c 2 and -c 50, as requests per second and their ratio.
+bench-loadtester:
+	$(CARGO) run --release -q -p serin-loadtester --example bench

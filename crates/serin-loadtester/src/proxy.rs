@@ -1,0 +1,130 @@
+//! Which HTTP proxy a request goes through: `-x` first, then HTTP_PROXY / http_proxy unless
+//! NO_PROXY / no_proxy lists the host. In the sandbox this is the mesh proxy.
+
+use crate::hey::parse_host_port;
+use std::net::IpAddr;
+
+/// The proxy settings the load generator follows for http:// targets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProxyConfig {
+    /// The proxy's `host:port`, or none to connect directly.
+    pub http_proxy: Option<(String, u16)>,
+    /// Hosts reached directly: exact names or addresses, `.suffix` or `suffix` for a domain and
+    /// its subdomains, CIDR ranges such as `127.0.0.0/8`, or `*` for all.
+    pub no_proxy: Vec<String>,
+}
+
+impl ProxyConfig {
+    /// No proxy: every request goes straight to its target.
+    pub fn direct() -> Self {
+        ProxyConfig::default()
+    }
+
+    /// Every request goes through `proxy` (`host:port` or `http://host:port`), except the hosts
+    /// in `no_proxy`. Returns `None` if `proxy` cannot be read.
+    pub fn through(proxy: &str, no_proxy: &[&str]) -> Option<Self> {
+        Some(ProxyConfig {
+            http_proxy: Some(parse_host_port(proxy)?),
+            no_proxy: no_proxy.iter().map(|entry| entry.to_string()).collect(),
+        })
+    }
+
+    /// Reads HTTP_PROXY (or http_proxy) and NO_PROXY (or no_proxy) from the environment.
+    pub fn from_env() -> Self {
+        let read = |upper: &str, lower: &str| {
+            std::env::var(upper)
+                .ok()
+                .filter(|value| !value.is_empty())
+                .or_else(|| std::env::var(lower).ok().filter(|value| !value.is_empty()))
+        };
+        ProxyConfig {
+            http_proxy: read("HTTP_PROXY", "http_proxy").and_then(|value| parse_host_port(&value)),
+            no_proxy: read("NO_PROXY", "no_proxy")
+                .map(|value| {
+                    value
+                        .split(',')
+                        .map(|entry| entry.trim().to_string())
+                        .filter(|entry| !entry.is_empty())
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The proxy to use for `host`, or `None` to connect directly.
+    pub fn proxy_for(&self, host: &str) -> Option<&(String, u16)> {
+        let proxy = self.http_proxy.as_ref()?;
+        let host = host.to_ascii_lowercase();
+        let address: Option<IpAddr> = host.parse().ok();
+        let bypassed = self.no_proxy.iter().any(|entry| {
+            let entry = entry.to_ascii_lowercase();
+            if entry == "*" {
+                return true;
+            }
+            if let (Some(address), Some((network, bits))) = (address, entry.split_once('/')) {
+                return match (network.parse::<IpAddr>(), bits.parse::<u32>()) {
+                    (Ok(network), Ok(bits)) => in_network(address, network, bits),
+                    _ => false,
+                };
+            }
+            // Entries may carry a port; the port does not matter for the match.
+            let entry_host = match entry.rsplit_once(':') {
+                Some((name, port))
+                    if !name.contains(':') && port.chars().all(|c| c.is_ascii_digit()) =>
+                {
+                    name
+                }
+                _ => entry.as_str(),
+            };
+            let domain = entry_host.trim_start_matches('.');
+            host == domain || host.ends_with(&format!(".{domain}"))
+        });
+        (!bypassed).then_some(proxy)
+    }
+}
+
+fn in_network(address: IpAddr, network: IpAddr, bits: u32) -> bool {
+    match (address, network) {
+        (IpAddr::V4(address), IpAddr::V4(network)) if bits <= 32 => {
+            let mask = if bits == 0 {
+                0
+            } else {
+                u32::MAX << (32 - bits)
+            };
+            u32::from(address) & mask == u32::from(network) & mask
+        }
+        (IpAddr::V6(address), IpAddr::V6(network)) if bits <= 128 => {
+            let mask = if bits == 0 {
+                0
+            } else {
+                u128::MAX << (128 - bits)
+            };
+            u128::from(address) & mask == u128::from(network) & mask
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_proxy_matches_names_domains_and_ranges() {
+        let config = ProxyConfig::through(
+            "http://127.0.0.1:15001",
+            &["localhost", ".svc", "example.com:80", "127.0.0.0/8"],
+        )
+        .unwrap();
+        let proxied = |host: &str| config.proxy_for(host).is_some();
+        assert!(proxied("podinfo.test"));
+        assert!(!proxied("localhost"));
+        assert!(!proxied("podinfo.test.svc"));
+        assert!(!proxied("api.example.com"));
+        assert!(!proxied("127.0.0.1"));
+        assert!(proxied("10.0.0.1"));
+        assert!(ProxyConfig::direct().proxy_for("podinfo.test").is_none());
+        let all = ProxyConfig::through("p:1", &["*"]).unwrap();
+        assert!(all.proxy_for("podinfo.test").is_none());
+    }
+}
