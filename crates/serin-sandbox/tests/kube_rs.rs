@@ -1,5 +1,6 @@
-//! kube-rs against the sandbox: client CRUD, conflicts, status writes, server-side apply, the
-//! finalizer helper, the events Recorder, and a watcher that relists after a compaction.
+//! kube-rs against the sandbox: client CRUD, conflicts, status writes, server-side apply, a
+//! Controller with the finalizer helper, the events Recorder, and a watcher that relists after a
+//! compaction.
 
 mod common;
 
@@ -8,14 +9,16 @@ use futures::StreamExt;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::controller::Action;
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::watcher;
-use kube::{Client, Config, Resource};
+use kube::{Client, Config, Resource, ResourceExt};
 use serde_json::json;
+use serin_api::{Canary, Phase};
 use serin_sandbox::Sandbox;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 async fn start() -> (Sandbox, Client, tempfile::TempDir) {
@@ -133,47 +136,110 @@ async fn crud_conflicts_status_and_apply() {
     sandbox.stop().await;
 }
 
-#[tokio::test]
-async fn finalizer_helper_adds_then_removes_its_finalizer() {
-    let (sandbox, client, _dir) = start().await;
-    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
-    cms.create(&PostParams::default(), &config_map("guarded"))
-        .await
-        .unwrap();
-    let reconcile = |cms: Api<ConfigMap>| async move {
-        let object = Arc::new(cms.get("guarded").await.unwrap());
-        finalizer(&cms, "serin.dev/cleanup", object, |event| async move {
-            Ok::<_, kube::Error>(match event {
-                FinalizerEvent::Apply(_) => Action::await_change(),
-                FinalizerEvent::Cleanup(_) => Action::await_change(),
-            })
-        })
-        .await
-        .unwrap()
-    };
-    reconcile(cms.clone()).await;
-    let finalizers = cms
-        .get("guarded")
-        .await
-        .unwrap()
-        .metadata
-        .finalizers
-        .unwrap();
-    assert_eq!(finalizers, ["serin.dev/cleanup"]);
+/// What the test controller shares with its reconciler.
+struct Context {
+    canaries: Api<Canary>,
+    cleanups: AtomicUsize,
+}
 
-    cms.delete("guarded", &DeleteParams::default())
+async fn reconcile_canary(
+    canary: Arc<Canary>,
+    ctx: Arc<Context>,
+) -> Result<Action, kube::runtime::finalizer::Error<kube::Error>> {
+    let api = ctx.canaries.clone();
+    finalizer(&api, "serin.dev/finalizer", canary, |event| async {
+        match event {
+            FinalizerEvent::Apply(canary) => {
+                let status = json!({"status": {"phase": "Initialized",
+                    "observedGeneration": canary.metadata.generation}});
+                api.patch_status(
+                    &canary.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&status),
+                )
+                .await?;
+                Ok(Action::await_change())
+            }
+            FinalizerEvent::Cleanup(_) => {
+                ctx.cleanups.fetch_add(1, Ordering::SeqCst);
+                Ok(Action::await_change())
+            }
+        }
+    })
+    .await
+}
+
+async fn eventually<T>(what: &str, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
+    for _ in 0..200 {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_adds_its_finalizer_writes_status_and_cleans_up_on_delete() {
+    let (sandbox, client, _dir) = start().await;
+    let kubectl = Kubectl::new(&sandbox);
+    let crds = include_str!("../../../artifacts/crds/serin.yaml");
+    let example = include_str!("../../../artifacts/examples/canary-progressive.yaml");
+    tokio::task::spawn_blocking(move || {
+        kubectl.apply(crds, &[]);
+        kubectl.ok(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/canaries.serin.dev",
+        ]);
+        kubectl.apply(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: test}\n",
+            &[],
+        );
+        kubectl.apply(example, &[]);
+    })
+    .await
+    .unwrap();
+
+    let canaries: Api<Canary> = Api::namespaced(client.clone(), "test");
+    let ctx = Arc::new(Context {
+        canaries: canaries.clone(),
+        cleanups: AtomicUsize::new(0),
+    });
+    let controller = Controller::new(canaries.clone(), watcher::Config::default())
+        .run(
+            reconcile_canary,
+            |_, _, _| Action::requeue(Duration::from_millis(200)),
+            ctx.clone(),
+        )
+        .for_each(|_| async {});
+    let running = tokio::spawn(controller);
+
+    let reconciled = eventually("the status write", async || {
+        let canary = canaries.get("podinfo").await.ok()?;
+        let phase = canary.status.as_ref()?.phase?;
+        (phase == Phase::Initialized).then_some(canary)
+    })
+    .await;
+    assert_eq!(
+        reconciled.metadata.finalizers.unwrap_or_default(),
+        ["serin.dev/finalizer"]
+    );
+    assert_eq!(
+        reconciled.status.unwrap().observed_generation,
+        reconciled.metadata.generation
+    );
+
+    canaries
+        .delete("podinfo", &DeleteParams::default())
         .await
         .unwrap();
-    assert!(
-        cms.get("guarded")
-            .await
-            .unwrap()
-            .metadata
-            .deletion_timestamp
-            .is_some()
-    );
-    reconcile(cms.clone()).await;
-    assert_eq!(status_code(cms.get("guarded").await.unwrap_err()), 404);
+    eventually("the finalizer to let the canary go", async || {
+        canaries.get("podinfo").await.is_err().then_some(())
+    })
+    .await;
+    assert_eq!(ctx.cleanups.load(Ordering::SeqCst), 1, "cleanup ran once");
+    running.abort();
     sandbox.stop().await;
 }
 
