@@ -276,15 +276,15 @@ pub fn set_entries(object: &mut Value, entries: Vec<Entry>) {
 }
 
 /// Who is writing: the manager, its API version and subresource, and the time of the write.
-pub struct Writer<'a> {
+pub struct Writer {
     /// The field manager.
-    pub manager: &'a str,
+    pub manager: String,
     /// The API version of the request.
-    pub api_version: &'a str,
+    pub api_version: String,
     /// `Some("status")` for status subresource writes.
-    pub subresource: Option<&'a str>,
+    pub subresource: Option<&'static str>,
     /// The time recorded for changed entries.
-    pub now: &'a str,
+    pub now: String,
 }
 
 /// Records a non-apply write: the leaves it changed or set move to the writer's `Update` entry,
@@ -316,12 +316,12 @@ pub fn record_update(
         }
         let position = basis
             .iter()
-            .position(|e| e.same_owner(writer.manager, "Update", writer.subresource));
+            .position(|e| e.same_owner(&writer.manager, "Update", writer.subresource));
         let entry = match position {
             Some(i) => &mut basis[i],
             None => {
                 basis.push(Entry {
-                    manager: writer.manager.into(),
+                    manager: writer.manager.clone(),
                     operation: "Update".into(),
                     api_version: String::new(),
                     time: String::new(),
@@ -332,8 +332,8 @@ pub fn record_update(
             }
         };
         entry.fields.extend(changed);
-        entry.api_version = writer.api_version.into();
-        entry.time = writer.now.into();
+        entry.api_version = writer.api_version.clone();
+        entry.time = writer.now.clone();
     }
     set_entries(new, basis);
 }
@@ -353,7 +353,7 @@ pub fn record_apply(
     let live_leaves = leaves(live, builtin);
     let applied_leaves = leaves(applied, builtin);
     let mut entries = entries(live);
-    let is_mine = |e: &Entry| e.same_owner(writer.manager, "Apply", writer.subresource);
+    let is_mine = |e: &Entry| e.same_owner(&writer.manager, "Apply", writer.subresource);
     let mut conflicts: Vec<(usize, FieldPath)> = Vec::new();
     for (path, value) in &applied_leaves {
         if path.last().is_some_and(|s| s == ".") || live_leaves.get(path) == Some(value) {
@@ -406,10 +406,10 @@ pub fn record_apply(
     }
     entries.retain(|e| !is_mine(e));
     entries.push(Entry {
-        manager: writer.manager.into(),
+        manager: writer.manager.clone(),
         operation: "Apply".into(),
-        api_version: writer.api_version.into(),
-        time: writer.now.into(),
+        api_version: writer.api_version.clone(),
+        time: writer.now.clone(),
         subresource: writer.subresource.map(String::from),
         fields: applied_paths,
     });
@@ -458,12 +458,12 @@ fn conflict_error(entries: &[Entry], conflicts: &[(usize, FieldPath)]) -> ApiErr
 mod tests {
     use super::*;
 
-    fn writer<'a>(manager: &'a str) -> Writer<'a> {
+    fn writer(manager: &str) -> Writer {
         Writer {
-            manager,
-            api_version: "coordination.k8s.io/v1",
+            manager: manager.into(),
+            api_version: "coordination.k8s.io/v1".into(),
             subresource: None,
-            now: "2026-11-22T00:00:00Z",
+            now: "2026-11-22T00:00:00Z".into(),
         }
     }
 

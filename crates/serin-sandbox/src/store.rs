@@ -105,11 +105,18 @@ impl WriteOptions {
         }
     }
 
-    fn manager(&self) -> &str {
-        if self.field_manager.is_empty() {
+    /// The managedFields writer of a write to `part` of an object of `info`.
+    fn writer(&self, info: &ResourceInfo, part: Part) -> managed::Writer {
+        let manager = if self.field_manager.is_empty() {
             "unknown"
         } else {
             &self.field_manager
+        };
+        managed::Writer {
+            manager: manager.into(),
+            api_version: info.api_version(),
+            subresource: (part == Part::Status).then_some("status"),
+            now: now_rfc3339(),
         }
     }
 }
@@ -446,14 +453,7 @@ impl Store {
         let mut inner = self.lock();
         let applied = body.clone();
         let mut object = Self::prepare_create(&inner, info, namespace, body)?;
-        let now = now_rfc3339();
-        let api_version = info.api_version();
-        let writer = managed::Writer {
-            manager: options.manager(),
-            api_version: &api_version,
-            subresource: None,
-            now: &now,
-        };
+        let writer = options.writer(info, Part::Main);
         match tracking {
             Tracking::Update => {
                 let basis = managed::entries(&object);
@@ -744,14 +744,7 @@ impl Store {
             object = Self::present(info, object);
         }
         if tracking == Tracking::Update {
-            let now = now_rfc3339();
-            let api_version = info.api_version();
-            let writer = managed::Writer {
-                manager: options.manager(),
-                api_version: &api_version,
-                subresource: (part == Part::Status).then_some("status"),
-                now: &now,
-            };
+            let writer = options.writer(info, part);
             let basis = managed::entries(&object);
             managed::record_update(Some(&old), &mut object, info.builtin, basis, &writer);
         }
@@ -835,14 +828,7 @@ impl Store {
             meta_mut(&mut patched).insert("resourceVersion".into(), json!(rv));
         }
         let tracking = if patch_type == PatchType::Apply {
-            let now = now_rfc3339();
-            let api_version = info.api_version();
-            let writer = managed::Writer {
-                manager: options.manager(),
-                api_version: &api_version,
-                subresource: (part == Part::Status).then_some("status"),
-                now: &now,
-            };
+            let writer = options.writer(info, part);
             let live = Self::present(info, old.clone());
             managed::record_apply(
                 &live,

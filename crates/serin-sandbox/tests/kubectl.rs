@@ -6,6 +6,16 @@ use common::Kubectl;
 use serin_sandbox::Sandbox;
 use std::process::Stdio;
 
+fn first_container(k: &Kubectl, field: &str) -> String {
+    k.ok(&[
+        "get",
+        "deploy",
+        "podinfo",
+        "-o",
+        &format!("jsonpath={{.spec.template.spec.containers[0].{field}}}"),
+    ])
+}
+
 fn deployment(image: &str, env_value: &str) -> String {
     format!(
         r#"apiVersion: apps/v1
@@ -136,16 +146,7 @@ async fn apply_creates_updates_and_leaves_unchanged() {
         &deployment("podinfo:6.0.9", "2"),
         &["--server-side", "--field-manager=ci", "--force-conflicts"],
     );
-    assert_eq!(
-        k.ok(&[
-            "get",
-            "deploy",
-            "podinfo",
-            "-o",
-            "jsonpath={.spec.template.spec.containers[0].image}"
-        ]),
-        "podinfo:6.0.9"
-    );
+    assert_eq!(first_container(&k, "image"), "podinfo:6.0.9");
     let managers = k.ok(&[
         "get",
         "deploy",
@@ -165,13 +166,7 @@ async fn apply_creates_updates_and_leaves_unchanged() {
     k.apply(&without_env, &["--server-side", "--field-manager=ci"]);
     k.apply(&without_env, &["--server-side"]);
     assert_eq!(
-        k.ok(&[
-            "get",
-            "deploy",
-            "podinfo",
-            "-o",
-            "jsonpath={.spec.template.spec.containers[0].env}"
-        ]),
+        first_container(&k, "env"),
         "",
         "env was removed once no manager applied it"
     );
@@ -282,10 +277,7 @@ async fn crd_then_custom_resources_with_finalizers_and_watch() {
         r#"{"status":{"phase":"Progressing","canaryWeight":10,"lastTransitionTime":"2026-11-22T07:00:00Z"}}"#,
     ]);
     let table = k.ok(&["get", "canaries", "-n", "test"]);
-    let rows: Vec<Vec<&str>> = table
-        .lines()
-        .map(|l| l.split_whitespace().collect())
-        .collect();
+    let rows = common::table_rows(&table);
     assert_eq!(
         rows[0],
         ["NAME", "STATUS", "WEIGHT", "LASTTRANSITIONTIME"],

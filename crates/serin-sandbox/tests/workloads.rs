@@ -229,10 +229,7 @@ async fn kubectl_rollout_status_follows_a_template_change() {
     // The columns a real cluster prints, from server-side tables.
     let (ok, table) = kubectl.output(&["get", "deploy", "podinfo"]);
     assert!(ok, "{table}");
-    let rows: Vec<Vec<&str>> = table
-        .lines()
-        .map(|l| l.split_whitespace().collect())
-        .collect();
+    let rows = common::table_rows(&table);
     assert_eq!(
         rows[0],
         ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],

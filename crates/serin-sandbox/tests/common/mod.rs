@@ -83,3 +83,11 @@ impl Kubectl {
         stderr
     }
 }
+
+/// The cells of a `kubectl get` table, row by row (cells split on white space).
+pub fn table_rows(table: &str) -> Vec<Vec<&str>> {
+    table
+        .lines()
+        .map(|line| line.split_whitespace().collect())
+        .collect()
+}
