@@ -1,0 +1,862 @@
+//! Istio routing as a pure function: given the VirtualServices and DestinationRules in force and one
+//! HTTP request, which destination gets it and with what rewrite, headers, timeout, retries, fault
+//! and mirror. The mesh proxy does the I/O; the choices live here so they can be tested one by one.
+//!
+//! Semantics follow Istio's (`docs/sandbox.md` lists the subset): hosts with short names expanded in
+//! the object's namespace, the `mesh` gateway, ordered `http[]` routes where the first matching
+//! entry wins (OR across match entries, AND inside one), anchored regexes, weights as shares of
+//! their sum with zero-weight destinations dropped, subsets from DestinationRules.
+
+use regex::Regex;
+use serde_json::{Map, Value};
+use std::time::Duration;
+
+/// The parts of a request that routing looks at.
+#[derive(Clone, Debug, Default)]
+pub struct Request {
+    /// `GET`, `POST`, ...
+    pub method: String,
+    /// The Host header (or absolute-form authority), port included or not.
+    pub authority: String,
+    /// The path, without the query string.
+    pub path: String,
+    /// The query string without `?` (may be empty).
+    pub query: String,
+    /// Request headers with lower-case names, in arrival order.
+    pub headers: Vec<(String, String)>,
+}
+
+impl Request {
+    fn header(&self, name: &str) -> Option<String> {
+        let values: Vec<&str> = self
+            .headers
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+            .collect();
+        (!values.is_empty()).then(|| values.join(","))
+    }
+
+    fn query_param(&self, name: &str) -> Option<String> {
+        self.query.split('&').find_map(|pair| {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            (key == name).then(|| value.to_string())
+        })
+    }
+}
+
+/// The namespace of a routing object, which its short host names are expanded in.
+fn namespace_of(object: &Value) -> &str {
+    object["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("default")
+}
+
+/// The routing configuration of the mesh.
+#[derive(Clone, Debug, Default)]
+pub struct RouteTable {
+    /// VirtualServices (`networking.istio.io`, any served version).
+    pub virtual_services: Vec<Value>,
+    /// DestinationRules.
+    pub destination_rules: Vec<Value>,
+}
+
+/// Header operations of a route or destination, applied in order: set, add, remove.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HeaderOps {
+    /// Headers to overwrite or add.
+    pub set: Vec<(String, String)>,
+    /// Header values to append.
+    pub add: Vec<(String, String)>,
+    /// Headers to delete.
+    pub remove: Vec<String>,
+}
+
+impl HeaderOps {
+    fn parse(value: &Value) -> HeaderOps {
+        let pairs = |v: &Value| -> Vec<(String, String)> {
+            v.as_object()
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| (k.to_ascii_lowercase(), v.as_str().unwrap_or("").into()))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        HeaderOps {
+            set: pairs(&value["set"]),
+            add: pairs(&value["add"]),
+            remove: value["remove"]
+                .as_array()
+                .map(|r| {
+                    r.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_ascii_lowercase)
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Applies the operations to a header list (lower-case names).
+    pub fn apply(&self, headers: &mut Vec<(String, String)>) {
+        for (name, value) in &self.set {
+            headers.retain(|(n, _)| n != name);
+            headers.push((name.clone(), value.clone()));
+        }
+        for (name, value) in &self.add {
+            headers.push((name.clone(), value.clone()));
+        }
+        headers.retain(|(n, _)| !self.remove.contains(n));
+    }
+}
+
+/// Where a request goes: a Service host, optionally narrowed to a subset and a port.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Destination {
+    /// Fully qualified Service host, e.g. `podinfo-canary.test.svc.cluster.local`.
+    pub host: String,
+    /// The port asked for, if any.
+    pub port: Option<u16>,
+    /// The subset's name, if any.
+    pub subset: Option<String>,
+    /// Labels the endpoints of the subset carry (empty without a subset).
+    pub subset_labels: Map<String, Value>,
+}
+
+/// When a failed attempt is tried again.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt (0 disables).
+    pub attempts: u32,
+    /// Timeout of each attempt, the first included.
+    pub per_try_timeout: Option<Duration>,
+    /// The `retryOn` conditions.
+    pub retry_on: Vec<String>,
+}
+
+impl RetryPolicy {
+    /// Istio's mesh default: 2 retries on connection failures and refused or reset streams.
+    pub fn mesh_default() -> Self {
+        RetryPolicy {
+            attempts: 2,
+            per_try_timeout: None,
+            retry_on: "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes"
+                .split(',')
+                .map(String::from)
+                .collect(),
+        }
+    }
+
+    fn parse(value: &Value) -> Self {
+        if value.is_null() {
+            return Self::mesh_default();
+        }
+        let default = Self::mesh_default();
+        let retry_on: Vec<String> = value["retryOn"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(|s| s.split(',').map(|t| t.trim().to_string()).collect())
+            .unwrap_or(default.retry_on);
+        RetryPolicy {
+            attempts: value["attempts"].as_u64().unwrap_or(2) as u32,
+            per_try_timeout: value["perTryTimeout"].as_str().and_then(parse_duration),
+            retry_on,
+        }
+    }
+
+    /// Whether an attempt that ended with `status` (`None`: no response, e.g. connection refused
+    /// or a per-try timeout) is retried under these conditions.
+    pub fn retries(&self, status: Option<u16>) -> bool {
+        let on = |token: &str| self.retry_on.iter().any(|t| t == token);
+        match status {
+            None => on("5xx") || on("gateway-error") || on("connect-failure") || on("reset"),
+            Some(code) => {
+                (on("5xx") && code >= 500)
+                    || (on("gateway-error") && matches!(code, 502..=504))
+                    || (on("retriable-4xx") && code == 409)
+                    || self.retry_on.iter().any(|t| t.parse::<u16>() == Ok(code))
+            }
+        }
+    }
+}
+
+/// Fault injection of a route.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Fault {
+    /// A delay and the percentage (0–100) of requests it applies to.
+    pub delay: Option<(Duration, f64)>,
+    /// An HTTP status answered instead of forwarding, and the percentage of requests.
+    pub abort: Option<(u16, f64)>,
+}
+
+/// A request to forward, with everything the proxy must do around it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Forward {
+    /// The picked destination.
+    pub destination: Destination,
+    /// Path and query to send upstream, after rewrite.
+    pub path_and_query: String,
+    /// A new Host, from `rewrite.authority` or a `host` header operation.
+    pub authority: Option<String>,
+    /// Request header operations, route level then destination level.
+    pub request_headers: Vec<HeaderOps>,
+    /// Response header operations, route level then destination level.
+    pub response_headers: Vec<HeaderOps>,
+    /// Whole-request timeout (`None`: disabled, Istio's default).
+    pub timeout: Option<Duration>,
+    /// Retry policy.
+    pub retries: RetryPolicy,
+    /// Fault injection.
+    pub fault: Fault,
+    /// A copy to send, fire and forget, and the percentage of requests to copy.
+    pub mirror: Option<(Destination, f64)>,
+    /// The VirtualService that routed, as `namespace/name` (absent: straight to the Service).
+    pub virtual_service: Option<String>,
+}
+
+/// What to do with a request.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decision {
+    /// Forward it.
+    Forward(Box<Forward>),
+    /// Answer locally with this status and body (no route: 404; a bad destination: 503 or 500).
+    Respond {
+        /// HTTP status.
+        status: u16,
+        /// Body text.
+        body: String,
+    },
+}
+
+/// Parses an Istio duration (`5s`, `250ms`, `1.5s`, `1m`).
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    serin_loadtester::duration::parse_go_duration(text).ok()
+}
+
+/// Expands a host as written in an object of `namespace` (or by a client in `namespace`) to its
+/// fully qualified form; the port, if any, is dropped.
+pub fn qualify(host: &str, namespace: &str) -> String {
+    let host = strip_port(host);
+    if host.starts_with('*') || host.contains(".svc.cluster.local") {
+        return host.to_string();
+    }
+    match host.split('.').count() {
+        1 => format!("{host}.{namespace}.svc.cluster.local"),
+        2 => format!("{host}.svc.cluster.local"),
+        _ if host.ends_with(".svc") => format!("{host}.cluster.local"),
+        _ => host.to_string(),
+    }
+}
+
+fn strip_port(authority: &str) -> &str {
+    match authority.rsplit_once(':') {
+        Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => host,
+        _ => authority,
+    }
+}
+
+fn port_of(authority: &str) -> Option<u16> {
+    authority.rsplit_once(':').and_then(|(_, p)| p.parse().ok())
+}
+
+fn applies_to_mesh(gateways: &Value) -> bool {
+    match gateways.as_array() {
+        None => true,
+        Some(list) if list.is_empty() => true,
+        Some(list) => list.iter().any(|g| g == "mesh"),
+    }
+}
+
+fn host_matches(pattern: &str, host: &str) -> bool {
+    match pattern.strip_prefix('*') {
+        Some(suffix) => host.ends_with(suffix),
+        None => pattern == host,
+    }
+}
+
+/// The VirtualService governing `host` for sidecars: an exact host beats a wildcard; among
+/// equals the oldest, then `namespace/name`, wins (Istio does not merge them).
+fn virtual_service_for<'a>(table: &'a RouteTable, host: &str) -> Option<&'a Value> {
+    let mut candidates: Vec<(bool, &str, String, &Value)> = Vec::new();
+    for vs in &table.virtual_services {
+        if !applies_to_mesh(&vs["spec"]["gateways"]) {
+            continue;
+        }
+        let hosts = vs["spec"]["hosts"]
+            .as_array()
+            .map_or(&[][..], Vec::as_slice);
+        for pattern in hosts.iter().filter_map(Value::as_str) {
+            let qualified = qualify(pattern, namespace_of(vs));
+            if host_matches(&qualified, host) {
+                let key = format!(
+                    "{}/{}",
+                    namespace_of(vs),
+                    vs["metadata"]["name"].as_str().unwrap_or_default()
+                );
+                let created = vs["metadata"]["creationTimestamp"].as_str().unwrap_or("");
+                candidates.push((qualified.starts_with('*'), created, key, vs));
+            }
+        }
+    }
+    candidates.sort_by(|a, b| (a.0, a.1, &a.2).cmp(&(b.0, b.1, &b.2)));
+    candidates.first().map(|c| c.3)
+}
+
+fn anchored(pattern: &str) -> Option<Regex> {
+    Regex::new(&format!("^(?:{pattern})$")).ok()
+}
+
+/// Whether `value` satisfies a StringMatch (`exact`, `prefix`, `regex`; `{}` = present).
+fn string_match(matcher: &Value, value: Option<&str>, ignore_case: bool) -> bool {
+    let Some(value) = value else {
+        return false;
+    };
+    let fold = |s: &str| {
+        if ignore_case {
+            s.to_ascii_lowercase()
+        } else {
+            s.to_string()
+        }
+    };
+    if let Some(exact) = matcher["exact"].as_str() {
+        return fold(value) == fold(exact);
+    }
+    if let Some(prefix) = matcher["prefix"].as_str() {
+        return fold(value).starts_with(&fold(prefix));
+    }
+    if let Some(pattern) = matcher["regex"].as_str() {
+        return pattern == "*" || anchored(pattern).is_some_and(|re| re.is_match(value));
+    }
+    true
+}
+
+/// Whether one HTTPMatchRequest entry holds for the request (all its conditions).
+fn entry_matches(entry: &Value, request: &Request) -> bool {
+    let ignore_case = entry["ignoreUriCase"].as_bool().unwrap_or(false);
+    if !entry["uri"].is_null() && !string_match(&entry["uri"], Some(&request.path), ignore_case) {
+        return false;
+    }
+    if !entry["method"].is_null() && !string_match(&entry["method"], Some(&request.method), false) {
+        return false;
+    }
+    if !entry["authority"].is_null()
+        && !string_match(&entry["authority"], Some(&request.authority), false)
+    {
+        return false;
+    }
+    if let Some(headers) = entry["headers"].as_object() {
+        for (name, matcher) in headers {
+            let value = request.header(&name.to_ascii_lowercase());
+            if !string_match(matcher, value.as_deref(), false) {
+                return false;
+            }
+        }
+    }
+    if let Some(headers) = entry["withoutHeaders"].as_object() {
+        for (name, matcher) in headers {
+            let value = request.header(&name.to_ascii_lowercase());
+            let presence_only =
+                matcher.as_object().is_none_or(|m| m.is_empty()) || matcher["regex"] == "*";
+            let matched = if presence_only {
+                value.is_some()
+            } else {
+                // A missing header counts as an empty value for value matchers.
+                string_match(matcher, Some(value.as_deref().unwrap_or("")), false)
+            };
+            if matched {
+                return false;
+            }
+        }
+    }
+    if let Some(params) = entry["queryParams"].as_object() {
+        for (name, matcher) in params {
+            if !string_match(matcher, request.query_param(name).as_deref(), false) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+fn resolve_destination(
+    table: &RouteTable,
+    value: &Value,
+    namespace: &str,
+) -> Result<Destination, (u16, String)> {
+    let host = qualify(value["host"].as_str().unwrap_or_default(), namespace);
+    let port = value["port"]["number"].as_u64().map(|p| p as u16);
+    let subset = value["subset"].as_str().map(String::from);
+    let mut subset_labels = Map::new();
+    if let Some(name) = &subset {
+        let defined = table
+            .destination_rules
+            .iter()
+            .filter(|dr| {
+                qualify(
+                    dr["spec"]["host"].as_str().unwrap_or_default(),
+                    namespace_of(dr),
+                ) == host
+            })
+            .flat_map(|dr| {
+                dr["spec"]["subsets"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .find(|s| s["name"] == name.as_str());
+        let Some(defined) = defined else {
+            return Err((
+                503,
+                format!(
+                    "no healthy upstream: subset {name:?} of {host} is not defined by any DestinationRule"
+                ),
+            ));
+        };
+        subset_labels = defined["labels"].as_object().cloned().unwrap_or_default();
+    }
+    Ok(Destination {
+        host,
+        port,
+        subset,
+        subset_labels,
+    })
+}
+
+/// Picks one destination of `route[]` by weight with `pick` in [0, 1): a single destination takes
+/// everything; otherwise each gets weight / sum and zero weights get nothing.
+fn pick_weighted(route: &[Value], pick: f64) -> Option<&Value> {
+    if route.len() == 1 {
+        return route.first();
+    }
+    let weights: Vec<u64> = route
+        .iter()
+        .map(|d| d["weight"].as_u64().unwrap_or(0))
+        .collect();
+    let total: u64 = weights.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let mut target = (pick.clamp(0.0, 0.999_999_999) * total as f64) as u64;
+    for (destination, weight) in route.iter().zip(weights) {
+        if target < weight {
+            return Some(destination);
+        }
+        target -= weight;
+    }
+    route.last()
+}
+
+fn rewrite_path(rewrite: &Value, matched_uri: &Value, request: &Request) -> String {
+    let query = if request.query.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", request.query)
+    };
+    let Some(replacement) = rewrite["uri"].as_str() else {
+        return format!("{}{query}", request.path);
+    };
+    let path = if let Some(prefix) = matched_uri["prefix"].as_str() {
+        format!(
+            "{replacement}{}",
+            &request.path[prefix.len().min(request.path.len())..]
+        )
+    } else if matched_uri["exact"].is_string() || matched_uri["regex"].is_string() {
+        replacement.to_string()
+    } else {
+        // No uri match is an implicit prefix `/`.
+        format!("{replacement}{}", request.path.trim_start_matches('/'))
+    };
+    format!("{path}{query}")
+}
+
+fn percentage(value: &Value, legacy: &Value) -> Option<f64> {
+    value["value"].as_f64().or_else(|| legacy.as_f64())
+}
+
+fn fault_of(value: &Value) -> Fault {
+    let delay = value["delay"]["fixedDelay"]
+        .as_str()
+        .and_then(parse_duration)
+        .zip(percentage(
+            &value["delay"]["percentage"],
+            &value["delay"]["percent"],
+        ));
+    let abort = value["abort"]["httpStatus"]
+        .as_u64()
+        .map(|s| s as u16)
+        .zip(percentage(&value["abort"]["percentage"], &Value::Null));
+    Fault { delay, abort }
+}
+
+/// Decides what happens to `request`, sent by a client in `client_namespace`. `pick` (in [0, 1))
+/// chooses among weighted destinations, so callers supply the randomness.
+pub fn route(table: &RouteTable, request: &Request, client_namespace: &str, pick: f64) -> Decision {
+    let host = qualify(&request.authority, client_namespace);
+    let port = port_of(&request.authority);
+    let path_and_query = if request.query.is_empty() {
+        request.path.clone()
+    } else {
+        format!("{}?{}", request.path, request.query)
+    };
+    let Some(vs) = virtual_service_for(table, &host) else {
+        return Decision::Forward(Box::new(Forward {
+            destination: Destination {
+                host,
+                port,
+                subset: None,
+                subset_labels: Map::new(),
+            },
+            path_and_query,
+            authority: None,
+            request_headers: Vec::new(),
+            response_headers: Vec::new(),
+            timeout: None,
+            retries: RetryPolicy::mesh_default(),
+            fault: Fault::default(),
+            mirror: None,
+            virtual_service: None,
+        }));
+    };
+    let namespace = namespace_of(vs).to_string();
+    let vs_name = format!(
+        "{namespace}/{}",
+        vs["metadata"]["name"].as_str().unwrap_or_default()
+    );
+    let routes = vs["spec"]["http"].as_array().map_or(&[][..], Vec::as_slice);
+    for http in routes {
+        let entries = http["match"].as_array().filter(|m| !m.is_empty());
+        let matched_uri = match entries {
+            None => Value::Null,
+            Some(entries) => match entries
+                .iter()
+                .find(|e| applies_to_mesh(&e["gateways"]) && entry_matches(e, request))
+            {
+                Some(entry) => entry["uri"].clone(),
+                None => continue,
+            },
+        };
+        if let Some(status) = http["directResponse"]["status"].as_u64() {
+            return Decision::Respond {
+                status: status as u16,
+                body: http["directResponse"]["body"]["string"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .into(),
+            };
+        }
+        let route = http["route"].as_array().map_or(&[][..], Vec::as_slice);
+        let Some(chosen) = pick_weighted(route, pick) else {
+            return Decision::Respond {
+                status: 503,
+                body: format!("no healthy upstream: every destination of {vs_name} has weight 0"),
+            };
+        };
+        let destination = match resolve_destination(table, &chosen["destination"], &namespace) {
+            Ok(d) => d,
+            Err((status, body)) => return Decision::Respond { status, body },
+        };
+        let mirror = match destination_value(&http["mirror"]) {
+            None => None,
+            Some(value) => {
+                let percent =
+                    percentage(&http["mirrorPercentage"], &http["mirrorPercent"]).unwrap_or(100.0);
+                match resolve_destination(table, value, &namespace) {
+                    Ok(d) if percent > 0.0 => Some((d, percent)),
+                    _ => None,
+                }
+            }
+        };
+        let route_request = HeaderOps::parse(&http["headers"]["request"]);
+        let destination_request = HeaderOps::parse(&chosen["headers"]["request"]);
+        let authority = http["rewrite"]["authority"]
+            .as_str()
+            .map(String::from)
+            .or_else(|| {
+                [&route_request, &destination_request]
+                    .iter()
+                    .flat_map(|ops| ops.set.iter())
+                    .find(|(name, _)| name == "host" || name == ":authority")
+                    .map(|(_, v)| v.clone())
+            });
+        return Decision::Forward(Box::new(Forward {
+            destination,
+            path_and_query: rewrite_path(&http["rewrite"], &matched_uri, request),
+            authority,
+            request_headers: vec![route_request, destination_request],
+            response_headers: vec![
+                HeaderOps::parse(&http["headers"]["response"]),
+                HeaderOps::parse(&chosen["headers"]["response"]),
+            ],
+            timeout: http["timeout"]
+                .as_str()
+                .and_then(parse_duration)
+                .filter(|t| !t.is_zero()),
+            retries: RetryPolicy::parse(&http["retries"]),
+            fault: fault_of(&http["fault"]),
+            mirror,
+            virtual_service: Some(vs_name),
+        }));
+    }
+    Decision::Respond {
+        status: 404,
+        body: format!("no route: no http route of {vs_name} matches {path_and_query}"),
+    }
+}
+
+fn destination_value(value: &Value) -> Option<&Value> {
+    value.get("host").is_some().then_some(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn request(authority: &str, path: &str, headers: &[(&str, &str)]) -> Request {
+        let (path, query) = path.split_once('?').unwrap_or((path, ""));
+        Request {
+            method: "GET".into(),
+            authority: authority.into(),
+            path: path.into(),
+            query: query.into(),
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    fn flagger_vs(primary: u64, canary: u64) -> Value {
+        json!({"metadata": {"name": "podinfo", "namespace": "test"},
+            "spec": {"hosts": ["podinfo"], "gateways": ["mesh"], "http": [
+                {"match": [{"headers": {"x-canary": {"exact": "insider"}}},
+                           {"headers": {"cookie": {"regex": ".*canary=always.*"}}}],
+                 "route": [{"destination": {"host": "podinfo-canary"}}]},
+                {"route": [
+                    {"destination": {"host": "podinfo-primary"}, "weight": primary},
+                    {"destination": {"host": "podinfo-canary"}, "weight": canary,
+                     "headers": {"response": {"add": {"Set-Cookie": "flagger-cookie=abc; Max-Age=60"}}}}],
+                 "retries": {"attempts": 3, "perTryTimeout": "1s", "retryOn": "gateway-error,connect-failure"},
+                 "timeout": "5s"}]}})
+    }
+
+    fn forward(decision: Decision) -> Forward {
+        match decision {
+            Decision::Forward(f) => *f,
+            other => panic!("expected a forward, got {other:?}"),
+        }
+    }
+
+    fn table(vs: Value) -> RouteTable {
+        RouteTable {
+            virtual_services: vec![vs],
+            destination_rules: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn every_spelling_of_a_service_reaches_its_virtual_service() {
+        let table = table(flagger_vs(100, 0));
+        for authority in [
+            "podinfo",
+            "podinfo:9898",
+            "podinfo.test",
+            "podinfo.test:9898",
+            "podinfo.test.svc",
+            "podinfo.test.svc.cluster.local:9898",
+        ] {
+            let f = forward(route(&table, &request(authority, "/", &[]), "test", 0.5));
+            assert_eq!(
+                f.destination.host, "podinfo-primary.test.svc.cluster.local",
+                "{authority}"
+            );
+            assert_eq!(f.virtual_service.as_deref(), Some("test/podinfo"));
+        }
+        // A client in another namespace saying `podinfo` means its own namespace's service.
+        let f = forward(route(&table, &request("podinfo", "/", &[]), "other", 0.5));
+        assert_eq!(f.destination.host, "podinfo.other.svc.cluster.local");
+        assert_eq!(f.virtual_service, None);
+        assert_eq!(f.retries, RetryPolicy::mesh_default());
+    }
+
+    #[test]
+    fn weights_split_by_the_pick_and_zero_weight_gets_nothing() {
+        let split = table(flagger_vs(80, 20));
+        let host_at = |pick: f64| {
+            forward(route(
+                &split,
+                &request("podinfo.test", "/", &[]),
+                "test",
+                pick,
+            ))
+            .destination
+            .host
+        };
+        assert_eq!(host_at(0.0), "podinfo-primary.test.svc.cluster.local");
+        assert_eq!(host_at(0.79), "podinfo-primary.test.svc.cluster.local");
+        assert_eq!(host_at(0.80), "podinfo-canary.test.svc.cluster.local");
+        assert_eq!(host_at(0.999), "podinfo-canary.test.svc.cluster.local");
+        let all_primary = table(flagger_vs(100, 0));
+        let f = forward(route(
+            &all_primary,
+            &request("podinfo.test", "/", &[]),
+            "test",
+            0.999,
+        ));
+        assert_eq!(f.destination.host, "podinfo-primary.test.svc.cluster.local");
+        assert_eq!(f.timeout, Some(Duration::from_secs(5)));
+        assert_eq!(f.retries.attempts, 3);
+        assert!(f.retries.retries(Some(503)) && f.retries.retries(None));
+        assert!(!f.retries.retries(Some(500)), "500 is not a gateway error");
+        let none = table(flagger_vs(0, 0));
+        assert!(matches!(
+            route(&none, &request("podinfo.test", "/", &[]), "test", 0.5),
+            Decision::Respond { status: 503, .. }
+        ));
+    }
+
+    #[test]
+    fn match_entries_are_ored_and_regexes_anchored() {
+        let table = table(flagger_vs(100, 0));
+        let canary = "podinfo-canary.test.svc.cluster.local";
+        let to = |headers: &[(&str, &str)]| {
+            forward(route(
+                &table,
+                &request("podinfo.test", "/", headers),
+                "test",
+                0.0,
+            ))
+            .destination
+            .host
+        };
+        assert_eq!(to(&[("x-canary", "insider")]), canary);
+        assert_eq!(to(&[("cookie", "a=b; canary=always; c=d")]), canary);
+        assert_ne!(to(&[("x-canary", "insider2")]), canary, "exact is exact");
+        assert_ne!(to(&[]), canary);
+    }
+
+    #[test]
+    fn uri_query_method_and_without_headers_conditions() {
+        let vs = json!({"metadata": {"name": "app", "namespace": "test"},
+            "spec": {"hosts": ["app"], "http": [
+                {"match": [{"uri": {"prefix": "/api"}, "method": {"exact": "POST"},
+                            "queryParams": {"debug": {"exact": "1"}},
+                            "withoutHeaders": {"x-skip": {}}}],
+                 "rewrite": {"uri": "/v2"},
+                 "route": [{"destination": {"host": "app-v2"}}]},
+                {"match": [{"uri": {"regex": "/items/[0-9]+"}}],
+                 "route": [{"destination": {"host": "items"}}]}]}});
+        let table = table(vs);
+        let mut post = request("app.test", "/api/users?debug=1", &[]);
+        post.method = "POST".into();
+        let f = forward(route(&table, &post, "test", 0.0));
+        assert_eq!(f.destination.host, "app-v2.test.svc.cluster.local");
+        assert_eq!(
+            f.path_and_query, "/v2/users?debug=1",
+            "the matched prefix is replaced"
+        );
+        post.headers.push(("x-skip".into(), "yes".into()));
+        assert!(matches!(
+            route(&table, &post, "test", 0.0),
+            Decision::Respond { status: 404, .. }
+        ));
+        let item = forward(route(
+            &table,
+            &request("app.test", "/items/42", &[]),
+            "test",
+            0.0,
+        ));
+        assert_eq!(item.destination.host, "items.test.svc.cluster.local");
+        assert!(
+            matches!(
+                route(
+                    &table,
+                    &request("app.test", "/items/42/x", &[]),
+                    "test",
+                    0.0
+                ),
+                Decision::Respond { status: 404, .. }
+            ),
+            "a regex must match the whole path"
+        );
+    }
+
+    #[test]
+    fn subsets_mirrors_faults_and_gateway_only_services() {
+        let vs = json!({"metadata": {"name": "app", "namespace": "test"},
+            "spec": {"hosts": ["app"], "http": [{
+                "route": [{"destination": {"host": "app", "subset": "stable", "port": {"number": 8080}}}],
+                "mirror": {"host": "app", "subset": "next"}, "mirrorPercentage": {"value": 50.0},
+                "fault": {"abort": {"httpStatus": 503, "percentage": {"value": 10.0}},
+                          "delay": {"fixedDelay": "250ms"}}}]}});
+        let dr = json!({"metadata": {"name": "app", "namespace": "test"},
+            "spec": {"host": "app", "subsets": [{"name": "stable", "labels": {"version": "v1"}},
+                                                {"name": "next", "labels": {"version": "v2"}}]}});
+        let table = RouteTable {
+            virtual_services: vec![vs.clone()],
+            destination_rules: vec![dr],
+        };
+        let f = forward(route(&table, &request("app.test", "/", &[]), "test", 0.0));
+        assert_eq!(f.destination.subset_labels["version"], "v1");
+        assert_eq!(f.destination.port, Some(8080));
+        let (mirror, percent) = f.mirror.unwrap();
+        assert_eq!(
+            (mirror.subset_labels["version"].as_str(), percent),
+            (Some("v2"), 50.0)
+        );
+        assert_eq!(f.fault.abort, Some((503, 10.0)));
+        assert_eq!(
+            f.fault.delay, None,
+            "a delay without a percentage delays nothing"
+        );
+
+        let without_dr = RouteTable {
+            virtual_services: vec![vs],
+            destination_rules: Vec::new(),
+        };
+        assert!(matches!(
+            route(&without_dr, &request("app.test", "/", &[]), "test", 0.0),
+            Decision::Respond { status: 503, .. }
+        ));
+        let gateway_only = table_with_gateway();
+        let f = forward(route(
+            &gateway_only,
+            &request("app.test", "/", &[]),
+            "test",
+            0.0,
+        ));
+        assert_eq!(
+            f.virtual_service, None,
+            "sidecars ignore a VirtualService without mesh"
+        );
+    }
+
+    fn table_with_gateway() -> RouteTable {
+        table(json!({"metadata": {"name": "public", "namespace": "test"},
+            "spec": {"hosts": ["app"], "gateways": ["public-gateway"],
+                     "http": [{"route": [{"destination": {"host": "elsewhere"}}]}]}}))
+    }
+
+    #[test]
+    fn header_operations_set_add_and_remove() {
+        let ops = HeaderOps::parse(
+            &json!({"set": {"X-Env": "canary"}, "add": {"Set-Cookie": "a=1"},
+                                           "remove": ["X-Debug"]}),
+        );
+        let mut headers = vec![
+            ("x-env".to_string(), "prod".to_string()),
+            ("x-debug".to_string(), "1".to_string()),
+            ("set-cookie".to_string(), "b=2".to_string()),
+        ];
+        ops.apply(&mut headers);
+        assert_eq!(
+            headers,
+            [
+                ("set-cookie".to_string(), "b=2".to_string()),
+                ("x-env".to_string(), "canary".to_string()),
+                ("set-cookie".to_string(), "a=1".to_string()),
+            ]
+        );
+    }
+}
