@@ -22,12 +22,14 @@ pub mod instrument;
 pub mod managed;
 pub mod mesh_route;
 pub mod patch;
+pub mod prometheus;
 pub mod registry;
 pub mod selectors;
 pub mod server;
 pub mod status;
 pub mod store;
 pub mod tables;
+pub mod telemetry;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
