@@ -20,6 +20,7 @@ pub mod defaults;
 pub mod discovery;
 pub mod instrument;
 pub mod managed;
+pub mod mesh_proxy;
 pub mod mesh_route;
 pub mod patch;
 pub mod prometheus;

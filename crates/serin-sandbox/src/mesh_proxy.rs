@@ -1,0 +1,506 @@
+//! The mesh proxy: an HTTP forward proxy on loopback (clients use it as `HTTP_PROXY`) that routes
+//! every request by the VirtualServices and DestinationRules in the sandbox ([`crate::mesh_route`]),
+//! forwards it to a ready endpoint with the route's retries, timeouts, faults, header operations and
+//! mirror, and records Istio's telemetry for both reporters ([`crate::telemetry`]). It also serves
+//! that telemetry at `/stats/prometheus` for Prometheus to scrape.
+
+use crate::mesh_route::{self, Decision, Destination, Forward, RouteTable};
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::store::Store;
+use crate::telemetry::{Reporter, Sample, Telemetry, Workload};
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderName, HeaderValue, Request, Response, StatusCode, Uri};
+use http_body_util::BodyExt;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Map, Value};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Largest request body the proxy buffers (it keeps bodies for retries and mirrors).
+const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
+/// One ready endpoint of a Service.
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    /// Where the pod listens.
+    pub address: SocketAddr,
+    /// The pod's labels (DestinationRule subsets select on them).
+    pub labels: Map<String, Value>,
+    /// The workload the pod belongs to, for the telemetry labels.
+    pub workload: Workload,
+}
+
+/// Finds the ready endpoints behind a Service host.
+pub trait Upstreams: Send + Sync + 'static {
+    /// The ready endpoints of the Service with this fully qualified host (and port, if given).
+    fn endpoints(&self, host: &str, port: Option<u16>) -> Vec<Endpoint>;
+}
+
+/// Who the proxy speaks for.
+#[derive(Clone, Debug)]
+pub struct MeshOptions {
+    /// The caller identity in `reporter="source"` samples.
+    pub client: Workload,
+    /// Namespace short host names from clients are expanded in.
+    pub client_namespace: String,
+    /// Seed of the random choices (weighted picks, fault and mirror percentages).
+    pub seed: u64,
+}
+
+impl Default for MeshOptions {
+    fn default() -> Self {
+        MeshOptions {
+            client: Workload::unknown(),
+            client_namespace: "default".into(),
+            seed: 0x2545_f491_4f6c_dd1d,
+        }
+    }
+}
+
+struct Mesh {
+    store: Arc<Store>,
+    upstreams: Arc<dyn Upstreams>,
+    telemetry: Arc<Telemetry>,
+    options: MeshOptions,
+    client: Client<HttpConnector, Body>,
+    random: AtomicU64,
+}
+
+/// A running mesh proxy.
+pub struct MeshProxy {
+    /// Where it listens (use `http://ADDRESS` as HTTP_PROXY).
+    pub address: SocketAddr,
+    /// Its telemetry.
+    pub telemetry: Arc<Telemetry>,
+    shutdown: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl MeshProxy {
+    /// Starts the proxy on a free loopback port.
+    pub async fn start(
+        store: Arc<Store>,
+        upstreams: Arc<dyn Upstreams>,
+        options: MeshOptions,
+    ) -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let address = listener.local_addr()?;
+        let telemetry = Arc::new(Telemetry::default());
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(Duration::from_secs(2)));
+        let mesh = Arc::new(Mesh {
+            store,
+            upstreams,
+            telemetry: telemetry.clone(),
+            random: AtomicU64::new(options.seed | 1),
+            options,
+            client: Client::builder(TokioExecutor::new()).build(connector),
+        });
+        let app = axum::Router::new().fallback(move |request: Request<Body>| {
+            let mesh = mesh.clone();
+            async move { mesh.handle(request).await }
+        });
+        let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        Ok(MeshProxy {
+            address,
+            telemetry,
+            shutdown,
+            task,
+        })
+    }
+
+    /// Stops the proxy.
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(());
+        self.task.abort();
+        let _ = self.task.await;
+    }
+}
+
+/// The VirtualServices and DestinationRules in the store (of any served Istio version).
+pub fn route_table(store: &Store) -> RouteTable {
+    let mut table = RouteTable::default();
+    let registry = store.registry();
+    let mut seen = std::collections::HashSet::new();
+    for info in registry.all() {
+        if info.group != "networking.istio.io" || !seen.insert(info.storage_key()) {
+            continue;
+        }
+        let (objects, _) = store.list(
+            info,
+            None,
+            &LabelSelector::default(),
+            &FieldSelector::default(),
+        );
+        match info.plural.as_str() {
+            "virtualservices" => table.virtual_services.extend(objects),
+            "destinationrules" => table.destination_rules.extend(objects),
+            _ => {}
+        }
+    }
+    table
+}
+
+fn text_response(status: u16, body: String) -> Response<Body> {
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+    response
+}
+
+/// Endpoints of `destination` that its subset selects.
+fn subset_endpoints(upstreams: &dyn Upstreams, destination: &Destination) -> Vec<Endpoint> {
+    upstreams
+        .endpoints(&destination.host, destination.port)
+        .into_iter()
+        .filter(|e| {
+            destination
+                .subset_labels
+                .iter()
+                .all(|(k, v)| e.labels.get(k) == Some(v))
+        })
+        .collect()
+}
+
+/// What one attempt ended with: a response, or no response (flags say why).
+enum Attempt {
+    Answered(Response<Bytes>),
+    Failed(&'static str),
+}
+
+impl Mesh {
+    /// A number in [0, 1) from the proxy's seeded generator.
+    fn random(&self) -> f64 {
+        let mut x = self.random.load(Ordering::Relaxed);
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.random.store(x, Ordering::Relaxed);
+        (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn percent_hit(&self, percent: f64) -> bool {
+        percent > 0.0 && self.random() * 100.0 < percent
+    }
+
+    fn source_sample(
+        &self,
+        destination: Workload,
+        service: &str,
+        code: u16,
+        flags: &str,
+        took: Duration,
+    ) {
+        self.telemetry.record(&Sample {
+            reporter: Reporter::Source,
+            source: self.options.client.clone(),
+            destination,
+            destination_service: service.into(),
+            response_code: code,
+            response_flags: flags.into(),
+            duration: took,
+        });
+    }
+
+    fn destination_sample(
+        &self,
+        endpoint: &Endpoint,
+        service: &str,
+        code: u16,
+        flags: &str,
+        took: Duration,
+    ) {
+        self.telemetry.record(&Sample {
+            reporter: Reporter::Destination,
+            source: self.options.client.clone(),
+            destination: endpoint.workload.clone(),
+            destination_service: service.into(),
+            response_code: code,
+            response_flags: flags.into(),
+            duration: took,
+        });
+    }
+
+    async fn handle(self: Arc<Self>, request: Request<Body>) -> Response<Body> {
+        let started = Instant::now();
+        let (parts, body) = request.into_parts();
+        let authority = parts
+            .uri
+            .authority()
+            .map(|a| a.to_string())
+            .or_else(|| {
+                parts
+                    .headers
+                    .get("host")
+                    .and_then(|h| h.to_str().ok())
+                    .map(String::from)
+            })
+            .unwrap_or_default();
+        if parts.uri.authority().is_none() && parts.uri.path() == "/stats/prometheus" {
+            let mut response = text_response(200, self.telemetry.render());
+            response.headers_mut().insert(
+                "content-type",
+                HeaderValue::from_static("text/plain; version=0.0.4"),
+            );
+            return response;
+        }
+        let body = match body.collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(_) => return text_response(400, "could not read the request body".into()),
+        };
+        if body.len() > MAX_BODY_BYTES {
+            return text_response(413, "request body too large for the sandbox mesh".into());
+        }
+        let headers: Vec<(String, String)> = parts
+            .headers
+            .iter()
+            .filter_map(|(n, v)| Some((n.as_str().to_string(), v.to_str().ok()?.to_string())))
+            .collect();
+        let routed = mesh_route::Request {
+            method: parts.method.to_string(),
+            authority: authority.clone(),
+            path: parts.uri.path().to_string(),
+            query: parts.uri.query().unwrap_or("").to_string(),
+            headers: headers.clone(),
+        };
+        let table = route_table(&self.store);
+        let decision = mesh_route::route(
+            &table,
+            &routed,
+            &self.options.client_namespace,
+            self.random(),
+        );
+        let forward = match decision {
+            Decision::Respond { status, body } => {
+                let flags = match status {
+                    404 => "NR",
+                    503 => "NC",
+                    _ => "-",
+                };
+                self.source_sample(
+                    Workload::unknown(),
+                    "unknown",
+                    status,
+                    flags,
+                    started.elapsed(),
+                );
+                return text_response(status, body);
+            }
+            Decision::Forward(forward) => forward,
+        };
+        let service = forward.destination.host.clone();
+        if let Some((status, percent)) = forward.fault.abort
+            && self.percent_hit(percent)
+        {
+            self.source_sample(
+                Workload::unknown(),
+                &service,
+                status,
+                "FI",
+                started.elapsed(),
+            );
+            return text_response(status, "fault filter abort".into());
+        }
+        let mut flags = String::from("-");
+        if let Some((delay, percent)) = forward.fault.delay
+            && self.percent_hit(percent)
+        {
+            tokio::time::sleep(delay).await;
+            flags = "DI".into();
+        }
+        if let Some((mirror, percent)) = forward.mirror.clone()
+            && self.percent_hit(percent)
+        {
+            let mesh = self.clone();
+            let (method, headers, body, forward) = (
+                parts.method.clone(),
+                headers.clone(),
+                body.clone(),
+                forward.clone(),
+            );
+            tokio::spawn(async move {
+                let endpoints = subset_endpoints(&*mesh.upstreams, &mirror);
+                if let Some(endpoint) = endpoints.first() {
+                    let started = Instant::now();
+                    let code = match mesh
+                        .send(endpoint, &method, &headers, &body, &forward, None)
+                        .await
+                    {
+                        Attempt::Answered(response) => response.status().as_u16(),
+                        Attempt::Failed(_) => 503,
+                    };
+                    mesh.destination_sample(endpoint, &mirror.host, code, "-", started.elapsed());
+                }
+            });
+        }
+        let response = match forward.timeout {
+            Some(limit) => {
+                match tokio::time::timeout(
+                    limit,
+                    self.attempts(&parts.method, &headers, &body, &forward),
+                )
+                .await
+                {
+                    Ok(result) => result,
+                    Err(_) => Err((504, "UT", Workload::unknown())),
+                }
+            }
+            None => {
+                self.attempts(&parts.method, &headers, &body, &forward)
+                    .await
+            }
+        };
+        match response {
+            Ok((response, workload)) => {
+                let code = response.status().as_u16();
+                self.source_sample(workload, &service, code, &flags, started.elapsed());
+                let (mut parts, body) = response.into_parts();
+                let mut headers: Vec<(String, String)> = parts
+                    .headers
+                    .iter()
+                    .filter_map(|(n, v)| {
+                        Some((n.as_str().to_string(), v.to_str().ok()?.to_string()))
+                    })
+                    .collect();
+                for ops in &forward.response_headers {
+                    ops.apply(&mut headers);
+                }
+                parts.headers.clear();
+                for (name, value) in headers {
+                    if let (Ok(name), Ok(value)) =
+                        (HeaderName::try_from(name), HeaderValue::try_from(value))
+                    {
+                        parts.headers.append(name, value);
+                    }
+                }
+                Response::from_parts(parts, Body::from(body))
+            }
+            Err((status, flags, workload)) => {
+                self.source_sample(workload, &service, status, flags, started.elapsed());
+                let text = match flags {
+                    "UT" => "upstream request timeout",
+                    "UH" => "no healthy upstream",
+                    _ => "upstream connect error or disconnect/reset before headers",
+                };
+                text_response(status, text.into())
+            }
+        }
+    }
+
+    /// Sends the request with the route's retry policy; each attempt is a destination sample.
+    async fn attempts(
+        &self,
+        method: &axum::http::Method,
+        headers: &[(String, String)],
+        body: &Bytes,
+        forward: &Forward,
+    ) -> Result<(Response<Bytes>, Workload), (u16, &'static str, Workload)> {
+        let endpoints = subset_endpoints(&*self.upstreams, &forward.destination);
+        if endpoints.is_empty() {
+            return Err((503, "UH", Workload::unknown()));
+        }
+        let service = &forward.destination.host;
+        let tries = 1 + forward.retries.attempts as usize;
+        let first = (self.random() * endpoints.len() as f64) as usize;
+        let mut last_failure = (503, "UF", Workload::unknown());
+        for attempt in 0..tries {
+            // Retries prefer another host, as Istio's previous-hosts predicate does.
+            let endpoint = &endpoints[(first + attempt) % endpoints.len()];
+            let started = Instant::now();
+            let outcome = self
+                .send(
+                    endpoint,
+                    method,
+                    headers,
+                    body,
+                    forward,
+                    forward.retries.per_try_timeout,
+                )
+                .await;
+            let exhausted = attempt + 1 == tries;
+            match outcome {
+                Attempt::Answered(response) => {
+                    let code = response.status().as_u16();
+                    self.destination_sample(endpoint, service, code, "-", started.elapsed());
+                    if exhausted || !forward.retries.retries(Some(code)) {
+                        return Ok((response, endpoint.workload.clone()));
+                    }
+                }
+                Attempt::Failed(flags) => {
+                    self.destination_sample(endpoint, service, 503, flags, started.elapsed());
+                    last_failure = (503, flags, endpoint.workload.clone());
+                    if !forward.retries.retries(None) {
+                        break;
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        if tries > 1 {
+            last_failure.1 = "URX";
+        }
+        Err(last_failure)
+    }
+
+    /// One attempt to one endpoint.
+    async fn send(
+        &self,
+        endpoint: &Endpoint,
+        method: &axum::http::Method,
+        headers: &[(String, String)],
+        body: &Bytes,
+        forward: &Forward,
+        per_try: Option<Duration>,
+    ) -> Attempt {
+        let uri: Uri =
+            match format!("http://{}{}", endpoint.address, forward.path_and_query).parse() {
+                Ok(uri) => uri,
+                Err(_) => return Attempt::Failed("UF"),
+            };
+        let mut headers = headers.to_vec();
+        headers.retain(|(n, _)| {
+            !matches!(n.as_str(), "proxy-connection" | "connection" | "keep-alive")
+        });
+        for ops in &forward.request_headers {
+            ops.apply(&mut headers);
+        }
+        if let Some(authority) = &forward.authority {
+            headers.retain(|(n, _)| n != "host" && n != ":authority");
+            headers.push(("host".into(), authority.clone()));
+        }
+        let mut request = Request::builder().method(method.clone()).uri(uri);
+        for (name, value) in &headers {
+            if name.starts_with(':') {
+                continue;
+            }
+            request = request.header(name.as_str(), value.as_str());
+        }
+        let Ok(request) = request.body(Body::from(body.clone())) else {
+            return Attempt::Failed("UF");
+        };
+        let call = async {
+            let response = self.client.request(request).await.map_err(|_| "UF")?;
+            let (parts, body) = response.into_parts();
+            let bytes = body.collect().await.map_err(|_| "UC")?.to_bytes();
+            Ok::<_, &'static str>(Response::from_parts(parts, bytes))
+        };
+        let result = match per_try {
+            Some(limit) => tokio::time::timeout(limit, call).await.unwrap_or(Err("UT")),
+            None => call.await,
+        };
+        match result {
+            Ok(response) => Attempt::Answered(response),
+            Err(flags) => Attempt::Failed(flags),
+        }
+    }
+}
