@@ -128,13 +128,17 @@ impl MeshProxy {
     }
 }
 
-/// The VirtualServices and DestinationRules in the store (of any served Istio version).
+/// The VirtualServices, DestinationRules and HTTPRoutes in the store (of any served version).
 pub fn route_table(store: &Store) -> RouteTable {
     let mut table = RouteTable::default();
     let registry = store.registry();
     let mut seen = std::collections::HashSet::new();
     for info in registry.all() {
-        if info.group != "networking.istio.io" || !seen.insert(info.storage_key()) {
+        let routing_group = matches!(
+            info.group.as_str(),
+            "networking.istio.io" | "gateway.networking.k8s.io"
+        );
+        if !routing_group || !seen.insert(info.storage_key()) {
             continue;
         }
         let (objects, _) = store.list(
@@ -146,6 +150,7 @@ pub fn route_table(store: &Store) -> RouteTable {
         match info.plural.as_str() {
             "virtualservices" => table.virtual_services.extend(objects),
             "destinationrules" => table.destination_rules.extend(objects),
+            "httproutes" => table.http_routes.extend(objects),
             _ => {}
         }
     }
