@@ -1,6 +1,7 @@
-//! `make bench` for the sandbox API server: memory per stored object, list throughput over 10,000
-//! objects, and watch fan-out to 1,000 concurrent watchers. Prints counts and ratios measured in one
-//! run; absolute times depend on the machine.
+//! `make bench` for the sandbox: the API server's memory per stored object, list throughput over
+//! 10,000 objects and watch fan-out to 1,000 concurrent watchers; then the mesh proxy's throughput
+//! and added p99 latency against direct requests to the same backend. Prints counts and ratios
+//! measured in one run; absolute times depend on the machine.
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -161,6 +162,97 @@ async fn main() -> anyhow::Result<()> {
         sandbox.metrics.count("WATCH", "configmaps"),
         sandbox.metrics.count("PATCH", "configmaps")
     );
+    mesh_proxy(&sandbox).await?;
     sandbox.stop().await;
+    Ok(())
+}
+
+const MESH_WORKERS: usize = 8;
+const MESH_REQUESTS_PER_WORKER: usize = 2_000;
+
+/// Sends `MESH_REQUESTS_PER_WORKER` requests on each of `MESH_WORKERS` keep-alive connections to
+/// `connect_to` with absolute-form `url`; returns requests per second and every latency.
+async fn drive(
+    connect_to: std::net::SocketAddr,
+    url: &'static str,
+) -> anyhow::Result<(f64, Vec<Duration>)> {
+    use http_body_util::BodyExt;
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for _ in 0..MESH_WORKERS {
+        workers.push(tokio::spawn(async move {
+            let stream = tokio::net::TcpStream::connect(connect_to).await?;
+            let (mut sender, connection) =
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+            tokio::spawn(connection);
+            let mut latencies = Vec::with_capacity(MESH_REQUESTS_PER_WORKER);
+            for _ in 0..MESH_REQUESTS_PER_WORKER {
+                let request = http::Request::get(url)
+                    .header("host", "podinfo.test")
+                    .body(axum::body::Body::empty())?;
+                let sent = Instant::now();
+                sender.ready().await?;
+                let response = sender.send_request(request).await?;
+                anyhow::ensure!(response.status() == 200, "status {}", response.status());
+                response.into_body().collect().await?;
+                latencies.push(sent.elapsed());
+            }
+            Ok::<_, anyhow::Error>(latencies)
+        }));
+    }
+    let mut all = Vec::new();
+    for worker in workers {
+        all.extend(worker.await??);
+    }
+    let rps = all.len() as f64 / started.elapsed().as_secs_f64();
+    all.sort();
+    Ok((rps, all))
+}
+
+fn p99(sorted: &[Duration]) -> Duration {
+    sorted[(sorted.len() * 99 / 100).min(sorted.len() - 1)]
+}
+
+async fn mesh_proxy(sandbox: &Sandbox) -> anyhow::Result<()> {
+    use serin_sandbox::mesh_proxy::{Endpoint, MeshOptions, MeshProxy};
+    use serin_sandbox::telemetry::Workload;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let backend = listener.local_addr()?;
+    let app = axum::Router::new().fallback(|| async { "{\"version\":\"6.0.1\"}" });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let endpoint = Endpoint {
+        address: backend,
+        labels: serde_json::Map::new(),
+        workload: Workload {
+            name: "podinfo".into(),
+            namespace: "test".into(),
+            app: "podinfo".into(),
+            version: "unknown".into(),
+        },
+    };
+    let upstreams: std::collections::HashMap<String, Vec<Endpoint>> =
+        [("podinfo.test.svc.cluster.local".to_string(), vec![endpoint])].into();
+    let proxy = MeshProxy::start(
+        sandbox.store.clone(),
+        Arc::new(upstreams),
+        MeshOptions::default(),
+    )
+    .await?;
+
+    let (direct_rps, direct) = drive(backend, "/").await?;
+    let (proxied_rps, proxied) = drive(proxy.address, "http://podinfo.test/").await?;
+    let total = MESH_WORKERS * MESH_REQUESTS_PER_WORKER;
+    println!("sandbox: mesh proxy");
+    println!(
+        "  {MESH_WORKERS} connections x {MESH_REQUESTS_PER_WORKER} requests each way: through the proxy {proxied_rps:.0} req/s vs direct {direct_rps:.0} req/s = {:.2} of direct",
+        proxied_rps / direct_rps
+    );
+    println!(
+        "  p99 latency: through the proxy {:.2} ms vs direct {:.2} ms = +{:.2} ms added ({total} requests each, all 200)",
+        p99(&proxied).as_secs_f64() * 1000.0,
+        p99(&direct).as_secs_f64() * 1000.0,
+        (p99(&proxied).as_secs_f64() - p99(&direct).as_secs_f64()) * 1000.0
+    );
+    proxy.stop().await;
     Ok(())
 }

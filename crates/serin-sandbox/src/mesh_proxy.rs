@@ -40,6 +40,14 @@ pub trait Upstreams: Send + Sync + 'static {
     fn endpoints(&self, host: &str, port: Option<u16>) -> Vec<Endpoint>;
 }
 
+/// A fixed table of Services (by fully qualified host) and their endpoints, for tests and
+/// benchmarks.
+impl Upstreams for std::collections::HashMap<String, Vec<Endpoint>> {
+    fn endpoints(&self, host: &str, _port: Option<u16>) -> Vec<Endpoint> {
+        self.get(host).cloned().unwrap_or_default()
+    }
+}
+
 /// Who the proxy speaks for.
 #[derive(Clone, Debug)]
 pub struct MeshOptions {
@@ -68,6 +76,8 @@ struct Mesh {
     options: MeshOptions,
     client: Client<HttpConnector, Body>,
     random: AtomicU64,
+    /// The route table and the store resourceVersion it was read at.
+    routes: std::sync::Mutex<(u64, Arc<RouteTable>)>,
 }
 
 /// A running mesh proxy.
@@ -99,6 +109,7 @@ impl MeshProxy {
             random: AtomicU64::new(options.seed | 1),
             options,
             client: Client::builder(TokioExecutor::new()).build(connector),
+            routes: std::sync::Mutex::new((u64::MAX, Arc::new(RouteTable::default()))),
         });
         let app = axum::Router::new().fallback(move |request: Request<Body>| {
             let mesh = mesh.clone();
@@ -194,6 +205,16 @@ impl Mesh {
         (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
     }
 
+    /// The routing objects as of now, read again only when the store has changed.
+    fn route_table(&self) -> Arc<RouteTable> {
+        let version = self.store.resource_version();
+        let mut cached = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        if cached.0 != version {
+            *cached = (version, Arc::new(route_table(&self.store)));
+        }
+        cached.1.clone()
+    }
+
     fn percent_hit(&self, percent: f64) -> bool {
         percent > 0.0 && self.random() * 100.0 < percent
     }
@@ -278,7 +299,7 @@ impl Mesh {
             query: parts.uri.query().unwrap_or("").to_string(),
             headers: headers.clone(),
         };
-        let table = route_table(&self.store);
+        let table = self.route_table();
         let decision = mesh_route::route(
             &table,
             &routed,

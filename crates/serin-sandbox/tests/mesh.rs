@@ -6,7 +6,7 @@ use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
 use serde_json::{Map, Value, json};
 use serin_sandbox::Sandbox;
-use serin_sandbox::mesh_proxy::{Endpoint, MeshOptions, MeshProxy, Upstreams};
+use serin_sandbox::mesh_proxy::{Endpoint, MeshOptions, MeshProxy};
 use serin_sandbox::store::WriteOptions;
 use serin_sandbox::telemetry::{Reporter, Workload};
 use std::collections::HashMap;
@@ -42,15 +42,6 @@ async fn backend(name: &'static str, fail_every: u64) -> Backend {
     });
     tokio::spawn(async move { axum::serve(listener, app).await });
     Backend { address, received }
-}
-
-/// Services by fully qualified host.
-struct StaticUpstreams(HashMap<String, Vec<Endpoint>>);
-
-impl Upstreams for StaticUpstreams {
-    fn endpoints(&self, host: &str, _port: Option<u16>) -> Vec<Endpoint> {
-        self.0.get(host).cloned().unwrap_or_default()
-    }
 }
 
 fn endpoint(address: SocketAddr, workload: &str) -> Endpoint {
@@ -110,12 +101,10 @@ impl Mesh {
                 &WriteOptions::default(),
             )
             .unwrap();
-        let upstreams = StaticUpstreams(
-            services
-                .into_iter()
-                .map(|(host, endpoints)| (host.to_string(), endpoints))
-                .collect(),
-        );
+        let upstreams: HashMap<String, Vec<Endpoint>> = services
+            .into_iter()
+            .map(|(host, endpoints)| (host.to_string(), endpoints))
+            .collect();
         let options = MeshOptions {
             client: Workload {
                 name: "loadtester".into(),
