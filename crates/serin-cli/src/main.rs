@@ -32,6 +32,10 @@ enum SandboxAction {
         /// change them later with `PUT /sandbox/faults`.
         #[arg(long)]
         faults: Option<PathBuf>,
+        /// Extra image-name pattern whose pods run the built-in podinfo app (besides `podinfo`);
+        /// repeatable. Images matching nothing stay `ErrImagePull`.
+        #[arg(long = "podinfo-image", value_name = "PATTERN")]
+        podinfo_images: Vec<String>,
     },
 }
 
@@ -39,9 +43,22 @@ enum SandboxAction {
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Sandbox {
-            action: SandboxAction::Up { dir, faults },
+            action:
+                SandboxAction::Up {
+                    dir,
+                    faults,
+                    podinfo_images,
+                },
         } => {
-            let mut options = serin_sandbox::SandboxOptions::default();
+            let mut serving = serin_sandbox::runtime::ServingOptions::default();
+            serving.podinfo_images.extend(podinfo_images);
+            // Pods serve real HTTP here, so `kubectl apply` of a podinfo Deployment can be curled.
+            let mut options = serin_sandbox::SandboxOptions {
+                runtime: Some(std::sync::Arc::new(
+                    serin_sandbox::runtime::ServingRuntime::new(serving),
+                )),
+                ..serin_sandbox::SandboxOptions::default()
+            };
             if let Some(path) = faults {
                 let text = std::fs::read_to_string(&path)
                     .with_context(|| format!("reading --faults {}", path.display()))?;

@@ -34,8 +34,55 @@ pub trait PodRuntime: Send + Sync {
     fn running_status(&self, _pod: &Value) -> Value {
         json!({})
     }
-    /// The pod is gone.
+    /// What the pod's probes say now, for a runtime that probes its pods; `None` (the default)
+    /// keeps a running pod Ready as it is.
+    fn health(&self, _pod: &Value) -> Option<PodHealth> {
+        None
+    }
+    /// The pod is gone (deleted, or no longer in the store).
     fn stop(&self, _pod: &Value) {}
+}
+
+/// A running pod's health as its runtime's probes see it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PodHealth {
+    /// The readiness probe passes (or there is none and the pod serves).
+    pub ready: bool,
+    /// How often the liveness probe made the runtime restart the pod's containers.
+    pub restarts: u32,
+}
+
+/// `status` with the Ready and ContainersReady conditions and the container statuses set from
+/// `health`; a condition's lastTransitionTime only moves when its status flips.
+fn with_health(status: &Value, health: &PodHealth, now: &str) -> Value {
+    let mut status = status.clone();
+    let flag = if health.ready { "True" } else { "False" };
+    for condition in status["conditions"].as_array_mut().into_iter().flatten() {
+        if condition["type"] == "Ready" || condition["type"] == "ContainersReady" {
+            if condition["status"] != flag {
+                condition["lastTransitionTime"] = json!(now);
+            }
+            condition["status"] = json!(flag);
+            if let Some(c) = condition.as_object_mut() {
+                if health.ready {
+                    c.remove("reason");
+                    c.remove("message");
+                } else {
+                    c.insert("reason".into(), json!("ContainersNotReady"));
+                    c.insert("message".into(), json!("containers with unready status"));
+                }
+            }
+        }
+    }
+    for container in status["containerStatuses"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+    {
+        container["ready"] = json!(health.ready);
+        container["restartCount"] = json!(health.restarts);
+    }
+    status
 }
 
 /// Makes every pod Ready after `delay`.
@@ -138,6 +185,8 @@ pub struct Controllers {
     store: Arc<Store>,
     runtime: Arc<dyn PodRuntime>,
     ready_at: HashMap<String, Instant>,
+    /// Pods the runtime was asked to start, by uid, so it can stop the ones that vanish.
+    started: HashMap<String, Value>,
     next_ip: u32,
     pods: ResourceInfo,
     replicasets: ResourceInfo,
@@ -173,6 +222,7 @@ impl Controllers {
             store,
             runtime,
             ready_at: HashMap::new(),
+            started: HashMap::new(),
             next_ip: 10,
             pods,
             replicasets,
@@ -197,6 +247,7 @@ impl Controllers {
         changed |= self.kubelet();
         changed |= self.replicasets();
         changed |= self.deployments();
+        changed |= crate::services::sync_endpoints(&self.store, &controller_writes());
         changed
     }
 
@@ -223,9 +274,22 @@ impl Controllers {
         let pods = self.all(&self.pods);
         let live: std::collections::HashSet<String> = pods.iter().map(uid).collect();
         self.ready_at.retain(|u, _| live.contains(u));
+        // A pod deleted without finalizers leaves the store at once; its runtime still has to stop it.
+        let vanished: Vec<String> = self
+            .started
+            .keys()
+            .filter(|u| !live.contains(*u))
+            .cloned()
+            .collect();
+        for gone in vanished {
+            if let Some(pod) = self.started.remove(&gone) {
+                self.runtime.stop(&pod);
+            }
+        }
         for pod in pods {
             let pod_uid = uid(&pod);
             if pod["metadata"]["deletionTimestamp"].is_string() {
+                self.started.remove(&pod_uid);
                 self.runtime.stop(&pod);
                 let mut released = pod.clone();
                 released["metadata"]["finalizers"] = json!([]);
@@ -259,6 +323,10 @@ impl Controllers {
                 continue;
             }
             if pod["status"]["phase"] == "Running" {
+                if let Some(health) = self.runtime.health(&pod) {
+                    let status = with_health(&pod["status"], &health, &now_rfc3339());
+                    changed |= self.write_status(&self.pods, &pod, status);
+                }
                 continue;
             }
             let containers: Vec<String> = pod["spec"]["containers"]
@@ -277,6 +345,7 @@ impl Controllers {
                 Some(at) => PodStart::ReadyAfter(at.saturating_duration_since(Instant::now())),
                 None => {
                     let start = self.runtime.start(&pod);
+                    self.started.insert(pod_uid.clone(), pod.clone());
                     if let PodStart::ReadyAfter(delay) = &start {
                         self.ready_at
                             .insert(pod_uid.clone(), Instant::now() + *delay);
@@ -306,7 +375,10 @@ impl Controllers {
                         "containerStatuses": statuses
                     });
                     crate::patch::merge_patch(&mut status, &self.runtime.running_status(&pod));
-                    status
+                    match self.runtime.health(&pod) {
+                        Some(health) => with_health(&status, &health, &now),
+                        None => status,
+                    }
                 }
                 PodStart::ReadyAfter(_) => continue,
                 PodStart::Waiting { reason, message } => {

@@ -1,0 +1,462 @@
+//! A [`PodRuntime`] that really serves: every started pod is an in-process HTTP server on its own
+//! 127.0.0.1 port, running the built-in podinfo app or the load tester chosen by the image, with
+//! its readiness and liveness probes run against that server. Other images stay `ErrImagePull`.
+
+use crate::controllers::{PodHealth, PodRuntime, PodStart};
+use crate::podinfo::{self, PodinfoSettings};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+
+/// The status field where a serving pod records which loopback port serves each container port.
+pub const PORTS_FIELD: &str = "sandboxPorts";
+
+/// Longest a probe's `initialDelaySeconds` is honoured, so a pod cannot wait forever.
+const MAX_INITIAL_DELAY: Duration = Duration::from_secs(60);
+
+/// Which images run which built-in app (an image matches when its name contains a pattern).
+#[derive(Clone, Debug)]
+pub struct ServingOptions {
+    /// Images that run the podinfo demo app; `podinfo` by default.
+    pub podinfo_images: Vec<String>,
+    /// Images that run the load tester; `serin-loadtester` and `flagger-loadtester` by default.
+    pub loadtester_images: Vec<String>,
+}
+
+impl Default for ServingOptions {
+    fn default() -> Self {
+        ServingOptions {
+            podinfo_images: vec!["podinfo".into()],
+            loadtester_images: vec!["serin-loadtester".into(), "flagger-loadtester".into()],
+        }
+    }
+}
+
+#[derive(Clone)]
+enum App {
+    Podinfo(PodinfoSettings),
+    LoadTester,
+}
+
+/// One container probe, with Kubernetes' defaults for the fields left out.
+#[derive(Clone, Debug)]
+struct Probe {
+    /// `None` for probes the sandbox cannot run (exec), which count as passing.
+    check: Option<ProbeCheck>,
+    initial_delay: Duration,
+    period: Duration,
+    timeout: Duration,
+    failure_threshold: u32,
+}
+
+#[derive(Clone, Debug)]
+enum ProbeCheck {
+    HttpGet(String),
+    TcpSocket,
+}
+
+impl Probe {
+    fn from_spec(spec: &Value) -> Option<Probe> {
+        if !spec.is_object() {
+            return None;
+        }
+        let seconds =
+            |key: &str, default: u64| Duration::from_secs(spec[key].as_u64().unwrap_or(default));
+        let check = if spec["httpGet"].is_object() {
+            Some(ProbeCheck::HttpGet(
+                spec["httpGet"]["path"].as_str().unwrap_or("/").to_string(),
+            ))
+        } else if spec["tcpSocket"].is_object() {
+            Some(ProbeCheck::TcpSocket)
+        } else {
+            None
+        };
+        Some(Probe {
+            check,
+            initial_delay: seconds("initialDelaySeconds", 0).min(MAX_INITIAL_DELAY),
+            period: seconds("periodSeconds", 10).max(Duration::from_secs(1)),
+            timeout: seconds("timeoutSeconds", 1).max(Duration::from_secs(1)),
+            failure_threshold: spec["failureThreshold"].as_u64().unwrap_or(3).max(1) as u32,
+        })
+    }
+
+    async fn passes(&self, address: SocketAddr) -> bool {
+        match &self.check {
+            None => true,
+            Some(ProbeCheck::TcpSocket) => {
+                tokio::time::timeout(self.timeout, tokio::net::TcpStream::connect(address))
+                    .await
+                    .is_ok_and(|c| c.is_ok())
+            }
+            Some(ProbeCheck::HttpGet(path)) => http_get(address, path, self.timeout)
+                .await
+                .is_ok_and(|(status, _)| (200..400).contains(&status)),
+        }
+    }
+}
+
+/// A minimal HTTP/1.1 GET (`Connection: close`) against `address`, returning the status code and
+/// the body; used by the probes and handy in tests.
+pub async fn http_get(
+    address: SocketAddr,
+    path: &str,
+    timeout: Duration,
+) -> std::io::Result<(u16, String)> {
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(address).await?;
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await?;
+        let mut response = Vec::new();
+        // Bounded: a misbehaving server cannot make a probe read forever.
+        let mut limited = stream.take(1 << 20);
+        limited.read_to_end(&mut response).await?;
+        let text = String::from_utf8_lossy(&response).into_owned();
+        let status = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| std::io::Error::other("not an HTTP response"))?;
+        let body = text
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        Ok((status, body))
+    };
+    tokio::time::timeout(timeout, exchange)
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out"))?
+}
+
+struct PodServer {
+    address: SocketAddr,
+    ports: Value,
+    health: Arc<Mutex<PodHealth>>,
+    stop: watch::Sender<bool>,
+}
+
+/// Runs pods as in-process HTTP servers on loopback ports; see the module documentation.
+pub struct ServingRuntime {
+    options: ServingOptions,
+    pods: Mutex<HashMap<String, PodServer>>,
+}
+
+impl Default for ServingRuntime {
+    fn default() -> Self {
+        ServingRuntime::new(ServingOptions::default())
+    }
+}
+
+fn pod_uid(pod: &Value) -> String {
+    pod["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+impl ServingRuntime {
+    /// A runtime choosing apps by `options`.
+    pub fn new(options: ServingOptions) -> Self {
+        ServingRuntime {
+            options,
+            pods: Mutex::default(),
+        }
+    }
+
+    /// The loopback address serving the pod with this uid, while it runs.
+    pub fn address(&self, uid: &str) -> Option<SocketAddr> {
+        self.pods.lock().unwrap().get(uid).map(|p| p.address)
+    }
+
+    /// The app for the first container whose image the sandbox serves, or the first image it
+    /// cannot serve.
+    fn app_for(&self, pod: &Value) -> Result<(App, Value), String> {
+        let containers = pod["spec"]["containers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let hostname = pod["metadata"]["name"].as_str().unwrap_or_default();
+        let mut chosen = None;
+        for container in &containers {
+            let image = container["image"].as_str().unwrap_or_default();
+            let matches = |patterns: &[String]| patterns.iter().any(|p| image.contains(p.as_str()));
+            let app = if matches(&self.options.podinfo_images) {
+                App::Podinfo(PodinfoSettings::from_container(container, hostname))
+            } else if matches(&self.options.loadtester_images) {
+                App::LoadTester
+            } else {
+                return Err(image.to_string());
+            };
+            chosen.get_or_insert((app, container.clone()));
+        }
+        chosen.ok_or_else(String::new)
+    }
+}
+
+/// Every declared container port, plus the port the app itself listens on, maps to the pod's one
+/// loopback server.
+fn port_mapping(pod: &Value, app: &App, address: SocketAddr) -> Value {
+    let mut ports: Vec<Value> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for container in pod["spec"]["containers"].as_array().into_iter().flatten() {
+        for port in container["ports"].as_array().into_iter().flatten() {
+            if let Some(number) = port["containerPort"].as_u64()
+                && seen.insert(number)
+            {
+                let mut entry = json!({"containerPort": number, "hostIP": "127.0.0.1", "hostPort": address.port()});
+                if let Some(name) = port["name"].as_str() {
+                    entry["name"] = json!(name);
+                }
+                ports.push(entry);
+            }
+        }
+    }
+    let own_port = match app {
+        App::Podinfo(settings) => u64::from(settings.port),
+        App::LoadTester => 8080,
+    };
+    if seen.insert(own_port) {
+        ports.push(
+            json!({"containerPort": own_port, "hostIP": "127.0.0.1", "hostPort": address.port()}),
+        );
+    }
+    Value::Array(ports)
+}
+
+async fn serve(app: App, listener: std::net::TcpListener, mut stop: watch::Receiver<bool>) {
+    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+        return;
+    };
+    match app {
+        App::Podinfo(settings) => {
+            let _ = axum::serve(listener, podinfo::router(settings))
+                .with_graceful_shutdown(async move {
+                    let _ = stop.wait_for(|stopping| *stopping).await;
+                })
+                .await;
+        }
+        App::LoadTester => {
+            let options = serin_loadtester::Options::default();
+            if let Ok(server) = serin_loadtester::Server::start(listener, options) {
+                let _ = stop.wait_for(|stopping| *stopping).await;
+                server.stop().await;
+            }
+        }
+    }
+}
+
+fn bind(address: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    let listener = std::net::TcpListener::bind(address)?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// Serves the pod and runs its probes until `stop`; a liveness failure restarts the server on the
+/// same port (a bounded number of bind attempts) and counts a restart.
+async fn supervise(
+    app: App,
+    first: std::net::TcpListener,
+    address: SocketAddr,
+    readiness: Option<Probe>,
+    liveness: Option<Probe>,
+    health: Arc<Mutex<PodHealth>>,
+    stop: watch::Receiver<bool>,
+) {
+    let mut listener = Some(first);
+    loop {
+        let Some(current) = listener.take() else {
+            return;
+        };
+        // probe_until_dead returns both when the pod stops and when liveness fails: either way
+        // this server ends.
+        let (end_server, server_ends) = watch::channel(false);
+        let server = tokio::spawn(serve(app.clone(), current, server_ends));
+        let live = probe_until_dead(
+            address,
+            readiness.clone(),
+            liveness.clone(),
+            &health,
+            stop.clone(),
+        )
+        .await;
+        let _ = end_server.send(true);
+        let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
+        if live {
+            return;
+        }
+        {
+            let mut h = health.lock().unwrap();
+            h.ready = false;
+            h.restarts += 1;
+        }
+        for _ in 0..40 {
+            if *stop.borrow() {
+                return;
+            }
+            match bind(address) {
+                Ok(l) => {
+                    listener = Some(l);
+                    break;
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+}
+
+/// Runs the probes until the pod stops (returns true) or its liveness probe fails
+/// `failureThreshold` times in a row (returns false).
+async fn probe_until_dead(
+    address: SocketAddr,
+    readiness: Option<Probe>,
+    liveness: Option<Probe>,
+    health: &Mutex<PodHealth>,
+    mut stop: watch::Receiver<bool>,
+) -> bool {
+    let started = tokio::time::Instant::now();
+    let mut next_readiness = started
+        + readiness
+            .as_ref()
+            .map_or(Duration::ZERO, |p| p.initial_delay);
+    let mut next_liveness = started
+        + liveness
+            .as_ref()
+            .map_or(Duration::ZERO, |p| p.initial_delay);
+    let mut readiness_failures = 0;
+    let mut liveness_failures = 0;
+    if readiness.is_none() {
+        health.lock().unwrap().ready = true;
+    }
+    loop {
+        let now = tokio::time::Instant::now();
+        if let Some(probe) = &readiness
+            && now >= next_readiness
+        {
+            if probe.passes(address).await {
+                readiness_failures = 0;
+                health.lock().unwrap().ready = true;
+            } else {
+                readiness_failures += 1;
+                let mut h = health.lock().unwrap();
+                // Not yet ready stays unready; a ready pod turns unready after the threshold.
+                if !h.ready || readiness_failures >= probe.failure_threshold {
+                    h.ready = false;
+                }
+            }
+            next_readiness = tokio::time::Instant::now() + probe.period;
+        }
+        if let Some(probe) = &liveness
+            && now >= next_liveness
+        {
+            if probe.passes(address).await {
+                liveness_failures = 0;
+            } else {
+                liveness_failures += 1;
+                if liveness_failures >= probe.failure_threshold {
+                    return false;
+                }
+            }
+            next_liveness = tokio::time::Instant::now() + probe.period;
+        }
+        let wake = match (&readiness, &liveness) {
+            (Some(_), Some(_)) => next_readiness.min(next_liveness),
+            (Some(_), None) => next_readiness,
+            (None, Some(_)) => next_liveness,
+            (None, None) => started + Duration::from_secs(3600),
+        };
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return true,
+            _ = tokio::time::sleep_until(wake) => {}
+        }
+    }
+}
+
+impl PodRuntime for ServingRuntime {
+    fn start(&self, pod: &Value) -> PodStart {
+        let uid = pod_uid(pod);
+        if self.pods.lock().unwrap().contains_key(&uid) {
+            return PodStart::ReadyAfter(Duration::ZERO);
+        }
+        let (app, container) = match self.app_for(pod) {
+            Ok(found) => found,
+            Err(image) => {
+                return PodStart::Waiting {
+                    reason: "ErrImagePull".into(),
+                    message: format!(
+                        "failed to pull image \"{image}\": the sandbox only runs images matching {:?}",
+                        self.options
+                            .podinfo_images
+                            .iter()
+                            .chain(&self.options.loadtester_images)
+                            .collect::<Vec<_>>()
+                    ),
+                };
+            }
+        };
+        let listener = match bind(SocketAddr::from(([127, 0, 0, 1], 0))) {
+            Ok(l) => l,
+            Err(e) => {
+                return PodStart::Waiting {
+                    reason: "RunContainerError".into(),
+                    message: format!("binding a loopback port: {e}"),
+                };
+            }
+        };
+        let Ok(address) = listener.local_addr() else {
+            return PodStart::Waiting {
+                reason: "RunContainerError".into(),
+                message: "no local address".into(),
+            };
+        };
+        let health = Arc::new(Mutex::new(PodHealth::default()));
+        let (stop, stopped) = watch::channel(false);
+        tokio::spawn(supervise(
+            app.clone(),
+            listener,
+            address,
+            Probe::from_spec(&container["readinessProbe"]),
+            Probe::from_spec(&container["livenessProbe"]),
+            health.clone(),
+            stopped,
+        ));
+        self.pods.lock().unwrap().insert(
+            uid,
+            PodServer {
+                address,
+                ports: port_mapping(pod, &app, address),
+                health,
+                stop,
+            },
+        );
+        PodStart::ReadyAfter(Duration::ZERO)
+    }
+
+    fn running_status(&self, pod: &Value) -> Value {
+        match self.pods.lock().unwrap().get(&pod_uid(pod)) {
+            Some(server) => json!({
+                "podIP": "127.0.0.1",
+                "podIPs": [{"ip": "127.0.0.1"}],
+                PORTS_FIELD: server.ports
+            }),
+            None => json!({}),
+        }
+    }
+
+    fn health(&self, pod: &Value) -> Option<PodHealth> {
+        self.pods
+            .lock()
+            .unwrap()
+            .get(&pod_uid(pod))
+            .map(|server| server.health.lock().unwrap().clone())
+    }
+
+    fn stop(&self, pod: &Value) {
+        if let Some(server) = self.pods.lock().unwrap().remove(&pod_uid(pod)) {
+            let _ = server.stop.send(true);
+        }
+    }
+}

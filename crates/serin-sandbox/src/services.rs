@@ -1,0 +1,392 @@
+//! Services: resolving a cluster host name (`name.namespace[.svc[.cluster.local]][:port]`) to the
+//! loopback addresses of the ready pods a Service selects, and an Endpoints controller that keeps
+//! `kubectl get endpoints` showing them.
+
+use crate::runtime::PORTS_FIELD;
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::store::{DeleteOptions, Part, Store, WriteOptions};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+/// A host name split into the Service it names and the port asked for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServiceHost {
+    /// The Service's name.
+    pub name: String,
+    /// The Service's namespace.
+    pub namespace: String,
+    /// The Service port asked for, if the host carried one.
+    pub port: Option<u16>,
+}
+
+/// Why a host did not resolve.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum ResolveError {
+    /// The host is not a cluster Service name.
+    #[error("{0:?} is not a Service host (name.namespace[.svc[.cluster.local]][:port])")]
+    NotAServiceHost(String),
+    /// No such Service.
+    #[error("service {0} not found")]
+    NoService(String),
+    /// The Service has no port matching the one asked for.
+    #[error("service {0} has no port {1}")]
+    NoPort(String, String),
+}
+
+/// Splits `host` (optionally with `:port`) into a Service name, namespace and port. A bare `name`
+/// resolves in `default_namespace`, as from a pod in that namespace.
+pub fn parse_host(host: &str, default_namespace: &str) -> Option<ServiceHost> {
+    let host = host.trim().trim_end_matches('.');
+    let (name_part, port) = match host.rsplit_once(':') {
+        Some((h, p)) => (h, Some(p.parse::<u16>().ok()?)),
+        None => (host, None),
+    };
+    let name_part = name_part.to_ascii_lowercase();
+    let labels: Vec<&str> = name_part.split('.').collect();
+    let (name, namespace) = match labels.as_slice() {
+        [name] => (*name, default_namespace),
+        [name, ns] | [name, ns, "svc"] | [name, ns, "svc", "cluster", "local"] => (*name, *ns),
+        _ => return None,
+    };
+    let valid = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 63
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    };
+    (valid(name) && valid(namespace)).then(|| ServiceHost {
+        name: name.to_string(),
+        namespace: namespace.to_string(),
+        port,
+    })
+}
+
+fn all(
+    store: &Store,
+    group: &str,
+    version: &str,
+    plural: &str,
+    namespace: Option<&str>,
+) -> Vec<Value> {
+    let info = store.resource(group, version, plural).expect("built in");
+    store
+        .list(
+            &info,
+            namespace,
+            &LabelSelector::default(),
+            &FieldSelector::default(),
+        )
+        .0
+}
+
+fn is_ready(pod: &Value) -> bool {
+    !pod["metadata"]["deletionTimestamp"].is_string()
+        && pod["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+}
+
+fn selects(service: &Value, pod: &Value) -> bool {
+    let Some(selector) = service["spec"]["selector"].as_object() else {
+        return false;
+    };
+    !selector.is_empty()
+        && selector
+            .iter()
+            .all(|(k, v)| pod["metadata"]["labels"][k.as_str()] == *v)
+}
+
+/// The container port a Service port's `targetPort` means in `pod`: a number, a container port
+/// name, or (absent) the Service port itself.
+fn target_port(service_port: &Value, pod: &Value) -> Option<u64> {
+    match &service_port["targetPort"] {
+        Value::Number(n) => n.as_u64(),
+        Value::String(name) => match name.parse::<u64>() {
+            Ok(n) => Some(n),
+            Err(_) => pod["spec"]["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|c| c["ports"].as_array().cloned().unwrap_or_default())
+                .find(|p| p["name"] == name.as_str())
+                .and_then(|p| p["containerPort"].as_u64()),
+        },
+        _ => service_port["port"].as_u64(),
+    }
+}
+
+/// Where `pod` serves `container_port`: the loopback port the serving runtime recorded in the
+/// pod's status, if any.
+fn served_address(pod: &Value, container_port: u64) -> Option<SocketAddr> {
+    pod["status"][PORTS_FIELD]
+        .as_array()?
+        .iter()
+        .find(|p| p["containerPort"].as_u64() == Some(container_port))
+        .and_then(|p| p["hostPort"].as_u64())
+        .and_then(|port| u16::try_from(port).ok())
+        .map(|port| SocketAddr::from(([127, 0, 0, 1], port)))
+}
+
+/// The Service port a request for `port` uses: that port, or with none given the only port, else
+/// port 80.
+fn service_port(service: &Value, port: Option<u16>) -> Option<&Value> {
+    let ports = service["spec"]["ports"].as_array()?;
+    match port {
+        Some(p) => ports
+            .iter()
+            .find(|sp| sp["port"].as_u64() == Some(u64::from(p))),
+        None if ports.len() == 1 => ports.first(),
+        None => ports.iter().find(|sp| sp["port"].as_u64() == Some(80)),
+    }
+}
+
+/// The loopback addresses of the ready, served pods behind `host` (see [`parse_host`]), in pod
+/// name order. Pods the runtime does not serve (no recorded port) are left out.
+pub fn resolve(
+    store: &Store,
+    host: &str,
+    default_namespace: &str,
+) -> Result<Vec<SocketAddr>, ResolveError> {
+    let target = parse_host(host, default_namespace)
+        .ok_or_else(|| ResolveError::NotAServiceHost(host.to_string()))?;
+    let services = store.resource("", "v1", "services").expect("built in");
+    let key = format!("{}.{}", target.name, target.namespace);
+    let service = store
+        .get(&services, &target.namespace, &target.name)
+        .map_err(|_| ResolveError::NoService(key.clone()))?;
+    let port = service_port(&service, target.port).ok_or_else(|| {
+        ResolveError::NoPort(
+            key.clone(),
+            target.port.map_or("(default)".into(), |p| p.to_string()),
+        )
+    })?;
+    let mut pods = all(store, "", "v1", "pods", Some(&target.namespace));
+    pods.sort_by_key(|p| {
+        p["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    });
+    Ok(pods
+        .iter()
+        .filter(|pod| selects(&service, pod) && is_ready(pod))
+        .filter_map(|pod| served_address(pod, target_port(port, pod)?))
+        .collect())
+}
+
+/// Marks Endpoints this controller wrote, so it only deletes its own when their Service goes.
+const MANAGED_ANNOTATION: &str = "endpoints.kubernetes.io/last-change-trigger-time";
+
+/// The Endpoints `subsets` for `service`: pods grouped by their resolved ports, ready ones under
+/// `addresses`, the others under `notReadyAddresses`.
+fn subsets(service: &Value, pods: &[Value]) -> Value {
+    let mut groups: BTreeMap<String, (Value, Vec<Value>, Vec<Value>)> = BTreeMap::new();
+    for pod in pods.iter().filter(|p| selects(service, p)) {
+        if pod["metadata"]["deletionTimestamp"].is_string() {
+            continue;
+        }
+        let Some(ip) = pod["status"]["podIP"].as_str() else {
+            continue;
+        };
+        let mut ports = Vec::new();
+        for sp in service["spec"]["ports"].as_array().into_iter().flatten() {
+            let Some(container_port) = target_port(sp, pod) else {
+                continue;
+            };
+            let port =
+                served_address(pod, container_port).map_or(container_port, |a| u64::from(a.port()));
+            let mut entry =
+                json!({"port": port, "protocol": sp["protocol"].as_str().unwrap_or("TCP")});
+            if let Some(name) = sp["name"].as_str() {
+                entry["name"] = json!(name);
+            }
+            ports.push(entry);
+        }
+        if ports.is_empty() {
+            continue;
+        }
+        let ports = Value::Array(ports);
+        let address = json!({"ip": ip, "nodeName": pod["spec"]["nodeName"],
+            "targetRef": {"kind": "Pod", "namespace": pod["metadata"]["namespace"], "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}});
+        let group = groups
+            .entry(ports.to_string())
+            .or_insert_with(|| (ports, Vec::new(), Vec::new()));
+        if is_ready(pod) {
+            group.1.push(address);
+        } else {
+            group.2.push(address);
+        }
+    }
+    let subsets: Vec<Value> = groups
+        .into_values()
+        .map(|(ports, ready, not_ready)| {
+            let mut subset = json!({"ports": ports});
+            if !ready.is_empty() {
+                subset["addresses"] = Value::Array(ready);
+            }
+            if !not_ready.is_empty() {
+                subset["notReadyAddresses"] = Value::Array(not_ready);
+            }
+            subset
+        })
+        .collect();
+    Value::Array(subsets)
+}
+
+/// One pass of the Endpoints controller: every Service with a selector gets an Endpoints object of
+/// the same name listing its pods; Endpoints it wrote for a Service that is gone are deleted.
+/// Returns whether anything changed.
+pub fn sync_endpoints(store: &Store, writes: &WriteOptions) -> bool {
+    let endpoints = store.resource("", "v1", "endpoints").expect("built in");
+    let services = all(store, "", "v1", "services", None);
+    let pods = all(store, "", "v1", "pods", None);
+    let existing = all(store, "", "v1", "endpoints", None);
+    let key = |o: &Value| {
+        format!(
+            "{}/{}",
+            o["metadata"]["namespace"].as_str().unwrap_or_default(),
+            o["metadata"]["name"].as_str().unwrap_or_default()
+        )
+    };
+    let existing_by_key: BTreeMap<String, &Value> = existing.iter().map(|e| (key(e), e)).collect();
+    let mut changed = false;
+    let mut wanted = std::collections::HashSet::new();
+    for service in &services {
+        if !service["spec"]["selector"].is_object()
+            || service["metadata"]["deletionTimestamp"].is_string()
+        {
+            continue;
+        }
+        let namespace = service["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default();
+        let name = service["metadata"]["name"].as_str().unwrap_or_default();
+        wanted.insert(key(service));
+        let in_namespace: Vec<Value> = pods
+            .iter()
+            .filter(|p| p["metadata"]["namespace"] == namespace)
+            .cloned()
+            .collect();
+        let subsets = subsets(service, &in_namespace);
+        match existing_by_key.get(&key(service)) {
+            Some(current)
+                if current["subsets"] == subsets
+                    || (current["subsets"].is_null() && subsets == json!([])) => {}
+            Some(current) => {
+                let mut updated = (*current).clone();
+                updated["subsets"] = subsets;
+                updated["metadata"]["annotations"][MANAGED_ANNOTATION] =
+                    json!(crate::store::now_rfc3339());
+                changed |= store
+                    .update(&endpoints, namespace, name, updated, Part::Main, writes)
+                    .is_ok();
+            }
+            None => {
+                let mut object = json!({"metadata": {"name": name, "labels": service["metadata"]["labels"],
+                    "annotations": {MANAGED_ANNOTATION: crate::store::now_rfc3339()}}});
+                if object["metadata"]["labels"].is_null() {
+                    object["metadata"]
+                        .as_object_mut()
+                        .map(|m| m.remove("labels"));
+                }
+                if subsets != json!([]) {
+                    object["subsets"] = subsets;
+                }
+                changed |= store
+                    .create(&endpoints, Some(namespace), object, writes)
+                    .is_ok();
+            }
+        }
+    }
+    for (k, e) in &existing_by_key {
+        if !wanted.contains(k) && e["metadata"]["annotations"][MANAGED_ANNOTATION].is_string() {
+            let _ = store.delete(
+                &endpoints,
+                e["metadata"]["namespace"].as_str().unwrap_or_default(),
+                e["metadata"]["name"].as_str().unwrap_or_default(),
+                &DeleteOptions::default(),
+                false,
+            );
+            changed = true;
+        }
+    }
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(name: &str, namespace: &str, port: Option<u16>) -> Option<ServiceHost> {
+        Some(ServiceHost {
+            name: name.into(),
+            namespace: namespace.into(),
+            port,
+        })
+    }
+
+    #[test]
+    fn every_cluster_form_of_a_service_host_parses() {
+        assert_eq!(
+            parse_host("podinfo.test", "default"),
+            host("podinfo", "test", None)
+        );
+        assert_eq!(
+            parse_host("podinfo.test.svc", "default"),
+            host("podinfo", "test", None)
+        );
+        assert_eq!(
+            parse_host("podinfo.test.svc.cluster.local:9898", "default"),
+            host("podinfo", "test", Some(9898))
+        );
+        assert_eq!(
+            parse_host("podinfo.test.svc.cluster.local.", "default"),
+            host("podinfo", "test", None)
+        );
+        assert_eq!(
+            parse_host("podinfo-canary", "test"),
+            host("podinfo-canary", "test", None)
+        );
+        assert_eq!(
+            parse_host("Podinfo.Test:80", "x"),
+            host("podinfo", "test", Some(80))
+        );
+    }
+
+    #[test]
+    fn other_hosts_do_not_parse() {
+        for bad in [
+            "example.com.org.net",
+            "podinfo.test.svc.other.local",
+            "podinfo.test:http",
+            "podinfo.test:99999",
+            "",
+            "under_score.test",
+            "127.0.0.1:80",
+        ] {
+            assert_eq!(parse_host(bad, "default"), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn named_target_ports_map_to_container_ports() {
+        let pod =
+            json!({"spec": {"containers": [{"ports": [{"name": "http", "containerPort": 9898}]}]}});
+        assert_eq!(
+            target_port(&json!({"port": 80, "targetPort": "http"}), &pod),
+            Some(9898)
+        );
+        assert_eq!(
+            target_port(&json!({"port": 80, "targetPort": 8080}), &pod),
+            Some(8080)
+        );
+        assert_eq!(target_port(&json!({"port": 80}), &pod), Some(80));
+        assert_eq!(
+            target_port(&json!({"port": 80, "targetPort": "grpc"}), &pod),
+            None
+        );
+    }
+}
