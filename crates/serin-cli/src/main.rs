@@ -36,6 +36,9 @@ enum SandboxAction {
         /// repeatable. Images matching nothing stay `ErrImagePull`.
         #[arg(long = "podinfo-image", value_name = "PATTERN")]
         podinfo_images: Vec<String>,
+        /// Run the mesh without Prometheus (by default Debian's `prometheus` scrapes it).
+        #[arg(long)]
+        without_prometheus: bool,
     },
 }
 
@@ -48,6 +51,7 @@ async fn main() -> anyhow::Result<()> {
                     dir,
                     faults,
                     podinfo_images,
+                    without_prometheus,
                 },
         } => {
             let mut serving = serin_sandbox::runtime::ServingOptions::default();
@@ -57,6 +61,10 @@ async fn main() -> anyhow::Result<()> {
                 runtime: Some(std::sync::Arc::new(
                     serin_sandbox::runtime::ServingRuntime::new(serving),
                 )),
+                mesh: Some(serin_sandbox::MeshSettings {
+                    prometheus: (!without_prometheus).then(|| "prometheus".to_string()),
+                    ..serin_sandbox::MeshSettings::default()
+                }),
                 ..serin_sandbox::SandboxOptions::default()
             };
             if let Some(path) = faults {
@@ -75,6 +83,15 @@ async fn main() -> anyhow::Result<()> {
             println!("sandbox API server: {}", sandbox.url);
             println!("kubeconfig:         {}", sandbox.kubeconfig.display());
             println!("endpoints:          {}", sandbox.endpoints.display());
+            if let Some(mesh) = &sandbox.mesh {
+                println!(
+                    "mesh proxy:         http://{} (use it as HTTP_PROXY)",
+                    mesh.address
+                );
+            }
+            if let Some(prometheus) = &sandbox.prometheus {
+                println!("prometheus:         {}", prometheus.url);
+            }
             println!(
                 "try: KUBECONFIG={} kubectl get namespaces",
                 sandbox.kubeconfig.display()

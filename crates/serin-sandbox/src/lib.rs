@@ -20,6 +20,7 @@ pub mod defaults;
 pub mod discovery;
 pub mod instrument;
 pub mod managed;
+pub mod mesh_crds;
 pub mod mesh_proxy;
 pub mod mesh_route;
 pub mod patch;
@@ -54,6 +55,27 @@ pub struct SandboxOptions {
     pub controller_period: Duration,
     /// Fault rules in force from the start (changeable later with [`Sandbox::set_faults`]).
     pub faults: Vec<instrument::FaultRule>,
+    /// The mesh: when set, the Istio and Gateway API CRDs are served and a mesh proxy (and
+    /// Prometheus, if asked) starts with the sandbox.
+    pub mesh: Option<MeshSettings>,
+}
+
+/// How the sandbox's mesh runs.
+#[derive(Clone, Debug)]
+pub struct MeshSettings {
+    /// The proxy's caller identity and randomness.
+    pub proxy: mesh_proxy::MeshOptions,
+    /// The Prometheus binary to start scraping the mesh (`prometheus` from PATH), or none.
+    pub prometheus: Option<String>,
+}
+
+impl Default for MeshSettings {
+    fn default() -> Self {
+        MeshSettings {
+            proxy: mesh_proxy::MeshOptions::default(),
+            prometheus: Some("prometheus".into()),
+        }
+    }
 }
 
 impl Default for SandboxOptions {
@@ -64,6 +86,7 @@ impl Default for SandboxOptions {
             pod_ready_delay: Duration::from_millis(300),
             controller_period: Duration::from_millis(100),
             faults: Vec::new(),
+            mesh: None,
         }
     }
 }
@@ -82,6 +105,10 @@ pub struct Sandbox {
     pub metrics: Arc<instrument::Metrics>,
     /// Fault rules in force.
     pub faults: Arc<instrument::Faults>,
+    /// The mesh proxy, when the sandbox runs a mesh (use `http://ADDRESS` as HTTP_PROXY).
+    pub mesh: Option<mesh_proxy::MeshProxy>,
+    /// Prometheus scraping the mesh, when started.
+    pub prometheus: Option<prometheus::Prometheus>,
     shutdown: tokio::sync::oneshot::Sender<()>,
     server: tokio::task::JoinHandle<()>,
     controllers: tokio::task::JoinHandle<()>,
@@ -96,7 +123,7 @@ pub fn kubeconfig_text(url: &str) -> String {
 
 impl Sandbox {
     /// Starts the API server on a free loopback port and writes `dir/kubeconfig` and
-    /// `dir/endpoints.json` (`{"apiserver": URL}`).
+    /// `dir/endpoints.json` (`{"apiserver": URL}`, plus `proxy` and `prometheus` with a mesh).
     pub async fn start(dir: &Path) -> std::io::Result<Sandbox> {
         Self::start_with(dir, SandboxOptions::default()).await
     }
@@ -133,11 +160,32 @@ impl Sandbox {
         });
         let kubeconfig = dir.join("kubeconfig");
         std::fs::write(&kubeconfig, kubeconfig_text(&url))?;
+        let mut listed = serde_json::json!({"apiserver": url});
+        let (mut mesh, mut prometheus) = (None, None);
+        if let Some(settings) = &options.mesh {
+            mesh_crds::install(&store);
+            let upstreams = Arc::new(services::SandboxUpstreams {
+                store: store.clone(),
+            });
+            let proxy =
+                mesh_proxy::MeshProxy::start(store.clone(), upstreams, settings.proxy.clone())
+                    .await?;
+            listed["proxy"] = serde_json::json!(format!("http://{}", proxy.address));
+            if let Some(binary) = settings.prometheus.clone() {
+                let target = proxy.address;
+                let started = tokio::task::spawn_blocking(move || {
+                    prometheus::Prometheus::start(&binary, &[target], "/stats/prometheus")
+                })
+                .await
+                .map_err(std::io::Error::other)?
+                .map_err(std::io::Error::other)?;
+                listed["prometheus"] = serde_json::json!(started.url);
+                prometheus = Some(started);
+            }
+            mesh = Some(proxy);
+        }
         let endpoints = dir.join("endpoints.json");
-        std::fs::write(
-            &endpoints,
-            serde_json::to_string_pretty(&serde_json::json!({"apiserver": url}))?,
-        )?;
+        std::fs::write(&endpoints, serde_json::to_string_pretty(&listed)?)?;
         Ok(Sandbox {
             url,
             kubeconfig,
@@ -145,6 +193,8 @@ impl Sandbox {
             store,
             metrics,
             faults,
+            mesh,
+            prometheus,
             shutdown,
             server,
             controllers,
@@ -158,6 +208,10 @@ impl Sandbox {
 
     /// Stops the server. Open watches end when their connections close.
     pub async fn stop(self) {
+        if let Some(mesh) = self.mesh {
+            mesh.stop().await;
+        }
+        drop(self.prometheus);
         let _ = self.shutdown.send(());
         self.controllers.abort();
         self.server.abort();

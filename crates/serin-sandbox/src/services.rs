@@ -143,13 +143,14 @@ fn service_port(service: &Value, port: Option<u16>) -> Option<&Value> {
     }
 }
 
-/// The loopback addresses of the ready, served pods behind `host` (see [`parse_host`]), in pod
-/// name order. Pods the runtime does not serve (no recorded port) are left out.
-pub fn resolve(
+/// The ready, served pods behind `host` (see [`parse_host`]) with the loopback address each serves
+/// the Service port on, in pod name order. Pods the runtime does not serve (no recorded port) are
+/// left out.
+pub fn resolve_pods(
     store: &Store,
     host: &str,
     default_namespace: &str,
-) -> Result<Vec<SocketAddr>, ResolveError> {
+) -> Result<Vec<(SocketAddr, Value)>, ResolveError> {
     let target = parse_host(host, default_namespace)
         .ok_or_else(|| ResolveError::NotAServiceHost(host.to_string()))?;
     let services = store.resource("", "v1", "services").expect("built in");
@@ -171,10 +172,87 @@ pub fn resolve(
             .to_string()
     });
     Ok(pods
-        .iter()
+        .into_iter()
         .filter(|pod| selects(&service, pod) && is_ready(pod))
-        .filter_map(|pod| served_address(pod, target_port(port, pod)?))
+        .filter_map(|pod| Some((served_address(&pod, target_port(port, &pod)?)?, pod)))
         .collect())
+}
+
+/// The loopback addresses of the ready, served pods behind `host`, as [`resolve_pods`] finds them.
+pub fn resolve(
+    store: &Store,
+    host: &str,
+    default_namespace: &str,
+) -> Result<Vec<SocketAddr>, ResolveError> {
+    Ok(resolve_pods(store, host, default_namespace)?
+        .into_iter()
+        .map(|(address, _)| address)
+        .collect())
+}
+
+/// The workload a pod belongs to, as Istio's telemetry names it: its Deployment (through its
+/// ReplicaSet), else its direct owner, else the pod itself.
+pub fn workload_of(store: &Store, pod: &Value) -> crate::telemetry::Workload {
+    let namespace = pod["metadata"]["namespace"].as_str().unwrap_or("default");
+    let owner = |object: &Value, kind: &str| {
+        object["metadata"]["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["kind"] == kind)
+            .and_then(|r| r["name"].as_str())
+            .map(String::from)
+    };
+    let replica_sets = store
+        .resource("apps", "v1", "replicasets")
+        .expect("built in");
+    let name = match owner(pod, "ReplicaSet") {
+        Some(rs) => store
+            .get(&replica_sets, namespace, &rs)
+            .ok()
+            .and_then(|rs_object| owner(&rs_object, "Deployment"))
+            .unwrap_or(rs),
+        None => pod["metadata"]["name"].as_str().unwrap_or("unknown").into(),
+    };
+    let label = |key: &str| {
+        pod["metadata"]["labels"][key]
+            .as_str()
+            .unwrap_or("unknown")
+            .to_string()
+    };
+    crate::telemetry::Workload {
+        name,
+        namespace: namespace.into(),
+        app: label("app"),
+        version: label("version"),
+    }
+}
+
+/// The mesh proxy's view of the sandbox: Service hosts resolve to their ready pods.
+pub struct SandboxUpstreams {
+    /// The sandbox's store.
+    pub store: std::sync::Arc<Store>,
+}
+
+impl crate::mesh_proxy::Upstreams for SandboxUpstreams {
+    fn endpoints(&self, host: &str, port: Option<u16>) -> Vec<crate::mesh_proxy::Endpoint> {
+        let host = match port {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_string(),
+        };
+        resolve_pods(&self.store, &host, "default")
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(address, pod)| crate::mesh_proxy::Endpoint {
+                address,
+                labels: pod["metadata"]["labels"]
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+                workload: workload_of(&self.store, &pod),
+            })
+            .collect()
+    }
 }
 
 /// Marks Endpoints this controller wrote, so it only deletes its own when their Service goes.

@@ -59,15 +59,6 @@ fn endpoint(address: SocketAddr, workload: &str) -> Endpoint {
     }
 }
 
-fn crd(plural: &str, kind: &str) -> Value {
-    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{plural}.networking.istio.io")},
-        "spec": {"group": "networking.istio.io", "scope": "Namespaced",
-            "names": {"plural": plural, "kind": kind, "singular": kind.to_lowercase()},
-            "versions": [{"name": "v1beta1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}})
-}
-
 struct Mesh {
     sandbox: Sandbox,
     proxy: MeshProxy,
@@ -78,19 +69,7 @@ impl Mesh {
     async fn start(services: Vec<(&str, Vec<Endpoint>)>) -> Mesh {
         let dir = tempfile::tempdir().unwrap();
         let sandbox = Sandbox::start(dir.path()).await.unwrap();
-        let crds = sandbox
-            .store
-            .resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
-            .unwrap();
-        for (plural, kind) in [
-            ("virtualservices", "VirtualService"),
-            ("destinationrules", "DestinationRule"),
-        ] {
-            sandbox
-                .store
-                .create(&crds, None, crd(plural, kind), &WriteOptions::default())
-                .unwrap();
-        }
+        serin_sandbox::mesh_crds::install(&sandbox.store);
         let namespaces = sandbox.store.resource("", "v1", "namespaces").unwrap();
         sandbox
             .store

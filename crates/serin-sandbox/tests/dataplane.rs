@@ -1,0 +1,224 @@
+//! The whole data plane as `serin sandbox up` runs it: podinfo pods applied with kubectl serve real
+//! HTTP, the mesh proxy routes requests to them by a VirtualService, and Debian's Prometheus
+//! answers Flagger's builtin queries with the error rate and latency the pods were given.
+
+mod common;
+
+use axum::body::Body;
+use common::Kubectl;
+use http_body_util::BodyExt;
+use hyper_util::rt::TokioIo;
+use serin_sandbox::{MeshSettings, Sandbox, SandboxOptions};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const MANIFESTS: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: test}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: podinfo-primary, namespace: test}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: podinfo-primary}}
+  template:
+    metadata: {labels: {app: podinfo-primary}}
+    spec: {containers: [{name: podinfod, image: "ghcr.io/stefanprodan/podinfo:6.0.0", ports: [{name: http, containerPort: 9898}]}]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: podinfo, namespace: test}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: podinfo}}
+  template:
+    metadata: {labels: {app: podinfo}}
+    spec:
+      containers:
+      - name: podinfod
+        image: "ghcr.io/stefanprodan/podinfo:6.0.1"
+        ports: [{name: http, containerPort: 9898}]
+        env: [{name: ERROR_RATE, value: "0.2"}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: slow, namespace: test}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: slow}}
+  template:
+    metadata: {labels: {app: slow}}
+    spec:
+      containers:
+      - name: podinfod
+        image: "ghcr.io/stefanprodan/podinfo:6.0.1"
+        ports: [{name: http, containerPort: 9898}]
+        env: [{name: LATENCY, value: 150ms}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: podinfo-primary, namespace: test}
+spec: {selector: {app: podinfo-primary}, ports: [{name: http, port: 9898, targetPort: http}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: podinfo-canary, namespace: test}
+spec: {selector: {app: podinfo}, ports: [{name: http, port: 9898, targetPort: http}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: slow, namespace: test}
+spec: {selector: {app: slow}, ports: [{name: http, port: 9898, targetPort: http}]}
+---
+apiVersion: networking.istio.io/v1beta1
+kind: VirtualService
+metadata: {name: podinfo, namespace: test}
+spec:
+  hosts: [podinfo]
+  http:
+  - route:
+    - destination: {host: podinfo-primary}
+      weight: 0
+    - destination: {host: podinfo-canary}
+      weight: 100
+"#;
+
+/// Flagger's `request-success-rate` for namespace `test`.
+fn success_rate(target: &str, interval: &str) -> String {
+    format!(
+        r#" sum( rate( istio_requests_total{{ reporter="destination", destination_workload_namespace="test", destination_workload=~"{target}", response_code!~"5.*" }}[{interval}] ) ) / sum( rate( istio_requests_total{{ reporter="destination", destination_workload_namespace="test", destination_workload=~"{target}" }}[{interval}] ) ) * 100"#
+    )
+}
+
+/// Flagger's `request-duration` for namespace `test`.
+fn request_duration(target: &str, interval: &str) -> String {
+    format!(
+        r#" histogram_quantile( 0.99, sum( rate( istio_request_duration_milliseconds_bucket{{ reporter="destination", destination_workload_namespace="test", destination_workload=~"{target}" }}[{interval}] ) ) by (le) )"#
+    )
+}
+
+/// Sends GETs for `url` through the proxy every `pause`, until `until`; returns the statuses.
+async fn load(
+    proxy: std::net::SocketAddr,
+    url: &'static str,
+    pause: Duration,
+    until: Instant,
+) -> Vec<u16> {
+    let stream = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let host = url.trim_start_matches("http://").split('/').next().unwrap();
+    let mut statuses = Vec::new();
+    while Instant::now() < until && statuses.len() < 20_000 {
+        let request = http::Request::get(url)
+            .header("host", host)
+            .body(Body::empty())
+            .unwrap();
+        sender.ready().await.unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        statuses.push(response.status().as_u16());
+        response.into_body().collect().await.unwrap();
+        tokio::time::sleep(pause).await;
+    }
+    statuses
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flaggers_queries_see_the_error_rate_and_latency_of_pods_behind_the_mesh() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = SandboxOptions {
+        runtime: Some(Arc::new(serin_sandbox::runtime::ServingRuntime::new(
+            Default::default(),
+        ))),
+        mesh: Some(MeshSettings::default()),
+        ..SandboxOptions::default()
+    };
+    let sandbox = Sandbox::start_with(dir.path(), options)
+        .await
+        .expect("the sandbox with its mesh and Debian's prometheus (apt-get install prometheus)");
+    let endpoints: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&sandbox.endpoints).unwrap()).unwrap();
+    assert!(
+        endpoints["proxy"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://127.0.0.1:")
+    );
+    assert!(
+        endpoints["prometheus"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://127.0.0.1:")
+    );
+
+    let kubectl = Kubectl::new(&sandbox);
+    tokio::task::spawn_blocking(move || {
+        kubectl.apply(MANIFESTS, &[]);
+        for deployment in ["podinfo-primary", "podinfo", "slow"] {
+            kubectl.ok(&[
+                "-n",
+                "test",
+                "rollout",
+                "status",
+                &format!("deploy/{deployment}"),
+                "--timeout=30s",
+            ]);
+        }
+    })
+    .await
+    .unwrap();
+
+    let proxy = sandbox.mesh.as_ref().unwrap().address;
+    let until = Instant::now() + Duration::from_secs(20);
+    let mut workers = Vec::new();
+    for _ in 0..4 {
+        workers.push(tokio::spawn(load(
+            proxy,
+            "http://podinfo.test:9898/",
+            Duration::from_millis(10),
+            until,
+        )));
+    }
+    let slow = tokio::spawn(load(
+        proxy,
+        "http://slow.test:9898/",
+        Duration::from_millis(100),
+        until,
+    ));
+    let mut statuses = Vec::new();
+    for worker in workers {
+        statuses.extend(worker.await.unwrap());
+    }
+    slow.await.unwrap();
+    let errors = statuses.iter().filter(|s| **s == 500).count();
+    let seen = 100.0 * errors as f64 / statuses.len() as f64;
+    assert!(statuses.len() > 2_000, "{} requests", statuses.len());
+    assert!((seen - 20.0).abs() < 3.0, "clients saw {seen}% errors");
+
+    // Let Prometheus scrape the last second of traffic, then ask as Flagger does.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let prometheus = sandbox.prometheus.as_ref().unwrap();
+    let rate = prometheus
+        .query(&success_rate("podinfo", "15s"))
+        .expect("a success rate for the canary");
+    assert!(
+        (rate - 80.0).abs() <= 2.0,
+        "success rate {rate}, configured 80"
+    );
+    let primary = prometheus.query(&success_rate("podinfo-primary", "15s"));
+    assert_eq!(primary, None, "the primary got no traffic at weight 0");
+    // 150 ms requests fall in the (100, 250] bucket.
+    let p99 = prometheus
+        .query(&request_duration("slow", "15s"))
+        .expect("a duration for the slow version");
+    assert!(p99 > 100.0 && p99 <= 250.0, "p99 {p99} ms");
+    let fast = prometheus
+        .query(&request_duration("podinfo", "15s"))
+        .expect("a duration for the canary");
+    assert!(fast < 100.0, "p99 of the unhurried version {fast} ms");
+    sandbox.stop().await;
+}
