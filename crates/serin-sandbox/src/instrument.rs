@@ -124,11 +124,38 @@ pub struct FaultPlan {
     pub watch_drop_after: Option<Duration>,
 }
 
+/// A seeded xorshift64* generator shared across threads: cheap, reproducible from its seed, and
+/// good enough to spread injected failures and weighted picks.
+pub struct SeededRandom(AtomicU64);
+
+impl Default for SeededRandom {
+    fn default() -> Self {
+        SeededRandom::new(0x9e37_79b9_7f4a_7c15)
+    }
+}
+
+impl SeededRandom {
+    /// A generator starting from `seed`.
+    pub fn new(seed: u64) -> Self {
+        SeededRandom(AtomicU64::new(seed | 1))
+    }
+
+    /// The next number in [0, 1).
+    pub fn next_unit(&self) -> f64 {
+        let mut x = self.0.load(Ordering::Relaxed);
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0.store(x, Ordering::Relaxed);
+        (x.wrapping_mul(0x2545F4914F6CDD1D) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
 /// The fault rules in force, changeable at run time.
 #[derive(Default)]
 pub struct Faults {
     rules: Mutex<Vec<FaultRule>>,
-    random: AtomicU64,
+    random: SeededRandom,
 }
 
 impl Faults {
@@ -136,7 +163,7 @@ impl Faults {
     pub fn new(rules: Vec<FaultRule>) -> Self {
         Faults {
             rules: Mutex::new(rules),
-            random: AtomicU64::new(0x9e3779b97f4a7c15),
+            random: SeededRandom::default(),
         }
     }
 
@@ -150,23 +177,13 @@ impl Faults {
         self.rules.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    fn next_unit(&self) -> f64 {
-        // xorshift64*: cheap and good enough to spread injected failures.
-        let mut x = self.random.load(Ordering::Relaxed);
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.random.store(x, Ordering::Relaxed);
-        (x.wrapping_mul(0x2545F4914F6CDD1D) >> 11) as f64 / (1u64 << 53) as f64
-    }
-
     /// Decides the faults of one request.
     pub fn plan(&self, verb: &str, resource: &str) -> FaultPlan {
         let rules = self.rules.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut plan = FaultPlan::default();
         for rule in rules.iter().filter(|r| r.matches(verb, resource)) {
             plan.latency += Duration::from_millis(rule.latency_ms);
-            if rule.error_rate > 0.0 && self.next_unit() < rule.error_rate {
+            if rule.error_rate > 0.0 && self.random.next_unit() < rule.error_rate {
                 plan.fail = true;
             }
             if let Some(ms) = rule.watch_drop_after_ms {

@@ -17,7 +17,6 @@ use hyper_util::rt::TokioExecutor;
 use serde_json::{Map, Value};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Largest request body the proxy buffers (it keeps bodies for retries and mirrors).
@@ -75,7 +74,7 @@ struct Mesh {
     telemetry: Arc<Telemetry>,
     options: MeshOptions,
     client: Client<HttpConnector, Body>,
-    random: AtomicU64,
+    random: crate::instrument::SeededRandom,
     /// The route table and the store resourceVersion it was read at.
     routes: std::sync::Mutex<(u64, Arc<RouteTable>)>,
 }
@@ -106,7 +105,7 @@ impl MeshProxy {
             store,
             upstreams,
             telemetry: telemetry.clone(),
-            random: AtomicU64::new(options.seed | 1),
+            random: crate::instrument::SeededRandom::new(options.seed),
             options,
             client: Client::builder(TokioExecutor::new()).build(connector),
             routes: std::sync::Mutex::new((u64::MAX, Arc::new(RouteTable::default()))),
@@ -197,12 +196,7 @@ enum Attempt {
 impl Mesh {
     /// A number in [0, 1) from the proxy's seeded generator.
     fn random(&self) -> f64 {
-        let mut x = self.random.load(Ordering::Relaxed);
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.random.store(x, Ordering::Relaxed);
-        (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+        self.random.next_unit()
     }
 
     /// The routing objects as of now, read again only when the store has changed.

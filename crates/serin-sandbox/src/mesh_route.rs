@@ -75,6 +75,19 @@ pub struct HeaderOps {
     pub remove: Vec<String>,
 }
 
+/// The strings of a JSON list, lower-cased (header names).
+fn lowercase_names(list: &Value) -> Vec<String> {
+    list.as_array()
+        .map(|names| {
+            names
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_ascii_lowercase)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 impl HeaderOps {
     fn parse(value: &Value) -> HeaderOps {
         let pairs = |v: &Value| -> Vec<(String, String)> {
@@ -89,15 +102,7 @@ impl HeaderOps {
         HeaderOps {
             set: pairs(&value["set"]),
             add: pairs(&value["add"]),
-            remove: value["remove"]
-                .as_array()
-                .map(|r| {
-                    r.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_ascii_lowercase)
-                        .collect()
-                })
-                .unwrap_or_default(),
+            remove: lowercase_names(&value["remove"]),
         }
     }
 
@@ -121,15 +126,7 @@ impl HeaderOps {
         HeaderOps {
             set: pairs(&filter["set"]),
             add: pairs(&filter["add"]),
-            remove: filter["remove"]
-                .as_array()
-                .map(|r| {
-                    r.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_ascii_lowercase)
-                        .collect()
-                })
-                .unwrap_or_default(),
+            remove: lowercase_names(&filter["remove"]),
         }
     }
 
