@@ -134,6 +134,16 @@ async fn get(
     url: &str,
     headers: &[(&str, &str)],
 ) -> (u16, String) {
+    let (status, body, _) = get_with_headers(client, url, headers).await;
+    (status, body)
+}
+
+/// Like [`get`], also returning the response's `set-cookie` header.
+async fn get_with_headers(
+    client: &mut hyper::client::conn::http1::SendRequest<Body>,
+    url: &str,
+    headers: &[(&str, &str)],
+) -> (u16, String, Option<String>) {
     let authority = url
         .trim_start_matches("http://")
         .split('/')
@@ -150,8 +160,13 @@ async fn get(
         .await
         .unwrap();
     let status = response.status().as_u16();
+    let cookie = response
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .map(String::from);
     let body = response.into_body().collect().await.unwrap().to_bytes();
-    (status, String::from_utf8_lossy(&body).into_owned())
+    (status, String::from_utf8_lossy(&body).into_owned(), cookie)
 }
 
 fn canary_routes(primary: u64, canary: u64) -> Value {
@@ -260,7 +275,8 @@ async fn mirrors_copy_retries_recover_and_faults_abort() {
         "virtualservices",
         json!({"metadata": {"name": "podinfo"},
         "spec": {"hosts": ["podinfo"], "http": [{
-            "route": [{"destination": {"host": "podinfo-primary"}, "weight": 100},
+            "route": [{"destination": {"host": "podinfo-primary"}, "weight": 100,
+                       "headers": {"response": {"add": {"Set-Cookie": "flagger-cookie=abc; Max-Age=60"}}}},
                       {"destination": {"host": "podinfo-canary"}, "weight": 0}],
             "mirror": {"host": "podinfo-canary"}, "mirrorPercentage": {"value": 100.0}}]}}),
     );
