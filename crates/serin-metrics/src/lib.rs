@@ -1,0 +1,11 @@
+//! Canary metric queries: Flagger's builtin Istio queries, MetricTemplate rendering with strict
+//! variables, and a Prometheus client whose answers become the decision core's metric readings.
+#![deny(missing_docs)]
+
+pub mod prometheus;
+pub mod query;
+pub mod read;
+
+pub use prometheus::{PrometheusClient, QueryError};
+pub use query::{QueryContext, RenderError, builtin_query, collapse_whitespace, render};
+pub use read::{MetricInputs, read};

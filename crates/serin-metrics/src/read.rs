@@ -1,0 +1,127 @@
+//! One metric of a canary's analysis, read into the decision core's [`MetricReading`]: the builtin
+//! Istio queries and inline queries go to the operator's metrics server; MetricTemplates bring their
+//! own Prometheus, headers and credentials.
+
+use crate::prometheus::{Auth, PrometheusClient};
+use crate::query::{QueryContext, builtin_query, render};
+use serin_api::{CanaryMetric, MetricTemplate};
+use serin_core::plan::MetricReading;
+use std::collections::BTreeMap;
+
+/// What reading one metric needs besides the metric itself.
+pub struct MetricInputs<'a> {
+    /// The placeholders' values (the Canary's names; `interval` is taken from the metric).
+    pub context: QueryContext,
+    /// The MetricTemplate `templateRef` points at, if it exists.
+    pub template: Option<&'a MetricTemplate>,
+    /// The decoded data of the template's `provider.secretRef` Secret, if any.
+    pub secret: Option<&'a BTreeMap<String, String>>,
+    /// The operator's metrics server (`--metrics-server`), for builtin and inline queries.
+    pub metrics_server: &'a PrometheusClient,
+}
+
+fn template_client(
+    template: &MetricTemplate,
+    secret: Option<&BTreeMap<String, String>>,
+    label: &str,
+) -> Result<PrometheusClient, String> {
+    let provider = &template.spec.provider;
+    if provider.type_ != "prometheus" {
+        return Err(format!(
+            "Metric template {label} error: provider type {:?} is not supported yet; use provider.type: prometheus",
+            provider.type_
+        ));
+    }
+    let address = provider.address.as_deref().ok_or_else(|| {
+        format!("Metric template {label} error: provider.address is required for prometheus")
+    })?;
+    let mut client = PrometheusClient::new(address)
+        .map_err(|e| format!("Metric template {label} error: {e}"))?;
+    if let Some(headers) = &provider.headers {
+        client = client.with_headers(
+            headers
+                .iter()
+                .flat_map(|(name, values)| values.iter().map(move |v| (name.clone(), v.clone())))
+                .collect(),
+        );
+    }
+    if let Some(reference) = &provider.secret_ref {
+        let data = secret.ok_or_else(|| {
+            format!(
+                "Metric template {label} secret {} error: the Secret was not found in the template's namespace",
+                reference.name
+            )
+        })?;
+        let auth = match (
+            data.get("token"),
+            data.get("username"),
+            data.get("password"),
+        ) {
+            (Some(token), _, _) => Auth::Bearer(token.clone()),
+            (None, Some(username), Some(password)) => Auth::Basic {
+                username: username.clone(),
+                password: password.clone(),
+            },
+            _ => {
+                return Err(format!(
+                    "Metric template {label} secret {} error: it needs a token key, or both username and password",
+                    reference.name
+                ));
+            }
+        };
+        client = client.with_auth(auth);
+    }
+    Ok(client)
+}
+
+/// Runs the query of `metric` and returns what the decision core judges.
+pub async fn read(metric: &CanaryMetric, inputs: MetricInputs<'_>) -> MetricReading {
+    let mut context = inputs.context;
+    context.interval = metric.interval.clone().unwrap_or_else(|| "1m".into());
+    context.variables = metric.template_variables.clone().unwrap_or_default();
+    if let Some(reference) = &metric.template_ref {
+        let namespace = reference
+            .namespace
+            .clone()
+            .unwrap_or_else(|| context.namespace.clone());
+        let label = format!("{}.{namespace}", reference.name);
+        let Some(template) = inputs.template else {
+            return MetricReading::Error(format!(
+                "Metric template {label} error: not found; create the MetricTemplate or fix templateRef"
+            ));
+        };
+        let client = match template_client(template, inputs.secret, &label) {
+            Ok(client) => client,
+            Err(message) => return MetricReading::Error(message),
+        };
+        let query = match render(&template.spec.query, &context) {
+            Ok(query) => query,
+            Err(e) => {
+                return MetricReading::Error(format!(
+                    "Metric template {label} query render error: {e}"
+                ));
+            }
+        };
+        return reading(client.query(&query).await);
+    }
+    if let Some(query) = &metric.query {
+        return match render(query, &context) {
+            Ok(query) => reading(inputs.metrics_server.query(&query).await),
+            Err(e) => MetricReading::Error(format!("query render error: {e}")),
+        };
+    }
+    match builtin_query(&metric.name, &context) {
+        Some(query) => reading(inputs.metrics_server.query(&query).await),
+        None => MetricReading::Error(
+            "no usable metrics template and query were configured: set templateRef, or use request-success-rate or request-duration"
+                .into(),
+        ),
+    }
+}
+
+fn reading(result: Result<f64, crate::QueryError>) -> MetricReading {
+    match result {
+        Ok(value) => MetricReading::Value(value),
+        Err(e) => e.reading(),
+    }
+}

@@ -1,0 +1,164 @@
+//! The client against Debian's Prometheus scraping Istio telemetry: Flagger's builtin queries,
+//! `vector(1)`, empty results, bad queries and an unreachable server.
+
+use serin_core::plan::MetricReading;
+use serin_metrics::{PrometheusClient, QueryContext, QueryError, builtin_query};
+use serin_sandbox::prometheus::Prometheus;
+use serin_sandbox::telemetry::{Reporter, Sample, Telemetry, Workload};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn context(target: &str) -> QueryContext {
+    QueryContext {
+        name: "podinfo".into(),
+        namespace: "test".into(),
+        target: target.into(),
+        interval: "5s".into(),
+        ..QueryContext::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn builtin_queries_online_check_and_errors_against_a_real_prometheus() {
+    let telemetry = Arc::new(Telemetry::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let served = telemetry.clone();
+    let app = axum::Router::new().route(
+        "/stats/prometheus",
+        axum::routing::get(move || {
+            let served = served.clone();
+            async move { served.render() }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let recorder = telemetry.clone();
+    let traffic = tokio::spawn(async move {
+        let started = Instant::now();
+        let mut sent = 0u64;
+        while started.elapsed() < Duration::from_secs(40) {
+            sent += 1;
+            recorder.record(&Sample {
+                reporter: Reporter::Destination,
+                source: Workload::unknown(),
+                destination: Workload {
+                    name: "podinfo".into(),
+                    namespace: "test".into(),
+                    app: "podinfo".into(),
+                    version: "unknown".into(),
+                },
+                destination_service: "podinfo-canary.test.svc.cluster.local".into(),
+                response_code: if sent.is_multiple_of(10) { 503 } else { 200 },
+                response_flags: "-".into(),
+                duration: Duration::from_millis(30),
+            });
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let prometheus = tokio::task::spawn_blocking(move || {
+        Prometheus::start("prometheus", &[address], "/stats/prometheus")
+            .expect("Debian's prometheus (apt-get install prometheus)")
+    })
+    .await
+    .unwrap();
+    let client = PrometheusClient::new(&prometheus.url).unwrap();
+    client.is_online().await.expect("vector(1) is 1");
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let rate = loop {
+        // Wait for a full 5 s window of scraped samples.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let query = builtin_query("request-success-rate", &context("podinfo")).unwrap();
+        if let Ok(value) = client.query(&query).await
+            && Instant::now() > deadline - Duration::from_secs(22)
+        {
+            break value;
+        }
+        assert!(Instant::now() < deadline, "no success rate within 30 s");
+    };
+    assert!(
+        (rate - 90.0).abs() <= 2.0,
+        "success rate {rate}, recorded 90"
+    );
+    let p99 = client
+        .query(&builtin_query("request-duration", &context("podinfo")).unwrap())
+        .await
+        .unwrap();
+    assert!(p99 > 25.0 && p99 <= 50.0, "p99 {p99} ms for 30 ms requests");
+
+    // The primary got nothing: Flagger's "no values found", which the core reads as no data.
+    let idle = client
+        .query(&builtin_query("request-success-rate", &context("podinfo-primary")).unwrap())
+        .await
+        .unwrap_err();
+    assert_eq!(idle, QueryError::NoValues);
+    assert_eq!(idle.reading(), MetricReading::NoData);
+
+    let bad = client.query("sum(rate(x[1m]").await.unwrap_err();
+    match &bad {
+        QueryError::Status { status, body } => {
+            assert_eq!(*status, 400);
+            assert!(body.contains("parse error"), "{body}");
+        }
+        other => panic!("expected a 400, got {other}"),
+    }
+    assert!(matches!(bad.reading(), MetricReading::Error(m) if m.contains("Status 400")));
+
+    // Reading metrics as the controller will: builtins, MetricTemplates and their errors.
+    let metric = |json: serde_json::Value| -> serin_api::CanaryMetric {
+        serde_json::from_value(json).unwrap()
+    };
+    let template: serin_api::MetricTemplate = serde_json::from_value(serde_json::json!({
+        "apiVersion": "serin.dev/v1beta1", "kind": "MetricTemplate",
+        "metadata": {"name": "latency", "namespace": "test"},
+        "spec": {"provider": {"type": "prometheus", "address": prometheus.url,
+                              "secretRef": {"name": "prom-auth"}},
+                 "query": "histogram_quantile({{ variables.quantile }}, sum(rate(istio_request_duration_milliseconds_bucket{destination_workload=~\"{{ target }}\"}[{{ interval }}])) by (le))"}
+    }))
+    .unwrap();
+    let secret = std::collections::BTreeMap::from([("token".to_string(), "t0ken".to_string())]);
+    let inputs = |template| serin_metrics::MetricInputs {
+        context: context("podinfo"),
+        template,
+        secret: Some(&secret),
+        metrics_server: &client,
+    };
+    let builtin = serin_metrics::read(
+        &metric(serde_json::json!({"name": "request-success-rate", "interval": "5s"})),
+        inputs(None),
+    )
+    .await;
+    assert!(
+        matches!(builtin, MetricReading::Value(v) if (v - 90.0).abs() <= 2.0),
+        "{builtin:?}"
+    );
+    let templated = metric(serde_json::json!({"name": "p95", "interval": "5s",
+        "templateRef": {"name": "latency"}, "templateVariables": {"quantile": "0.95"}}));
+    let value = serin_metrics::read(&templated, inputs(Some(&template))).await;
+    assert!(
+        matches!(value, MetricReading::Value(v) if v > 25.0 && v <= 50.0),
+        "{value:?}"
+    );
+    let missing_template = serin_metrics::read(&templated, inputs(None)).await;
+    assert_eq!(
+        missing_template,
+        MetricReading::Error("Metric template latency.test error: not found; create the MetricTemplate or fix templateRef".into())
+    );
+    let unset = metric(serde_json::json!({"name": "p95", "templateRef": {"name": "latency"}}));
+    let render_error = serin_metrics::read(&unset, inputs(Some(&template))).await;
+    assert!(
+        matches!(&render_error, MetricReading::Error(m) if m.contains("query render error") && m.contains("quantile")),
+        "{render_error:?}"
+    );
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let nowhere = PrometheusClient::new(&format!("http://127.0.0.1:{port}")).unwrap();
+    let down = nowhere.is_online().await.unwrap_err();
+    assert!(matches!(down, QueryError::Unreachable { .. }), "{down}");
+    assert!(down.to_string().contains("--metrics-server"), "{down}");
+    traffic.abort();
+}
