@@ -587,8 +587,13 @@ pub fn route(table: &RouteTable, request: &Request, client_namespace: &str, pick
                 body: format!("no healthy upstream: every destination of {vs_name} has weight 0"),
             };
         };
+        // Without a port of its own, a destination is reached on the port the client asked for,
+        // as Envoy routes by the listener port.
         let destination = match resolve_destination(table, &chosen["destination"], &namespace) {
-            Ok(d) => d,
+            Ok(d) => Destination {
+                port: d.port.or(port),
+                ..d
+            },
             Err((status, body)) => return Decision::Respond { status, body },
         };
         let mirror = match destination_value(&http["mirror"]) {
@@ -597,7 +602,13 @@ pub fn route(table: &RouteTable, request: &Request, client_namespace: &str, pick
                 let percent =
                     percentage(&http["mirrorPercentage"], &http["mirrorPercent"]).unwrap_or(100.0);
                 match resolve_destination(table, value, &namespace) {
-                    Ok(d) if percent > 0.0 => Some((d, percent)),
+                    Ok(d) if percent > 0.0 => Some((
+                        Destination {
+                            port: d.port.or(port),
+                            ..d
+                        },
+                        percent,
+                    )),
                     _ => None,
                 }
             }

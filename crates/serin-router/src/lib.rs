@@ -1,0 +1,117 @@
+//! Routing objects for a Canary, as Flagger writes them: the Kubernetes Services (`<svc>`,
+//! `<svc>-primary`, `<svc>-canary`), the Istio DestinationRules and the VirtualService, and the
+//! weights set into and read back from that VirtualService. Everything here is pure: it builds JSON
+//! objects; the controller applies them.
+#![deny(missing_docs)]
+
+pub mod istio;
+pub mod services;
+
+use serde_json::Value;
+
+/// The annotations Flagger adds to every object it manages, so GitOps tools leave them alone.
+pub const TOOLKIT_ANNOTATIONS: [(&str, &str); 2] = [
+    ("kustomize.toolkit.fluxcd.io/reconcile", "disabled"),
+    ("helm.toolkit.fluxcd.io/driftDetection", "disabled"),
+];
+
+/// Why routing objects cannot be built or read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RouterError {
+    /// The target's selector has none of the selector labels.
+    #[error(
+        "deployment {target}.{namespace} spec.selector.matchLabels must contain one of [{labels}]"
+    )]
+    NoSelectorLabel {
+        /// The target Deployment.
+        target: String,
+        /// Its namespace.
+        namespace: String,
+        /// The labels looked for.
+        labels: String,
+    },
+    /// Delegation was asked with hosts or gateways.
+    #[error(
+        "VirtualService {service}.{namespace} cannot have hosts and gateways when delegation enabled: remove service.hosts and service.gateways, or set service.delegation: false"
+    )]
+    DelegationWithHosts {
+        /// The apex Service name.
+        service: String,
+        /// The namespace.
+        namespace: String,
+    },
+    /// The VirtualService has no weighted route to the primary and the canary.
+    #[error(
+        "VirtualService {service}.{namespace} does not contain routes for {service}-primary and {service}-canary"
+    )]
+    NoRoutes {
+        /// The apex Service name.
+        service: String,
+        /// The namespace.
+        namespace: String,
+    },
+}
+
+/// The names Flagger derives from a Canary.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Names {
+    /// The apex Service and VirtualService: `service.name`, else the target's name.
+    pub apex: String,
+    /// `<apex>-primary`.
+    pub primary: String,
+    /// `<apex>-canary`.
+    pub canary: String,
+    /// The Canary's namespace.
+    pub namespace: String,
+}
+
+impl Names {
+    /// The names for `canary` (its JSON form).
+    pub fn of(canary: &Value) -> Names {
+        let apex = canary["spec"]["service"]["name"]
+            .as_str()
+            .or(canary["spec"]["targetRef"]["name"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        Names {
+            primary: format!("{apex}-primary"),
+            canary: format!("{apex}-canary"),
+            namespace: canary["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("default")
+                .to_string(),
+            apex,
+        }
+    }
+}
+
+/// The owner reference that makes an object belong to (and be collected with) its Canary.
+pub fn owner_reference(canary: &Value) -> Value {
+    serde_json::json!({
+        "apiVersion": canary["apiVersion"].as_str().unwrap_or("serin.dev/v1beta1"),
+        "kind": "Canary",
+        "name": canary["metadata"]["name"],
+        "uid": canary["metadata"]["uid"],
+        "controller": true,
+        "blockOwnerDeletion": true,
+    })
+}
+
+/// Labels and annotations from a `service.apex|primary|canary` metadata block, with the toolkit
+/// annotations added.
+pub(crate) fn custom_metadata(
+    block: &Value,
+) -> (
+    serde_json::Map<String, Value>,
+    serde_json::Map<String, Value>,
+) {
+    let labels = block["labels"].as_object().cloned().unwrap_or_default();
+    let mut annotations = block["annotations"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    for (key, value) in TOOLKIT_ANNOTATIONS {
+        annotations.insert(key.into(), Value::String(value.into()));
+    }
+    (labels, annotations)
+}
