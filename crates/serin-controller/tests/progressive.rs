@@ -1,0 +1,347 @@
+//! The operator's controller against the sandbox with its mesh and Debian's Prometheus: a healthy
+//! release is promoted step by step; a faulty one fails its success-rate check and is rolled back.
+//! Traffic is real (through the mesh proxy), and so are the metrics.
+
+use axum::body::Body;
+use http_body_util::BodyExt;
+use hyper_util::rt::TokioIo;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, Config};
+use serde_json::{Value, json};
+use serin_api::{Canary, Phase};
+use serin_controller::Context;
+use serin_metrics::PrometheusClient;
+use serin_sandbox::{MeshSettings, Sandbox, SandboxOptions};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+const MANIFESTS: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: test}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: podinfo, namespace: test, labels: {app: podinfo}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: podinfo}}
+  template:
+    metadata: {labels: {app: podinfo}}
+    spec:
+      containers:
+      - name: podinfod
+        image: ghcr.io/stefanprodan/podinfo:6.0.0
+        ports: [{name: http, containerPort: 9898}]
+---
+apiVersion: serin.dev/v1beta1
+kind: Canary
+metadata: {name: podinfo, namespace: test}
+spec:
+  provider: istio
+  targetRef: {apiVersion: apps/v1, kind: Deployment, name: podinfo}
+  progressDeadlineSeconds: 60
+  service: {port: 9898, targetPort: 9898}
+  analysis:
+    interval: 4s
+    threshold: 2
+    stepWeight: 20
+    maxWeight: 40
+    metrics:
+    - name: request-success-rate
+      thresholdRange: {min: 99}
+      interval: 8s
+    - name: request-duration
+      thresholdRange: {max: 500}
+      interval: 8s
+"#;
+
+fn kubectl(sandbox: &Sandbox, args: &[&str], stdin: Option<&str>) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&sandbox.kubeconfig)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl is installed");
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Sends ~40 requests a second to podinfo.test through the mesh until `stop`.
+async fn traffic(proxy: std::net::SocketAddr, stop: Arc<AtomicBool>) {
+    let started = Instant::now();
+    while !stop.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(240) {
+        let Ok(stream) = tokio::net::TcpStream::connect(proxy).await else {
+            return;
+        };
+        let Ok((mut sender, connection)) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await
+        else {
+            return;
+        };
+        tokio::spawn(connection);
+        while !stop.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(240) {
+            let request = http::Request::get("http://podinfo.test:9898/")
+                .header("host", "podinfo.test:9898")
+                .body(Body::empty())
+                .unwrap();
+            if sender.ready().await.is_err() {
+                break;
+            }
+            match sender.send_request(request).await {
+                Ok(response) => {
+                    let _ = response.into_body().collect().await;
+                }
+                Err(_) => break,
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+}
+
+struct Seen {
+    phases: Vec<Phase>,
+    weights: Vec<i32>,
+}
+
+/// Polls the Canary until `done` or `limit`, recording every phase and weight it goes through.
+async fn follow(canaries: &Api<Canary>, limit: Duration, done: impl Fn(Phase) -> bool) -> Seen {
+    let started = Instant::now();
+    let mut seen = Seen {
+        phases: Vec::new(),
+        weights: Vec::new(),
+    };
+    loop {
+        if let Ok(canary) = canaries.get("podinfo").await
+            && let Some(status) = canary.status
+        {
+            if let Some(phase) = status.phase
+                && seen.phases.last() != Some(&phase)
+            {
+                seen.phases.push(phase);
+            }
+            if seen.weights.last() != Some(&status.canary_weight) {
+                seen.weights.push(status.canary_weight);
+            }
+            if status.phase.is_some_and(&done) {
+                return seen;
+            }
+        }
+        assert!(
+            started.elapsed() < limit,
+            "gave up after {limit:?}: phases {:?}, weights {:?}",
+            seen.phases,
+            seen.weights
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn image(deployment: &Value) -> &str {
+    deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_healthy_release_is_promoted_and_a_faulty_one_rolled_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = SandboxOptions {
+        runtime: Some(Arc::new(serin_sandbox::runtime::ServingRuntime::new(
+            Default::default(),
+        ))),
+        mesh: Some(MeshSettings::default()),
+        ..SandboxOptions::default()
+    };
+    let sandbox = Sandbox::start_with(dir.path(), options)
+        .await
+        .expect("the sandbox with Debian's prometheus (apt-get install prometheus)");
+    let crds = include_str!("../../../artifacts/crds/serin.yaml");
+    kubectl(&sandbox, &["apply", "-f", "-"], Some(crds));
+    kubectl(
+        &sandbox,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/canaries.serin.dev",
+        ],
+        None,
+    );
+    kubectl(&sandbox, &["apply", "-f", "-"], Some(MANIFESTS));
+
+    let client = Client::try_from(Config::new(sandbox.url.parse().unwrap())).unwrap();
+    let metrics_server = PrometheusClient::new(&sandbox.prometheus.as_ref().unwrap().url).unwrap();
+    let ctx = Arc::new(Context::new(client.clone(), metrics_server));
+    let controller = tokio::spawn(serin_controller::run(ctx, Some("test".into())));
+    let canaries: Api<Canary> = Api::namespaced(client.clone(), "test");
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), "test");
+
+    let init = follow(&canaries, Duration::from_secs(60), |p| {
+        p == Phase::Initialized
+    })
+    .await;
+    assert_eq!(
+        init.phases.last(),
+        Some(&Phase::Initialized),
+        "{:?}",
+        init.phases
+    );
+    let primary = serde_json::to_value(deployments.get("podinfo-primary").await.unwrap()).unwrap();
+    assert_eq!(image(&primary), "ghcr.io/stefanprodan/podinfo:6.0.0");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = tokio::spawn(traffic(
+        sandbox.mesh.as_ref().unwrap().address,
+        stop.clone(),
+    ));
+
+    // (1) A new version: weights 20 → 40, then promotion.
+    kubectl(
+        &sandbox,
+        &[
+            "-n",
+            "test",
+            "set",
+            "image",
+            "deploy/podinfo",
+            "podinfod=ghcr.io/stefanprodan/podinfo:6.0.1",
+        ],
+        None,
+    );
+    let release = follow(&canaries, Duration::from_secs(120), |p| {
+        p == Phase::Succeeded || p == Phase::Failed
+    })
+    .await;
+    assert_eq!(
+        release.phases.last(),
+        Some(&Phase::Succeeded),
+        "phases {:?}",
+        release.phases
+    );
+    for phase in [Phase::Progressing, Phase::Promoting, Phase::Finalising] {
+        assert!(
+            release.phases.contains(&phase),
+            "{phase:?} missing from {:?}",
+            release.phases
+        );
+    }
+    for weight in [20, 40] {
+        assert!(
+            release.weights.contains(&weight),
+            "weight {weight} missing from {:?}",
+            release.weights
+        );
+    }
+    let primary = serde_json::to_value(deployments.get("podinfo-primary").await.unwrap()).unwrap();
+    assert_eq!(
+        image(&primary),
+        "ghcr.io/stefanprodan/podinfo:6.0.1",
+        "the primary runs the new version"
+    );
+
+    // (2) A faulty version: half its requests fail, the checks fail twice, traffic goes back.
+    kubectl(
+        &sandbox,
+        &[
+            "-n",
+            "test",
+            "set",
+            "env",
+            "deploy/podinfo",
+            "ERROR_RATE=0.5",
+        ],
+        None,
+    );
+    follow(&canaries, Duration::from_secs(60), |p| {
+        p == Phase::Progressing
+    })
+    .await;
+    let failed = follow(&canaries, Duration::from_secs(120), |p| {
+        p == Phase::Failed || p == Phase::Succeeded
+    })
+    .await;
+    assert_eq!(
+        failed.phases.last(),
+        Some(&Phase::Failed),
+        "phases {:?}",
+        failed.phases
+    );
+    assert!(
+        failed.phases.contains(&Phase::Progressing),
+        "{:?}",
+        failed.phases
+    );
+    let vs_api: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "test",
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk("networking.istio.io", "v1beta1", "VirtualService"),
+            "virtualservices",
+        ),
+    );
+    let vs = serde_json::to_value(vs_api.get("podinfo").await.unwrap()).unwrap();
+    assert_eq!(
+        vs["spec"]["http"][0]["route"][0]["weight"], 100,
+        "all traffic back on the primary: {vs}"
+    );
+    assert_eq!(vs["spec"]["http"][0]["route"][1]["weight"], 0);
+    let target = deployments.get("podinfo").await.unwrap();
+    assert_eq!(
+        target.spec.unwrap().replicas,
+        Some(0),
+        "the faulty version is scaled to zero"
+    );
+    let primary = serde_json::to_value(deployments.get("podinfo-primary").await.unwrap()).unwrap();
+    assert_eq!(
+        image(&primary),
+        "ghcr.io/stefanprodan/podinfo:6.0.1",
+        "the primary kept the good version"
+    );
+    let events = kubectl(
+        &sandbox,
+        &[
+            "-n",
+            "test",
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.kind=Canary",
+            "-o",
+            "jsonpath={.items[*].message}",
+        ],
+        None,
+    );
+    assert!(events.contains("Promotion completed"), "{events}");
+    assert!(
+        events.contains("Halt") || events.contains("Rolling back"),
+        "{events}"
+    );
+
+    stop.store(true, Ordering::Relaxed);
+    let _ = load.await;
+    controller.abort();
+    let _ = canaries
+        .patch("podinfo", &PatchParams::default(), &Patch::Merge(json!({})))
+        .await;
+    sandbox.stop().await;
+}
