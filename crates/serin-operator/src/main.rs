@@ -1,0 +1,123 @@
+//! `serin-operator`: watches Canaries and runs their releases. Flags follow Flagger's where they
+//! apply; the admin server answers `/healthz`, `/readyz` and `/metrics`.
+
+use anyhow::Context as _;
+use clap::Parser;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+#[derive(Parser)]
+#[command(
+    name = "serin-operator",
+    version,
+    about = "Progressive delivery for Kubernetes"
+)]
+struct Flags {
+    /// Only watch Canaries in this namespace (default: all namespaces).
+    #[arg(long)]
+    namespace: Option<String>,
+    /// Prometheus address for the builtin metrics and inline queries.
+    #[arg(long, default_value = "http://prometheus:9090")]
+    metrics_server: String,
+    /// Labels that identify a target's pods, in order of preference.
+    #[arg(long, default_value = "app,name,app.kubernetes.io/name")]
+    selector_labels: String,
+    /// Mesh provider; `istio` is the one this build supports.
+    #[arg(long, default_value = "istio")]
+    mesh_provider: String,
+    /// Wait to hold the `serin-operator` Lease before acting, so only one replica runs releases.
+    #[arg(long)]
+    leader_elect: bool,
+    /// Namespace of the leader-election Lease.
+    #[arg(long, default_value = "default")]
+    leader_election_namespace: String,
+    /// Address of the admin server (`/healthz`, `/readyz`, `/metrics`).
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    admin_address: SocketAddr,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let flags = Flags::parse();
+    anyhow::ensure!(
+        flags.mesh_provider == "istio",
+        "--mesh-provider {}: only istio is supported by this build",
+        flags.mesh_provider
+    );
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to Kubernetes (KUBECONFIG or the in-cluster service account)")?;
+    let metrics_server = serin_metrics::PrometheusClient::new(&flags.metrics_server)
+        .map_err(|e| anyhow::anyhow!("--metrics-server: {e}"))?;
+    let ready = Arc::new(AtomicBool::new(false));
+    let admin = admin_server(flags.admin_address, ready.clone()).await?;
+    if flags.leader_elect {
+        let manager =
+            kube_lease_manager::LeaseManagerBuilder::new(client.clone(), "serin-operator")
+                .with_namespace(&flags.leader_election_namespace)
+                .build()
+                .await
+                .context("setting up leader election")?;
+        let (mut leader, _lease) = manager.watch().await;
+        eprintln!("waiting to become the leader");
+        while !*leader.borrow_and_update() {
+            leader.changed().await.context("leader election stopped")?;
+        }
+        eprintln!("leading");
+    }
+    let mut ctx = serin_controller::Context::new(client, metrics_server);
+    ctx.selector_labels = flags
+        .selector_labels
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
+    ready.store(true, Ordering::Relaxed);
+    eprintln!(
+        "watching Canaries in {}",
+        flags.namespace.as_deref().unwrap_or("all namespaces")
+    );
+    tokio::select! {
+        _ = serin_controller::run(Arc::new(ctx), flags.namespace) => {}
+        _ = tokio::signal::ctrl_c() => eprintln!("stopping"),
+    }
+    admin.abort();
+    Ok(())
+}
+
+async fn admin_server(
+    address: SocketAddr,
+    ready: Arc<AtomicBool>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("binding the admin server to {address}"))?;
+    let app = axum::Router::new()
+        .route("/healthz", axum::routing::get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            axum::routing::get(move || {
+                let ready = ready.load(Ordering::Relaxed);
+                async move {
+                    if ready {
+                        (axum::http::StatusCode::OK, "ok")
+                    } else {
+                        (
+                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                            "not leading yet",
+                        )
+                    }
+                }
+            }),
+        )
+        .route(
+            "/metrics",
+            axum::routing::get(|| async {
+                "# TYPE serin_operator_up gauge\nserin_operator_up 1\n"
+            }),
+        );
+    Ok(tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    }))
+}
