@@ -2,7 +2,7 @@
 CARGO ?= cargo
 CRD_FILES := artifacts/crds/serin.yaml charts/serin/crds/serin.yaml
 
-.PHONY: test fmt-check clippy unit doc-check crds demo doc bench bench-sandbox bench-loadtester
+.PHONY: test fmt-check clippy unit doc-check crds demo simulate doc bench bench-sandbox bench-loadtester
 
 ## make test: formatting check, clippy with warnings as errors, then every test in the workspace.
 test: fmt-check clippy doc-check unit
@@ -24,8 +24,16 @@ crds:
 	$(CARGO) run -q -p serin-api --bin serin-crdgen > artifacts/crds/serin.yaml
 	cp artifacts/crds/serin.yaml charts/serin/crds/serin.yaml
 
-## make demo: replays a progressive canary through the decision core, tick by tick, with no cluster.
+## make demo: a healthy and a faulty release end to end in a local sandbox (pods, mesh, Prometheus,
+## the controller), printing phase, weight and metrics live; installs Debian's prometheus if missing.
 demo:
+	@command -v prometheus >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; \
+	  else echo "make demo needs Debian's prometheus: sudo apt-get install prometheus" >&2; exit 1; fi; }
+	$(CARGO) run -q -p serin-cli -- demo
+
+## make simulate: replays the same kind of releases through the decision core alone, tick by tick.
+simulate:
 	$(CARGO) run -q -p serin-core --example timeline
 
 ## make doc: API documentation of the workspace crates.

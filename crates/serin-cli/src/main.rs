@@ -1,6 +1,8 @@
 //! `serin`: Serin's command line. Today it runs the local sandbox; the release commands
 //! (get, promote, abort, ...) arrive with the operator.
 
+mod demo;
+
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -14,6 +16,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Runs a healthy and a faulty release end to end in a local sandbox, printing their progress.
+    Demo,
     /// The local sandbox: a Kubernetes-API-compatible server on 127.0.0.1.
     Sandbox {
         #[command(subcommand)]
@@ -45,6 +49,7 @@ enum SandboxAction {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
+        Command::Demo => demo::run().await,
         Command::Sandbox {
             action:
                 SandboxAction::Up {

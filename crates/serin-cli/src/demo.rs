@@ -1,0 +1,324 @@
+//! `serin demo`: the whole product on a laptop. Starts the sandbox (API server, pods serving
+//! podinfo, the mesh and Prometheus) and the controller in this process, sends traffic through the
+//! mesh, rolls out a good version (promoted) and a faulty one (rolled back), and prints what a user
+//! would watch: phase, weight and each metric's value.
+
+use anyhow::{Context as _, bail};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+use serin_api::{Canary, Phase};
+use serin_metrics::{PrometheusClient, QueryContext, builtin_query};
+use serin_sandbox::store::WriteOptions;
+use serin_sandbox::{MeshSettings, Sandbox, SandboxOptions};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+const CANARY: &str = r#"{
+  "apiVersion": "serin.dev/v1beta1", "kind": "Canary",
+  "metadata": {"name": "podinfo", "namespace": "test"},
+  "spec": {
+    "provider": "istio",
+    "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "podinfo"},
+    "progressDeadlineSeconds": 60,
+    "service": {"port": 9898, "targetPort": 9898},
+    "analysis": {
+      "interval": "5s", "threshold": 2, "stepWeight": 20, "maxWeight": 60,
+      "metrics": [
+        {"name": "request-success-rate", "thresholdRange": {"min": 99}, "interval": "10s"},
+        {"name": "request-duration", "thresholdRange": {"max": 500}, "interval": "10s"}
+      ]
+    }
+  }
+}"#;
+
+fn podinfo_deployment() -> Value {
+    json!({
+        "metadata": {"name": "podinfo", "namespace": "test", "labels": {"app": "podinfo"}},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "podinfo"}},
+                 "template": {"metadata": {"labels": {"app": "podinfo"}},
+                              "spec": {"containers": [{"name": "podinfod",
+                                  "image": "ghcr.io/stefanprodan/podinfo:6.0.0",
+                                  "ports": [{"name": "http", "containerPort": 9898}]}]}}}
+    })
+}
+
+/// The CRD manifests as JSON objects.
+fn crds() -> anyhow::Result<Vec<Value>> {
+    let text = include_str!("../../../artifacts/crds/serin.yaml");
+    let mut documents = Vec::new();
+    for document in text.split("\n---") {
+        let document = document.trim_start_matches("---").trim();
+        if document.is_empty() {
+            continue;
+        }
+        let parsed: Value = serde_saphyr::from_str(document).context("parsing the CRDs")?;
+        // Comment-only documents parse to null.
+        if parsed.is_object() {
+            documents.push(parsed);
+        }
+    }
+    Ok(documents)
+}
+
+/// ~40 requests a second to podinfo.test through the mesh, counting answers and errors.
+async fn traffic(
+    proxy: std::net::SocketAddr,
+    stop: Arc<AtomicBool>,
+    sent: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+) {
+    use http_body_util::BodyExt;
+    let started = Instant::now();
+    let limit = Duration::from_secs(600);
+    while !stop.load(Ordering::Relaxed) && started.elapsed() < limit {
+        let Ok(stream) = tokio::net::TcpStream::connect(proxy).await else {
+            return;
+        };
+        let Ok((mut sender, connection)) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await
+        else {
+            return;
+        };
+        tokio::spawn(connection);
+        while !stop.load(Ordering::Relaxed) && started.elapsed() < limit {
+            let request = http::Request::get("http://podinfo.test:9898/")
+                .header("host", "podinfo.test:9898")
+                .body(http_body_util::Empty::<bytes::Bytes>::new())
+                .expect("a valid request");
+            if sender.ready().await.is_err() {
+                break;
+            }
+            match sender.send_request(request).await {
+                Ok(response) => {
+                    sent.fetch_add(1, Ordering::Relaxed);
+                    if response.status().is_server_error() {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    let _ = response.into_body().collect().await;
+                }
+                Err(_) => break,
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+}
+
+fn metric_line(value: Result<f64, serin_metrics::QueryError>, unit: &str) -> String {
+    match value {
+        Ok(v) => format!("{v:.1}{unit}"),
+        Err(serin_metrics::QueryError::NoValues) => "-".into(),
+        Err(e) => format!("error ({e})"),
+    }
+}
+
+/// Prints progress until the canary reaches one of `ends`; returns the phase it ended in.
+async fn watch_release(
+    canaries: &Api<Canary>,
+    prometheus: &PrometheusClient,
+    ends: &[Phase],
+    limit: Duration,
+) -> anyhow::Result<Phase> {
+    // A release ends only after it has started, so the previous release's end does not count;
+    // initialization ends as soon as it is done.
+    let fresh_start = ends == [Phase::Initialized];
+    let started = Instant::now();
+    let context = QueryContext {
+        name: "podinfo".into(),
+        namespace: "test".into(),
+        target: "podinfo".into(),
+        interval: "10s".into(),
+        ..QueryContext::default()
+    };
+    let mut last = String::new();
+    let mut left_start = false;
+    loop {
+        let canary = canaries.get("podinfo").await?;
+        let status = canary.status.unwrap_or_default();
+        let phase = status.phase;
+        left_start |=
+            fresh_start || phase.is_some_and(|p| !ends.contains(&p) && p != Phase::Initialized);
+        let success = prometheus
+            .query(&builtin_query("request-success-rate", &context).expect("builtin"))
+            .await;
+        let duration = prometheus
+            .query(&builtin_query("request-duration", &context).expect("builtin"))
+            .await;
+        let line = format!(
+            "{:>12} weight {:>3}%  failed checks {}  canary success rate {}  p99 {}",
+            phase.map_or("-".to_string(), |p| p.as_str().to_string()),
+            status.canary_weight,
+            status.failed_checks,
+            metric_line(success, "%"),
+            metric_line(duration, " ms"),
+        );
+        if line != last {
+            println!("  [{:>5.1}s] {line}", started.elapsed().as_secs_f64());
+            last = line;
+        }
+        if left_start && let Some(end) = phase.filter(|p| ends.contains(p)) {
+            return Ok(end);
+        }
+        if started.elapsed() > limit {
+            bail!("the release did not finish within {limit:?}");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Runs the demo; returns an error if a release does not end as expected.
+pub async fn run() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    println!("starting the sandbox: API server, pods, mesh proxy and Prometheus");
+    let options = SandboxOptions {
+        runtime: Some(Arc::new(serin_sandbox::runtime::ServingRuntime::new(
+            Default::default(),
+        ))),
+        mesh: Some(MeshSettings::default()),
+        ..SandboxOptions::default()
+    };
+    let sandbox = Sandbox::start_with(dir.path(), options).await.context(
+        "starting the sandbox (Prometheus comes from Debian: apt-get install prometheus)",
+    )?;
+    let store = &sandbox.store;
+    let write = WriteOptions::by("serin-demo");
+    let crd_info = store
+        .resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        .expect("built in");
+    for crd in crds()? {
+        store
+            .create(&crd_info, None, crd, &write)
+            .map_err(|e| anyhow::anyhow!(e.message))?;
+    }
+    let namespaces = store.resource("", "v1", "namespaces").expect("built in");
+    store
+        .create(
+            &namespaces,
+            None,
+            json!({"metadata": {"name": "test"}}),
+            &write,
+        )
+        .map_err(|e| anyhow::anyhow!(e.message))?;
+    let deployments_info = store
+        .resource("apps", "v1", "deployments")
+        .expect("built in");
+    store
+        .create(
+            &deployments_info,
+            Some("test"),
+            podinfo_deployment(),
+            &write,
+        )
+        .map_err(|e| anyhow::anyhow!(e.message))?;
+    let canary_info = store
+        .resource("serin.dev", "v1beta1", "canaries")
+        .context("the Canary CRD is served")?;
+    store
+        .create(
+            &canary_info,
+            Some("test"),
+            serde_json::from_str(CANARY)?,
+            &write,
+        )
+        .map_err(|e| anyhow::anyhow!(e.message))?;
+    println!(
+        "kubeconfig: {} (try kubectl -n test get canaries,deploy,pods)",
+        sandbox.kubeconfig.display()
+    );
+
+    let client = kube::Client::try_from(kube::Config::new(sandbox.url.parse()?))?;
+    let prometheus_url = sandbox
+        .prometheus
+        .as_ref()
+        .expect("started with the mesh")
+        .url
+        .clone();
+    let prometheus = PrometheusClient::new(&prometheus_url).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let ctx = Arc::new(serin_controller::Context::new(
+        client.clone(),
+        prometheus.clone(),
+    ));
+    let controller = tokio::spawn(serin_controller::run(ctx, Some("test".into())));
+    let canaries: Api<Canary> = Api::namespaced(client.clone(), "test");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "test");
+
+    println!("\ninitializing: podinfo 6.0.0 becomes podinfo-primary");
+    let started = Instant::now();
+    watch_release(
+        &canaries,
+        &prometheus,
+        &[Phase::Initialized],
+        Duration::from_secs(60),
+    )
+    .await?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (sent, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let proxy = sandbox.mesh.as_ref().expect("mesh").address;
+    let load = tokio::spawn(traffic(proxy, stop.clone(), sent.clone(), failed.clone()));
+
+    println!("\nrelease 1: podinfo 6.0.1 (healthy)");
+    let patch = json!({"spec": {"template": {"spec": {"containers": [
+        {"name": "podinfod", "image": "ghcr.io/stefanprodan/podinfo:6.0.1"}]}}}});
+    deployments
+        .patch(
+            "podinfo",
+            &PatchParams::default(),
+            &Patch::Strategic(&patch),
+        )
+        .await?;
+    let first = watch_release(
+        &canaries,
+        &prometheus,
+        &[Phase::Succeeded, Phase::Failed],
+        Duration::from_secs(180),
+    )
+    .await?;
+
+    println!("\nrelease 2: podinfo 6.0.2 with ERROR_RATE=0.5 (faulty)");
+    let patch = json!({"spec": {"template": {"spec": {"containers": [
+        {"name": "podinfod", "image": "ghcr.io/stefanprodan/podinfo:6.0.2",
+         "env": [{"name": "ERROR_RATE", "value": "0.5"}]}]}}}});
+    deployments
+        .patch(
+            "podinfo",
+            &PatchParams::default(),
+            &Patch::Strategic(&patch),
+        )
+        .await?;
+    let second = watch_release(
+        &canaries,
+        &prometheus,
+        &[Phase::Succeeded, Phase::Failed],
+        Duration::from_secs(180),
+    )
+    .await?;
+
+    stop.store(true, Ordering::Relaxed);
+    let _ = load.await;
+    controller.abort();
+    let primary = deployments.get("podinfo-primary").await?;
+    let primary_image = primary
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|s| s.containers.first().and_then(|c| c.image.clone()))
+        .unwrap_or_default();
+    let (total, errors) = (sent.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
+    println!("\nsummary");
+    println!("  release 1 (6.0.1, healthy): {}", first.as_str());
+    println!("  release 2 (6.0.2, faulty):  {}", second.as_str());
+    println!("  primary now runs {primary_image}");
+    println!(
+        "  {total} requests through the mesh, {errors} answered 5xx ({:.1}%), in {:.0}s",
+        100.0 * errors as f64 / total.max(1) as f64,
+        started.elapsed().as_secs_f64()
+    );
+    sandbox.stop().await;
+    if first != Phase::Succeeded || second != Phase::Failed || !primary_image.ends_with(":6.0.1") {
+        bail!(
+            "the demo did not go as expected: the healthy release must be promoted and the faulty one rolled back"
+        );
+    }
+    println!("  as expected: the healthy version was promoted and the faulty one rolled back");
+    Ok(())
+}
