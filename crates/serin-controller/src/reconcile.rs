@@ -31,6 +31,8 @@ pub struct Context {
     pub metrics_server: PrometheusClient,
     /// Labels that identify a target's pods, in order of preference (`--selector-labels`).
     pub selector_labels: Vec<String>,
+    /// Calls the Canaries' webhooks (proxy settings from the environment by default).
+    pub webhooks: serin_webhooks::WebhookClient,
 }
 
 impl Context {
@@ -43,6 +45,7 @@ impl Context {
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
+            webhooks: serin_webhooks::WebhookClient::new(serin_webhooks::ClientOptions::from_env()),
         }
     }
 }
@@ -179,13 +182,28 @@ impl Tick<'_> {
                 };
                 Outcome::Metric(serin_metrics::read(metric, inputs).await)
             }
-            Check::Hook { name, .. } => Outcome::Hook(Err(format!(
-                "webhook {name}: this build of the operator does not call webhooks yet"
-            ))),
+            Check::Hook { name, .. } => match self.ctx.webhooks.run_check(canary, check).await {
+                Some(verdict) => verdict.outcome,
+                None => Outcome::Hook(Err(format!("webhook {name} could not be run"))),
+            },
         }
     }
 
-    async fn act(&self, action: &Action, routes: Option<Routes>) -> Result<(), Error> {
+    async fn act(
+        &self,
+        canary: &Canary,
+        action: &Action,
+        routes: Option<Routes>,
+    ) -> Result<(), Error> {
+        if let Action::NotifyHooks { hook_type, phase } = action {
+            // Post-rollout style notifications: their outcome does not change the release.
+            let _ = self
+                .ctx
+                .webhooks
+                .notify_hooks(canary, *hook_type, *phase)
+                .await;
+            return Ok(());
+        }
         let client = &self.ctx.client;
         let namespace = &self.namespace;
         let deployments = resource("apps", "v1", "Deployment", "deployments");
@@ -310,7 +328,7 @@ impl Tick<'_> {
                     )
                     .await?;
             }
-            // Not built yet: autoscaler sync and post-rollout notifications (see the README).
+            // Not built yet: the primary autoscaler (see the README). Notifications are sent above.
             Action::SyncPrimaryAutoscaler | Action::NotifyHooks { .. } => {}
         }
         Ok(())
@@ -372,7 +390,7 @@ pub async fn reconcile(canary: Arc<Canary>, ctx: Arc<Context>) -> Result<Requeue
         }
     };
     for action in &plan.actions {
-        tick.act(action, routes).await?;
+        tick.act(&canary, action, routes).await?;
     }
     if canary.status.as_ref() != Some(&plan.status) {
         let canaries: Api<Canary> = Api::namespaced(ctx.client.clone(), &namespace);

@@ -55,6 +55,11 @@ spec:
     - name: request-duration
       thresholdRange: {max: 500}
       interval: 8s
+    webhooks:
+    - name: load-test
+      type: rollout
+      url: http://HOOK_ADDRESS/
+      metadata: {cmd: "hey -z 1m -q 10 -c 2 http://podinfo-canary.test:9898/"}
 "#;
 
 fn kubectl(sandbox: &Sandbox, args: &[&str], stdin: Option<&str>) -> String {
@@ -186,7 +191,27 @@ async fn a_healthy_release_is_promoted_and_a_faulty_one_rolled_back() {
         ],
         None,
     );
-    kubectl(&sandbox, &["apply", "-f", "-"], Some(MANIFESTS));
+    // A webhook receiver on loopback: the rollout hook is called at every analysis tick.
+    let hooks = Arc::new(std::sync::Mutex::new(Vec::<Value>::new()));
+    let received = hooks.clone();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook_address = listener.local_addr().unwrap();
+    let receiver = axum::Router::new().route(
+        "/",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let received = received.clone();
+            async move {
+                received
+                    .lock()
+                    .unwrap()
+                    .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+                "ok"
+            }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, receiver).await });
+    let manifests = MANIFESTS.replace("HOOK_ADDRESS", &hook_address.to_string());
+    kubectl(&sandbox, &["apply", "-f", "-"], Some(&manifests));
 
     let client = Client::try_from(Config::new(sandbox.url.parse().unwrap())).unwrap();
     let metrics_server = PrometheusClient::new(&sandbox.prometheus.as_ref().unwrap().url).unwrap();
@@ -257,6 +282,18 @@ async fn a_healthy_release_is_promoted_and_a_faulty_one_rolled_back() {
         image(&primary),
         "ghcr.io/stefanprodan/podinfo:6.0.1",
         "the primary runs the new version"
+    );
+    let calls = hooks.lock().unwrap().clone();
+    assert!(
+        calls.len() >= 2,
+        "the rollout hook runs at each analysis tick: {calls:?}"
+    );
+    assert_eq!(calls[0]["name"], "podinfo");
+    assert_eq!(calls[0]["namespace"], "test");
+    assert_eq!(calls[0]["phase"], "Progressing");
+    assert_eq!(
+        calls[0]["metadata"]["cmd"],
+        "hey -z 1m -q 10 -c 2 http://podinfo-canary.test:9898/"
     );
 
     // (2) A faulty version: half its requests fail, the checks fail twice, traffic goes back.
