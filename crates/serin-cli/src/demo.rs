@@ -62,43 +62,27 @@ fn crds() -> anyhow::Result<Vec<Value>> {
     Ok(documents)
 }
 
-/// ~40 requests a second to podinfo.test through the mesh, counting answers and errors.
+/// ~40 requests a second to podinfo.test through the mesh, counting answers and errors, until
+/// `stop` (at most ten minutes).
 async fn traffic(
     proxy: std::net::SocketAddr,
     stop: Arc<AtomicBool>,
     sent: Arc<AtomicU64>,
     failed: Arc<AtomicU64>,
 ) {
-    use http_body_util::BodyExt;
     let started = Instant::now();
     let limit = Duration::from_secs(600);
     while !stop.load(Ordering::Relaxed) && started.elapsed() < limit {
-        let Ok(stream) = tokio::net::TcpStream::connect(proxy).await else {
+        let Ok(mut client) = serin_sandbox::mesh_proxy::MeshClient::connect(proxy).await else {
             return;
         };
-        let Ok((mut sender, connection)) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await
-        else {
-            return;
-        };
-        tokio::spawn(connection);
         while !stop.load(Ordering::Relaxed) && started.elapsed() < limit {
-            let request = http::Request::get("http://podinfo.test:9898/")
-                .header("host", "podinfo.test:9898")
-                .body(http_body_util::Empty::<bytes::Bytes>::new())
-                .expect("a valid request");
-            if sender.ready().await.is_err() {
+            let Ok(response) = client.get("http://podinfo.test:9898/", &[]).await else {
                 break;
-            }
-            match sender.send_request(request).await {
-                Ok(response) => {
-                    sent.fetch_add(1, Ordering::Relaxed);
-                    if response.status().is_server_error() {
-                        failed.fetch_add(1, Ordering::Relaxed);
-                    }
-                    let _ = response.into_body().collect().await;
-                }
-                Err(_) => break,
+            };
+            sent.fetch_add(1, Ordering::Relaxed);
+            if response.status >= 500 {
+                failed.fetch_add(1, Ordering::Relaxed);
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
@@ -257,40 +241,28 @@ pub async fn run() -> anyhow::Result<()> {
     let proxy = sandbox.mesh.as_ref().expect("mesh").address;
     let load = tokio::spawn(traffic(proxy, stop.clone(), sent.clone(), failed.clone()));
 
-    println!("\nrelease 1: podinfo 6.0.1 (healthy)");
-    let patch = json!({"spec": {"template": {"spec": {"containers": [
-        {"name": "podinfod", "image": "ghcr.io/stefanprodan/podinfo:6.0.1"}]}}}});
-    deployments
-        .patch(
-            "podinfo",
-            &PatchParams::default(),
-            &Patch::Strategic(&patch),
-        )
-        .await?;
-    let first = watch_release(
-        &canaries,
-        &prometheus,
-        &[Phase::Succeeded, Phase::Failed],
-        Duration::from_secs(180),
+    let release = async |title: &str, container: Value| -> anyhow::Result<Phase> {
+        println!("\n{title}");
+        let patch = json!({"spec": {"template": {"spec": {"containers": [container]}}}});
+        deployments
+            .patch(
+                "podinfo",
+                &PatchParams::default(),
+                &Patch::Strategic(&patch),
+            )
+            .await?;
+        let ends = [Phase::Succeeded, Phase::Failed];
+        watch_release(&canaries, &prometheus, &ends, Duration::from_secs(180)).await
+    };
+    let first = release(
+        "release 1: podinfo 6.0.1 (healthy)",
+        json!({"name": "podinfod", "image": "ghcr.io/stefanprodan/podinfo:6.0.1"}),
     )
     .await?;
-
-    println!("\nrelease 2: podinfo 6.0.2 with ERROR_RATE=0.5 (faulty)");
-    let patch = json!({"spec": {"template": {"spec": {"containers": [
-        {"name": "podinfod", "image": "ghcr.io/stefanprodan/podinfo:6.0.2",
-         "env": [{"name": "ERROR_RATE", "value": "0.5"}]}]}}}});
-    deployments
-        .patch(
-            "podinfo",
-            &PatchParams::default(),
-            &Patch::Strategic(&patch),
-        )
-        .await?;
-    let second = watch_release(
-        &canaries,
-        &prometheus,
-        &[Phase::Succeeded, Phase::Failed],
-        Duration::from_secs(180),
+    let second = release(
+        "release 2: podinfo 6.0.2 with ERROR_RATE=0.5 (faulty)",
+        json!({"name": "podinfod", "image": "ghcr.io/stefanprodan/podinfo:6.0.2",
+               "env": [{"name": "ERROR_RATE", "value": "0.5"}]}),
     )
     .await?;
 

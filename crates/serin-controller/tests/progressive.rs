@@ -2,15 +2,13 @@
 //! release is promoted step by step; a faulty one fails its success-rate check and is rolled back.
 //! Traffic is real (through the mesh proxy), and so are the metrics.
 
-use axum::body::Body;
-use http_body_util::BodyExt;
-use hyper_util::rt::TokioIo;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Config};
 use serde_json::{Value, json};
 use serin_api::{Canary, Phase};
 use serin_controller::Context;
 use serin_metrics::PrometheusClient;
+use serin_sandbox::mesh_proxy::MeshClient;
 use serin_sandbox::{MeshSettings, Sandbox, SandboxOptions};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -91,32 +89,16 @@ fn kubectl(sandbox: &Sandbox, args: &[&str], stdin: Option<&str>) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Sends ~40 requests a second to podinfo.test through the mesh until `stop`.
+/// Sends ~40 requests a second to podinfo.test through the mesh until `stop` (at most 4 minutes).
 async fn traffic(proxy: std::net::SocketAddr, stop: Arc<AtomicBool>) {
     let started = Instant::now();
     while !stop.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(240) {
-        let Ok(stream) = tokio::net::TcpStream::connect(proxy).await else {
+        let Ok(mut client) = MeshClient::connect(proxy).await else {
             return;
         };
-        let Ok((mut sender, connection)) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await
-        else {
-            return;
-        };
-        tokio::spawn(connection);
         while !stop.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(240) {
-            let request = http::Request::get("http://podinfo.test:9898/")
-                .header("host", "podinfo.test:9898")
-                .body(Body::empty())
-                .unwrap();
-            if sender.ready().await.is_err() {
+            if client.get("http://podinfo.test:9898/", &[]).await.is_err() {
                 break;
-            }
-            match sender.send_request(request).await {
-                Ok(response) => {
-                    let _ = response.into_body().collect().await;
-                }
-                Err(_) => break,
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }

@@ -21,17 +21,9 @@ fn context(target: &str) -> QueryContext {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn builtin_queries_online_check_and_errors_against_a_real_prometheus() {
     let telemetry = Arc::new(Telemetry::default());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let served = telemetry.clone();
-    let app = axum::Router::new().route(
-        "/stats/prometheus",
-        axum::routing::get(move || {
-            let served = served.clone();
-            async move { served.render() }
-        }),
-    );
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let address = serin_sandbox::telemetry::serve(telemetry.clone())
+        .await
+        .unwrap();
     let recorder = telemetry.clone();
     let traffic = tokio::spawn(async move {
         let started = Instant::now();

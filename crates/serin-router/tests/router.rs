@@ -148,29 +148,12 @@ fn ab_testing_splits_the_match_and_mirroring_adds_a_mirror() {
 
 /// Sends `count` GETs for `url` through the mesh proxy at `proxy`; returns the response bodies.
 async fn through_mesh(proxy: std::net::SocketAddr, url: &str, count: usize) -> Vec<String> {
-    use http_body_util::BodyExt;
-    let stream = tokio::net::TcpStream::connect(proxy).await.unwrap();
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .unwrap();
-    tokio::spawn(connection);
-    let host = url
-        .trim_start_matches("http://")
-        .split('/')
-        .next()
-        .unwrap()
-        .to_string();
+    let mut client = serin_sandbox::mesh_proxy::MeshClient::connect(proxy)
+        .await
+        .unwrap();
     let mut bodies = Vec::with_capacity(count);
     for _ in 0..count {
-        let request = http::Request::get(url)
-            .header("host", &host)
-            .body(axum::body::Body::empty())
-            .unwrap();
-        sender.ready().await.unwrap();
-        let response = sender.send_request(request).await.unwrap();
-        let body = response.into_body().collect().await.unwrap().to_bytes();
-        bodies.push(String::from_utf8_lossy(&body).into_owned());
+        bodies.push(client.get(url, &[]).await.unwrap().body);
     }
     bodies
 }

@@ -524,3 +524,75 @@ impl Mesh {
         }
     }
 }
+
+/// A client of the mesh, as a process using it as `HTTP_PROXY` would be: one keep-alive connection
+/// to the proxy carrying absolute-form requests.
+pub struct MeshClient {
+    sender: hyper::client::conn::http1::SendRequest<http_body_util::Empty<Bytes>>,
+}
+
+/// A response read whole.
+pub struct MeshResponse {
+    /// HTTP status.
+    pub status: u16,
+    /// The `set-cookie` header, if any.
+    pub set_cookie: Option<String>,
+    /// The body, as text.
+    pub body: String,
+}
+
+impl MeshClient {
+    /// Connects to the proxy at `proxy`.
+    pub async fn connect(proxy: SocketAddr) -> std::io::Result<Self> {
+        let stream = tokio::net::TcpStream::connect(proxy).await?;
+        let (sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .map_err(std::io::Error::other)?;
+        tokio::spawn(connection);
+        Ok(MeshClient { sender })
+    }
+
+    /// GETs `url` (`http://host[:port]/path`) with extra `headers`.
+    pub async fn get(
+        &mut self,
+        url: &str,
+        headers: &[(&str, &str)],
+    ) -> std::io::Result<MeshResponse> {
+        let authority = url
+            .trim_start_matches("http://")
+            .split('/')
+            .next()
+            .unwrap_or_default();
+        let mut request = Request::get(url).header("host", authority);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request
+            .body(http_body_util::Empty::new())
+            .map_err(std::io::Error::other)?;
+        self.sender.ready().await.map_err(std::io::Error::other)?;
+        let response = self
+            .sender
+            .send_request(request)
+            .await
+            .map_err(std::io::Error::other)?;
+        let status = response.status().as_u16();
+        let set_cookie = response
+            .headers()
+            .get("set-cookie")
+            .and_then(|v| v.to_str().ok())
+            .map(String::from);
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(std::io::Error::other)?
+            .to_bytes();
+        Ok(MeshResponse {
+            status,
+            set_cookie,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        })
+    }
+}

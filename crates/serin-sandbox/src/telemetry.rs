@@ -204,6 +204,22 @@ impl Telemetry {
     }
 }
 
+/// Serves `telemetry` at `http://ADDRESS/stats/prometheus` on a free loopback port (for a
+/// Prometheus to scrape without a mesh proxy, as in tests).
+pub async fn serve(telemetry: std::sync::Arc<Telemetry>) -> std::io::Result<std::net::SocketAddr> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?;
+    let app = axum::Router::new().route(
+        "/stats/prometheus",
+        axum::routing::get(move || {
+            let telemetry = telemetry.clone();
+            async move { telemetry.render() }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(address)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,10 +4,8 @@
 
 mod common;
 
-use axum::body::Body;
 use common::Kubectl;
-use http_body_util::BodyExt;
-use hyper_util::rt::TokioIo;
+use serin_sandbox::mesh_proxy::MeshClient;
 use serin_sandbox::{MeshSettings, Sandbox, SandboxOptions};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -106,22 +104,10 @@ async fn load(
     pause: Duration,
     until: Instant,
 ) -> Vec<u16> {
-    let stream = tokio::net::TcpStream::connect(proxy).await.unwrap();
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    let host = url.trim_start_matches("http://").split('/').next().unwrap();
+    let mut client = MeshClient::connect(proxy).await.unwrap();
     let mut statuses = Vec::new();
     while Instant::now() < until && statuses.len() < 20_000 {
-        let request = http::Request::get(url)
-            .header("host", host)
-            .body(Body::empty())
-            .unwrap();
-        sender.ready().await.unwrap();
-        let response = sender.send_request(request).await.unwrap();
-        statuses.push(response.status().as_u16());
-        response.into_body().collect().await.unwrap();
+        statuses.push(client.get(url, &[]).await.unwrap().status);
         tokio::time::sleep(pause).await;
     }
     statuses

@@ -2,11 +2,9 @@
 //! splits, header matches, mirrors, retries, faults, and Istio telemetry for what it did.
 
 use axum::body::Body;
-use http_body_util::BodyExt;
-use hyper_util::rt::TokioIo;
 use serde_json::{Map, Value, json};
 use serin_sandbox::Sandbox;
-use serin_sandbox::mesh_proxy::{Endpoint, MeshOptions, MeshProxy};
+use serin_sandbox::mesh_proxy::{Endpoint, MeshClient, MeshOptions, MeshProxy};
 use serin_sandbox::store::WriteOptions;
 use serin_sandbox::telemetry::{Reporter, Workload};
 use std::collections::HashMap;
@@ -116,57 +114,15 @@ impl Mesh {
             .unwrap();
     }
 
-    /// A client using the proxy as HTTP_PROXY: absolute-form requests on one connection.
-    async fn client(&self) -> hyper::client::conn::http1::SendRequest<Body> {
-        let stream = tokio::net::TcpStream::connect(self.proxy.address)
-            .await
-            .unwrap();
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .unwrap();
-        tokio::spawn(connection);
-        sender
+    /// A client using the proxy as HTTP_PROXY.
+    async fn client(&self) -> MeshClient {
+        MeshClient::connect(self.proxy.address).await.unwrap()
     }
 }
 
-async fn get(
-    client: &mut hyper::client::conn::http1::SendRequest<Body>,
-    url: &str,
-    headers: &[(&str, &str)],
-) -> (u16, String) {
-    let (status, body, _) = get_with_headers(client, url, headers).await;
-    (status, body)
-}
-
-/// Like [`get`], also returning the response's `set-cookie` header.
-async fn get_with_headers(
-    client: &mut hyper::client::conn::http1::SendRequest<Body>,
-    url: &str,
-    headers: &[(&str, &str)],
-) -> (u16, String, Option<String>) {
-    let authority = url
-        .trim_start_matches("http://")
-        .split('/')
-        .next()
-        .unwrap()
-        .to_string();
-    let mut request = axum::http::Request::get(url).header("host", authority);
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    client.ready().await.unwrap();
-    let response = client
-        .send_request(request.body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
-    let cookie = response
-        .headers()
-        .get("set-cookie")
-        .and_then(|v| v.to_str().ok())
-        .map(String::from);
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    (status, String::from_utf8_lossy(&body).into_owned(), cookie)
+async fn get(client: &mut MeshClient, url: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    let response = client.get(url, headers).await.unwrap();
+    (response.status, response.body)
 }
 
 fn canary_routes(primary: u64, canary: u64) -> Value {
@@ -304,8 +260,13 @@ async fn mirrors_copy_retries_recover_and_faults_abort() {
             "the mirror never answers"
         );
     }
+    // Copies are fire and forget: wait until all arrived and their samples were recorded.
     for _ in 0..100 {
-        if shadow.received.load(Ordering::SeqCst) == 20 {
+        let recorded = mesh
+            .proxy
+            .telemetry
+            .count(Reporter::Destination, "podinfo", 200);
+        if shadow.received.load(Ordering::SeqCst) == 20 && recorded == 20 {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;

@@ -32,17 +32,9 @@ fn request_duration(interval: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flaggers_builtin_queries_read_the_recorded_error_rate_and_latency() {
     let telemetry = Arc::new(Telemetry::default());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let served = telemetry.clone();
-    let app = axum::Router::new().route(
-        "/stats/prometheus",
-        axum::routing::get(move || {
-            let served = served.clone();
-            async move { served.render() }
-        }),
-    );
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let address = serin_sandbox::telemetry::serve(telemetry.clone())
+        .await
+        .unwrap();
 
     // Sustained traffic: 20 requests a second to the canary, one in five failing, all taking
     // 30 ms; the primary's successes must not dilute the canary's rate.
