@@ -40,13 +40,7 @@ impl ProxyConfig {
         ProxyConfig {
             http_proxy: read("HTTP_PROXY", "http_proxy").and_then(|value| parse_host_port(&value)),
             no_proxy: read("NO_PROXY", "no_proxy")
-                .map(|value| {
-                    value
-                        .split(',')
-                        .map(|entry| entry.trim().to_string())
-                        .filter(|entry| !entry.is_empty())
-                        .collect()
-                })
+                .map(|value| split_no_proxy(&value))
                 .unwrap_or_default(),
         }
     }
@@ -54,33 +48,50 @@ impl ProxyConfig {
     /// The proxy to use for `host`, or `None` to connect directly.
     pub fn proxy_for(&self, host: &str) -> Option<&(String, u16)> {
         let proxy = self.http_proxy.as_ref()?;
-        let host = host.to_ascii_lowercase();
-        let address: Option<IpAddr> = host.parse().ok();
-        let bypassed = self.no_proxy.iter().any(|entry| {
-            let entry = entry.to_ascii_lowercase();
-            if entry == "*" {
-                return true;
-            }
-            if let (Some(address), Some((network, bits))) = (address, entry.split_once('/')) {
-                return match (network.parse::<IpAddr>(), bits.parse::<u32>()) {
-                    (Ok(network), Ok(bits)) => in_network(address, network, bits),
-                    _ => false,
-                };
-            }
-            // Entries may carry a port; the port does not matter for the match.
-            let entry_host = match entry.rsplit_once(':') {
-                Some((name, port))
-                    if !name.contains(':') && port.chars().all(|c| c.is_ascii_digit()) =>
-                {
-                    name
-                }
-                _ => entry.as_str(),
-            };
-            let domain = entry_host.trim_start_matches('.');
-            host == domain || host.ends_with(&format!(".{domain}"))
-        });
-        (!bypassed).then_some(proxy)
+        (!bypasses(&self.no_proxy, host)).then_some(proxy)
     }
+}
+
+/// Splits a comma-separated NO_PROXY value into its entries.
+pub fn split_no_proxy(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(|entry| entry.trim().to_string())
+        .filter(|entry| !entry.is_empty())
+        .collect()
+}
+
+/// Whether the NO_PROXY `entries` send requests to `host` directly: an exact name or address, a
+/// domain (`.svc` or `svc`) and its subdomains, a CIDR range such as `127.0.0.0/8`, or `*`.
+pub fn bypasses(entries: &[String], host: &str) -> bool {
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase();
+    let address: Option<IpAddr> = host.parse().ok();
+    entries.iter().any(|entry| {
+        let entry = entry.to_ascii_lowercase();
+        if entry == "*" {
+            return true;
+        }
+        if let (Some(address), Some((network, bits))) = (address, entry.split_once('/')) {
+            return match (network.parse::<IpAddr>(), bits.parse::<u32>()) {
+                (Ok(network), Ok(bits)) => in_network(address, network, bits),
+                _ => false,
+            };
+        }
+        // Entries may carry a port; the port does not matter for the match.
+        let entry_host = match entry.rsplit_once(':') {
+            Some((name, port))
+                if !name.contains(':') && port.chars().all(|c| c.is_ascii_digit()) =>
+            {
+                name
+            }
+            _ => entry.as_str(),
+        };
+        let domain = entry_host.trim_start_matches('.');
+        !domain.is_empty() && (host == domain || host.ends_with(&format!(".{domain}")))
+    })
 }
 
 fn in_network(address: IpAddr, network: IpAddr, bits: u32) -> bool {

@@ -1,8 +1,6 @@
 //! Which proxy an http:// request goes through: HTTP_PROXY (or http_proxy) unless NO_PROXY (or
 //! no_proxy) lists the host. In the sandbox this is the mesh proxy that resolves `service.namespace`.
 
-use std::net::IpAddr;
-
 /// Proxy settings for http:// URLs, passed explicitly so tests never touch the process environment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProxyConfig {
@@ -39,7 +37,7 @@ impl ProxyConfig {
         ProxyConfig {
             http_proxy: read("HTTP_PROXY", "http_proxy").and_then(|value| proxy_authority(&value)),
             no_proxy: read("NO_PROXY", "no_proxy")
-                .map(|value| split_list(&value))
+                .map(|value| serin_loadtester::proxy::split_no_proxy(&value))
                 .unwrap_or_default(),
         }
     }
@@ -56,44 +54,8 @@ impl ProxyConfig {
 
     /// Whether NO_PROXY sends requests to `host` directly.
     pub fn bypasses(&self, host: &str) -> bool {
-        let host = host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_ascii_lowercase();
-        let address: Option<IpAddr> = host.parse().ok();
-        self.no_proxy.iter().any(|entry| {
-            let entry = entry.to_ascii_lowercase();
-            if entry == "*" {
-                return true;
-            }
-            if let (Some(address), Some((network, bits))) = (address, entry.split_once('/')) {
-                return match (network.parse::<IpAddr>(), bits.parse::<u32>()) {
-                    (Ok(network), Ok(bits)) => in_network(address, network, bits),
-                    _ => false,
-                };
-            }
-            // An entry may carry a port; the port does not change which host it names.
-            let entry_host = match entry.rsplit_once(':') {
-                Some((name, port))
-                    if !name.contains(':') && port.chars().all(|c| c.is_ascii_digit()) =>
-                {
-                    name
-                }
-                _ => entry.as_str(),
-            };
-            let domain = entry_host.trim_start_matches('.');
-            !domain.is_empty() && (host == domain || host.ends_with(&format!(".{domain}")))
-        })
+        serin_loadtester::proxy::bypasses(&self.no_proxy, host)
     }
-}
-
-/// Splits a comma-separated NO_PROXY value into its entries.
-fn split_list(value: &str) -> Vec<String> {
-    value
-        .split(',')
-        .map(|entry| entry.trim().to_string())
-        .filter(|entry| !entry.is_empty())
-        .collect()
 }
 
 /// `host:port` of a proxy written as `host:port` or `http://host:port[/]`; the port defaults to 80.
@@ -118,28 +80,6 @@ pub(crate) fn proxy_authority(text: &str) -> Option<String> {
     } else {
         format!("{authority}:80")
     })
-}
-
-fn in_network(address: IpAddr, network: IpAddr, bits: u32) -> bool {
-    match (address, network) {
-        (IpAddr::V4(a), IpAddr::V4(n)) if bits <= 32 => {
-            let mask = if bits == 0 {
-                0
-            } else {
-                u32::MAX << (32 - bits)
-            };
-            u32::from(a) & mask == u32::from(n) & mask
-        }
-        (IpAddr::V6(a), IpAddr::V6(n)) if bits <= 128 => {
-            let mask = if bits == 0 {
-                0
-            } else {
-                u128::MAX << (128 - bits)
-            };
-            u128::from(a) & mask == u128::from(n) & mask
-        }
-        _ => false,
-    }
 }
 
 #[cfg(test)]
