@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use serin_api::{Canary, Phase};
 use serin_metrics::{PrometheusClient, QueryContext, builtin_query};
 use serin_sandbox::store::WriteOptions;
-use serin_sandbox::{MeshSettings, Sandbox, SandboxOptions};
+use serin_sandbox::{Sandbox, SandboxOptions};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -155,13 +155,7 @@ async fn watch_release(
 pub async fn run() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     println!("starting the sandbox: API server, pods, mesh proxy and Prometheus");
-    let options = SandboxOptions {
-        runtime: Some(Arc::new(serin_sandbox::runtime::ServingRuntime::new(
-            Default::default(),
-        ))),
-        mesh: Some(MeshSettings::default()),
-        ..SandboxOptions::default()
-    };
+    let options = SandboxOptions::with_data_plane();
     let sandbox = Sandbox::start_with(dir.path(), options).await.context(
         "starting the sandbox (Prometheus comes from Debian: apt-get install prometheus)",
     )?;

@@ -9,7 +9,7 @@ use serin_api::{Canary, Phase};
 use serin_controller::Context;
 use serin_metrics::PrometheusClient;
 use serin_sandbox::mesh_proxy::MeshClient;
-use serin_sandbox::{MeshSettings, Sandbox, SandboxOptions};
+use serin_sandbox::{Sandbox, SandboxOptions};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -152,13 +152,7 @@ fn image(deployment: &Value) -> &str {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_healthy_release_is_promoted_and_a_faulty_one_rolled_back() {
     let dir = tempfile::tempdir().unwrap();
-    let options = SandboxOptions {
-        runtime: Some(Arc::new(serin_sandbox::runtime::ServingRuntime::new(
-            Default::default(),
-        ))),
-        mesh: Some(MeshSettings::default()),
-        ..SandboxOptions::default()
-    };
+    let options = SandboxOptions::with_data_plane();
     let sandbox = Sandbox::start_with(dir.path(), options)
         .await
         .expect("the sandbox with Debian's prometheus (apt-get install prometheus)");

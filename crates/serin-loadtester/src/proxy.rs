@@ -31,17 +31,10 @@ impl ProxyConfig {
 
     /// Reads HTTP_PROXY (or http_proxy) and NO_PROXY (or no_proxy) from the environment.
     pub fn from_env() -> Self {
-        let read = |upper: &str, lower: &str| {
-            std::env::var(upper)
-                .ok()
-                .filter(|value| !value.is_empty())
-                .or_else(|| std::env::var(lower).ok().filter(|value| !value.is_empty()))
-        };
+        let (proxy, no_proxy) = proxy_env();
         ProxyConfig {
-            http_proxy: read("HTTP_PROXY", "http_proxy").and_then(|value| parse_host_port(&value)),
-            no_proxy: read("NO_PROXY", "no_proxy")
-                .map(|value| split_no_proxy(&value))
-                .unwrap_or_default(),
+            http_proxy: proxy.and_then(|value| parse_host_port(&value)),
+            no_proxy,
         }
     }
 
@@ -50,6 +43,20 @@ impl ProxyConfig {
         let proxy = self.http_proxy.as_ref()?;
         (!bypasses(&self.no_proxy, host)).then_some(proxy)
     }
+}
+
+/// HTTP_PROXY (or http_proxy) and the entries of NO_PROXY (or no_proxy) from the environment.
+pub fn proxy_env() -> (Option<String>, Vec<String>) {
+    let read = |upper: &str, lower: &str| {
+        std::env::var(upper)
+            .ok()
+            .filter(|value| !value.is_empty())
+            .or_else(|| std::env::var(lower).ok().filter(|value| !value.is_empty()))
+    };
+    let no_proxy = read("NO_PROXY", "no_proxy")
+        .map(|value| split_no_proxy(&value))
+        .unwrap_or_default();
+    (read("HTTP_PROXY", "http_proxy"), no_proxy)
 }
 
 /// Splits a comma-separated NO_PROXY value into its entries.

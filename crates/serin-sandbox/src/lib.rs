@@ -60,6 +60,18 @@ pub struct SandboxOptions {
     pub mesh: Option<MeshSettings>,
 }
 
+impl SandboxOptions {
+    /// The whole data plane, as `serin sandbox up` runs it: pods serving real HTTP, the mesh proxy
+    /// and Prometheus.
+    pub fn with_data_plane() -> Self {
+        SandboxOptions {
+            runtime: Some(Arc::new(runtime::ServingRuntime::new(Default::default()))),
+            mesh: Some(MeshSettings::default()),
+            ..SandboxOptions::default()
+        }
+    }
+}
+
 /// How the sandbox's mesh runs.
 #[derive(Clone, Debug)]
 pub struct MeshSettings {

@@ -6,8 +6,7 @@ mod common;
 
 use common::Kubectl;
 use serin_sandbox::mesh_proxy::MeshClient;
-use serin_sandbox::{MeshSettings, Sandbox, SandboxOptions};
-use std::sync::Arc;
+use serin_sandbox::{Sandbox, SandboxOptions};
 use std::time::{Duration, Instant};
 
 const MANIFESTS: &str = r#"
@@ -116,13 +115,7 @@ async fn load(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flaggers_queries_see_the_error_rate_and_latency_of_pods_behind_the_mesh() {
     let dir = tempfile::tempdir().unwrap();
-    let options = SandboxOptions {
-        runtime: Some(Arc::new(serin_sandbox::runtime::ServingRuntime::new(
-            Default::default(),
-        ))),
-        mesh: Some(MeshSettings::default()),
-        ..SandboxOptions::default()
-    };
+    let options = SandboxOptions::with_data_plane();
     let sandbox = Sandbox::start_with(dir.path(), options)
         .await
         .expect("the sandbox with its mesh and Debian's prometheus (apt-get install prometheus)");

@@ -28,17 +28,10 @@ impl ProxyConfig {
 
     /// Reads HTTP_PROXY (or http_proxy) and NO_PROXY (or no_proxy), for the operator binary.
     pub fn from_env() -> Self {
-        let read = |upper: &str, lower: &str| {
-            std::env::var(upper)
-                .ok()
-                .filter(|value| !value.is_empty())
-                .or_else(|| std::env::var(lower).ok().filter(|value| !value.is_empty()))
-        };
+        let (proxy, no_proxy) = serin_loadtester::proxy::proxy_env();
         ProxyConfig {
-            http_proxy: read("HTTP_PROXY", "http_proxy").and_then(|value| proxy_authority(&value)),
-            no_proxy: read("NO_PROXY", "no_proxy")
-                .map(|value| serin_loadtester::proxy::split_no_proxy(&value))
-                .unwrap_or_default(),
+            http_proxy: proxy.and_then(|value| proxy_authority(&value)),
+            no_proxy,
         }
     }
 
