@@ -105,15 +105,6 @@ fn now() -> Timestamp {
     Timestamp::from_millisecond(millis).unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
-/// The core's view of the routes a VirtualService carries.
-fn core_routes(routes: serin_router::istio::Routes) -> Routes {
-    Routes {
-        primary: routes.primary as i32,
-        canary: routes.canary as i32,
-        mirrored: routes.mirrored,
-    }
-}
-
 struct Tick<'a> {
     ctx: &'a Context,
     canary: Value,
@@ -268,12 +259,7 @@ impl Tick<'_> {
                 }
                 let mut vs = virtual_service(&self.canary)?;
                 if let Some(current) = routes {
-                    vs["spec"] = set_routes(
-                        &self.canary,
-                        current.primary.into(),
-                        current.canary.into(),
-                        current.mirrored,
-                    )?;
+                    vs["spec"] = set_routes(&self.canary, current)?;
                 }
                 apply(client, namespace, &virtual_services(), &vs).await?;
             }
@@ -297,12 +283,7 @@ impl Tick<'_> {
             }
             Action::SetRoutes(next) => {
                 let mut vs = virtual_service(&self.canary)?;
-                vs["spec"] = set_routes(
-                    &self.canary,
-                    next.primary.into(),
-                    next.canary.into(),
-                    next.mirrored,
-                )?;
+                vs["spec"] = set_routes(&self.canary, *next)?;
                 apply(client, namespace, &virtual_services(), &vs).await?;
             }
             Action::Promote { replicas } => {
@@ -350,9 +331,7 @@ pub async fn reconcile(canary: Arc<Canary>, ctx: Arc<Context>) -> Result<Requeue
         Api::namespaced_with(ctx.client.clone(), &namespace, &virtual_services());
     let names = Names::of(&canary_json);
     let routes = match vs_api.get_opt(&names.apex).await? {
-        Some(vs) => get_routes(&canary_json, &serde_json::to_value(vs)?)
-            .ok()
-            .map(core_routes),
+        Some(vs) => get_routes(&canary_json, &serde_json::to_value(vs)?).ok(),
         None => None,
     };
     let target_json = target.as_ref().map(serde_json::to_value).transpose()?;

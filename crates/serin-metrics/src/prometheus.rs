@@ -93,25 +93,12 @@ fn percent_encode(text: &str) -> String {
     out
 }
 
-fn base64(input: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in input.chunks(3) {
-        let bytes = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(bytes[0]) << 16) | (u32::from(bytes[1]) << 8) | u32::from(bytes[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+/// The `Authorization: Basic` value for a user and password.
+fn basic_credentials(username: &str, password: &str) -> String {
+    use base64::Engine;
+    let encoded =
+        base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
+    format!("Basic {encoded}")
 }
 
 /// Reads an instant-query answer: the last series' value; empty or NaN is [`QueryError::NoValues`].
@@ -202,8 +189,7 @@ impl PrometheusClient {
                 request = request.header("authorization", format!("Bearer {token}"));
             }
             Some(Auth::Basic { username, password }) => {
-                let encoded = base64(format!("{username}:{password}").as_bytes());
-                request = request.header("authorization", format!("Basic {encoded}"));
+                request = request.header("authorization", basic_credentials(username, password));
             }
             None => {}
         }
@@ -286,8 +272,10 @@ mod tests {
 
     #[test]
     fn basic_auth_is_base64_and_addresses_must_be_http() {
-        assert_eq!(base64(b"admin:s3cret"), "YWRtaW46czNjcmV0");
-        assert_eq!(base64(b"ab"), "YWI=");
+        assert_eq!(
+            basic_credentials("admin", "s3cret"),
+            "Basic YWRtaW46czNjcmV0"
+        );
         assert!(PrometheusClient::new("http://prometheus:9090/").is_ok());
         let error = PrometheusClient::new("prometheus:9090").err().unwrap();
         assert!(error.to_string().contains("http://"), "{error}");

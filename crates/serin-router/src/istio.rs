@@ -3,6 +3,7 @@
 
 use crate::{Names, RouterError, custom_metadata, owner_reference};
 use serde_json::{Map, Value, json};
+pub use serin_core::plan::Routes;
 
 /// The API version Flagger writes Istio objects with (served by every supported Istio).
 pub const ISTIO_API_VERSION: &str = "networking.istio.io/v1beta1";
@@ -148,26 +149,14 @@ pub fn virtual_service(canary: &Value) -> Result<Value, RouterError> {
     }))
 }
 
-/// The VirtualService spec for a step: primary and canary weights, and whether the canary gets a
-/// mirror of the traffic.
-pub fn set_routes(
-    canary: &Value,
-    primary: i64,
-    canary_weight: i64,
-    mirrored: bool,
-) -> Result<Value, RouterError> {
-    spec(canary, primary, canary_weight, mirrored)
-}
-
-/// The weights and mirroring a VirtualService carries now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Routes {
-    /// The primary's weight.
-    pub primary: i64,
-    /// The canary's weight.
-    pub canary: i64,
-    /// Whether the canary receives a mirror.
-    pub mirrored: bool,
+/// The VirtualService spec for a step: the decision core's weights and mirroring.
+pub fn set_routes(canary: &Value, routes: Routes) -> Result<Value, RouterError> {
+    spec(
+        canary,
+        routes.primary.into(),
+        routes.canary.into(),
+        routes.mirrored,
+    )
 }
 
 /// Reads the weights back from a live VirtualService (its JSON form): the last http route that
@@ -192,7 +181,7 @@ pub fn get_routes(canary: &Value, virtual_service: &Value) -> Result<Routes, Rou
                         .as_str()
                         .is_some_and(|h| qualified(h, short))
                 })
-                .map(|d| d["weight"].as_i64().unwrap_or(0))
+                .map(|d| d["weight"].as_i64().unwrap_or(0) as i32)
         };
         if let Some(canary_weight) = weight_of(&names.canary) {
             found = Some(Routes {

@@ -109,7 +109,15 @@ fn the_e2e_example_gets_flaggers_services_destination_rules_and_virtual_service(
 fn ab_testing_splits_the_match_and_mirroring_adds_a_mirror() {
     let mut ab = canary();
     ab["spec"]["analysis"]["match"] = json!([{"headers": {"x-canary": {"exact": "insider"}}}]);
-    let spec = set_routes(&ab, 0, 100, false).unwrap();
+    let spec = set_routes(
+        &ab,
+        Routes {
+            primary: 0,
+            canary: 100,
+            mirrored: false,
+        },
+    )
+    .unwrap();
     assert_eq!(spec["http"].as_array().unwrap().len(), 2);
     assert_eq!(
         spec["http"][0]["match"],
@@ -123,7 +131,15 @@ fn ab_testing_splits_the_match_and_mirroring_adds_a_mirror() {
 
     let mut mirrored = canary();
     mirrored["spec"]["analysis"]["mirrorWeight"] = json!(50);
-    let spec = set_routes(&mirrored, 100, 0, true).unwrap();
+    let spec = set_routes(
+        &mirrored,
+        Routes {
+            primary: 100,
+            canary: 0,
+            mirrored: true,
+        },
+    )
+    .unwrap();
     assert_eq!(spec["http"][0]["mirror"], json!({"host": "podinfo-canary"}));
     assert_eq!(spec["http"][0]["mirrorPercentage"], json!({"value": 50}));
     let read = get_routes(&mirrored, &json!({"spec": spec})).unwrap();
@@ -265,7 +281,15 @@ async fn the_objects_steer_real_traffic_in_the_sandbox_mesh() {
         &all_primary[..2]
     );
 
-    vs["spec"] = set_routes(&canary(), 70, 30, false).unwrap();
+    vs["spec"] = set_routes(
+        &canary(),
+        Routes {
+            primary: 70,
+            canary: 30,
+            mirrored: false,
+        },
+    )
+    .unwrap();
     let info = store
         .resource("networking.istio.io", "v1beta1", "virtualservices")
         .unwrap();

@@ -243,8 +243,9 @@ pub struct Forward {
     pub fault: Fault,
     /// A copy to send, fire and forget, and the percentage of requests to copy.
     pub mirror: Option<(Destination, f64)>,
-    /// The VirtualService that routed, as `namespace/name` (absent: straight to the Service).
-    pub virtual_service: Option<String>,
+    /// The VirtualService or HTTPRoute that routed, as `namespace/name` (absent: straight to the
+    /// Service).
+    pub routed_by: Option<String>,
 }
 
 /// What to do with a request.
@@ -550,7 +551,7 @@ pub fn route(table: &RouteTable, request: &Request, client_namespace: &str, pick
             retries: RetryPolicy::mesh_default(),
             fault: Fault::default(),
             mirror: None,
-            virtual_service: None,
+            routed_by: None,
         }));
     };
     let namespace = namespace_of(vs).to_string();
@@ -641,7 +642,7 @@ pub fn route(table: &RouteTable, request: &Request, client_namespace: &str, pick
             retries: RetryPolicy::parse(&http["retries"]),
             fault: fault_of(&http["fault"]),
             mirror,
-            virtual_service: Some(vs_name),
+            routed_by: Some(vs_name),
         }));
     }
     Decision::Respond {
@@ -927,7 +928,7 @@ fn gateway_route(
         retries: RetryPolicy::mesh_default(),
         fault: Fault::default(),
         mirror: mirror.filter(|(_, percent)| *percent > 0.0),
-        virtual_service: Some(name),
+        routed_by: Some(name),
     })))
 }
 
@@ -998,12 +999,12 @@ mod tests {
                 f.destination.host, "podinfo-primary.test.svc.cluster.local",
                 "{authority}"
             );
-            assert_eq!(f.virtual_service.as_deref(), Some("test/podinfo"));
+            assert_eq!(f.routed_by.as_deref(), Some("test/podinfo"));
         }
         // A client in another namespace saying `podinfo` means its own namespace's service.
         let f = forward(route(&table, &request("podinfo", "/", &[]), "other", 0.5));
         assert_eq!(f.destination.host, "podinfo.other.svc.cluster.local");
-        assert_eq!(f.virtual_service, None);
+        assert_eq!(f.routed_by, None);
         assert_eq!(f.retries, RetryPolicy::mesh_default());
     }
 
@@ -1155,7 +1156,7 @@ mod tests {
             0.0,
         ));
         assert_eq!(
-            f.virtual_service, None,
+            f.routed_by, None,
             "sidecars ignore a VirtualService without mesh"
         );
     }

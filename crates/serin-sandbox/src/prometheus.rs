@@ -116,26 +116,6 @@ impl Prometheus {
         })
     }
 
-    /// Runs an instant query and returns the value of the last series of the vector, as Flagger
-    /// reads it: `None` for an empty result; NaN stays NaN.
-    pub fn query(&self, promql: &str) -> Option<f64> {
-        let response = get(&format!(
-            "{}/api/v1/query?query={}",
-            self.url,
-            percent_encode(promql)
-        ))?;
-        let body = response.split_once("\r\n\r\n")?.1;
-        let json: serde_json::Value = serde_json::from_str(body).ok()?;
-        json["data"]["result"]
-            .as_array()?
-            .last()?
-            .get("value")?
-            .get(1)?
-            .as_str()?
-            .parse()
-            .ok()
-    }
-
     /// Whether every scrape target has been scraped successfully at least once.
     pub fn targets_up(&self) -> bool {
         get(&format!("{}/api/v1/targets", self.url)).is_some_and(|body| {
@@ -149,17 +129,6 @@ impl Drop for Prometheus {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn percent_encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 fn which(binary: &str) -> Option<PathBuf> {

@@ -5,6 +5,7 @@
 mod common;
 
 use common::Kubectl;
+use serin_metrics::{PrometheusClient, QueryContext, QueryError, builtin_query};
 use serin_sandbox::mesh_proxy::MeshClient;
 use serin_sandbox::{Sandbox, SandboxOptions};
 use std::time::{Duration, Instant};
@@ -82,18 +83,15 @@ spec:
       weight: 100
 "#;
 
-/// Flagger's `request-success-rate` for namespace `test`.
-fn success_rate(target: &str, interval: &str) -> String {
-    format!(
-        r#" sum( rate( istio_requests_total{{ reporter="destination", destination_workload_namespace="test", destination_workload=~"{target}", response_code!~"5.*" }}[{interval}] ) ) / sum( rate( istio_requests_total{{ reporter="destination", destination_workload_namespace="test", destination_workload=~"{target}" }}[{interval}] ) ) * 100"#
-    )
-}
-
-/// Flagger's `request-duration` for namespace `test`.
-fn request_duration(target: &str, interval: &str) -> String {
-    format!(
-        r#" histogram_quantile( 0.99, sum( rate( istio_request_duration_milliseconds_bucket{{ reporter="destination", destination_workload_namespace="test", destination_workload=~"{target}" }}[{interval}] ) ) by (le) )"#
-    )
+/// Flagger's builtin `metric` query for `target` in namespace `test` over 15 s.
+fn flagger_query(metric: &str, target: &str) -> String {
+    let context = QueryContext {
+        namespace: "test".into(),
+        target: target.into(),
+        interval: "15s".into(),
+        ..QueryContext::default()
+    };
+    builtin_query(metric, &context).expect("a builtin metric")
 }
 
 /// Sends GETs for `url` through the proxy every `pause`, until `until`; returns the statuses.
@@ -180,23 +178,32 @@ async fn flaggers_queries_see_the_error_rate_and_latency_of_pods_behind_the_mesh
 
     // Let Prometheus scrape the last second of traffic, then ask as Flagger does.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let prometheus = sandbox.prometheus.as_ref().unwrap();
+    let prometheus = PrometheusClient::new(&sandbox.prometheus.as_ref().unwrap().url).unwrap();
     let rate = prometheus
-        .query(&success_rate("podinfo", "15s"))
+        .query(&flagger_query("request-success-rate", "podinfo"))
+        .await
         .expect("a success rate for the canary");
     assert!(
         (rate - 80.0).abs() <= 2.0,
         "success rate {rate}, configured 80"
     );
-    let primary = prometheus.query(&success_rate("podinfo-primary", "15s"));
-    assert_eq!(primary, None, "the primary got no traffic at weight 0");
+    let primary = prometheus
+        .query(&flagger_query("request-success-rate", "podinfo-primary"))
+        .await;
+    assert_eq!(
+        primary,
+        Err(QueryError::NoValues),
+        "the primary got no traffic at weight 0"
+    );
     // 150 ms requests fall in the (100, 250] bucket.
     let p99 = prometheus
-        .query(&request_duration("slow", "15s"))
+        .query(&flagger_query("request-duration", "slow"))
+        .await
         .expect("a duration for the slow version");
     assert!(p99 > 100.0 && p99 <= 250.0, "p99 {p99} ms");
     let fast = prometheus
-        .query(&request_duration("podinfo", "15s"))
+        .query(&flagger_query("request-duration", "podinfo"))
+        .await
         .expect("a duration for the canary");
     assert!(fast < 100.0, "p99 of the unhurried version {fast} ms");
     sandbox.stop().await;
