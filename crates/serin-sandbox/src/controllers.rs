@@ -41,6 +41,9 @@ pub trait PodRuntime: Send + Sync {
     }
     /// The pod is gone (deleted, or no longer in the store).
     fn stop(&self, _pod: &Value) {}
+    /// The sandbox's mesh proxy listens at `proxy` (called once, before any pod starts), so a
+    /// runtime can send its pods' outgoing traffic through it as a sidecar would.
+    fn mesh_proxy_started(&self, _proxy: std::net::SocketAddr) {}
 }
 
 /// A running pod's health as its runtime's probes see it.

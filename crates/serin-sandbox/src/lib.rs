@@ -156,11 +156,26 @@ impl Sandbox {
             metrics: metrics.clone(),
             faults: faults.clone(),
         });
-        let runtime = options.runtime.clone().unwrap_or_else(|| {
-            Arc::new(controllers::DelayRuntime {
-                delay: options.pod_ready_delay,
-            })
-        });
+        let runtime: Arc<dyn controllers::PodRuntime> =
+            options.runtime.clone().unwrap_or_else(|| {
+                Arc::new(controllers::DelayRuntime {
+                    delay: options.pod_ready_delay,
+                })
+            });
+        // The mesh proxy starts before the controllers, so the runtime knows it before the first
+        // pod starts (load tester pods send their traffic through it).
+        let mut mesh = None;
+        if let Some(settings) = &options.mesh {
+            mesh_crds::install(&store);
+            let upstreams = Arc::new(services::SandboxUpstreams {
+                store: store.clone(),
+            });
+            let proxy =
+                mesh_proxy::MeshProxy::start(store.clone(), upstreams, settings.proxy.clone())
+                    .await?;
+            runtime.mesh_proxy_started(proxy.address);
+            mesh = Some(proxy);
+        }
         let controllers = controllers::spawn(store.clone(), runtime, options.controller_period);
         let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
         let server = tokio::spawn(async move {
@@ -173,15 +188,8 @@ impl Sandbox {
         let kubeconfig = dir.join("kubeconfig");
         std::fs::write(&kubeconfig, kubeconfig_text(&url))?;
         let mut listed = serde_json::json!({"apiserver": url});
-        let (mut mesh, mut prometheus) = (None, None);
-        if let Some(settings) = &options.mesh {
-            mesh_crds::install(&store);
-            let upstreams = Arc::new(services::SandboxUpstreams {
-                store: store.clone(),
-            });
-            let proxy =
-                mesh_proxy::MeshProxy::start(store.clone(), upstreams, settings.proxy.clone())
-                    .await?;
+        let mut prometheus = None;
+        if let (Some(settings), Some(proxy)) = (&options.mesh, &mesh) {
             listed["proxy"] = serde_json::json!(format!("http://{}", proxy.address));
             if let Some(binary) = settings.prometheus.clone() {
                 let target = proxy.address;
@@ -194,7 +202,6 @@ impl Sandbox {
                 listed["prometheus"] = serde_json::json!(started.url);
                 prometheus = Some(started);
             }
-            mesh = Some(proxy);
         }
         let endpoints = dir.join("endpoints.json");
         std::fs::write(&endpoints, serde_json::to_string_pretty(&listed)?)?;

@@ -528,7 +528,7 @@ impl Mesh {
 /// A client of the mesh, as a process using it as `HTTP_PROXY` would be: one keep-alive connection
 /// to the proxy carrying absolute-form requests.
 pub struct MeshClient {
-    sender: hyper::client::conn::http1::SendRequest<http_body_util::Empty<Bytes>>,
+    sender: hyper::client::conn::http1::SendRequest<http_body_util::Full<Bytes>>,
 }
 
 /// A response read whole.
@@ -559,17 +559,41 @@ impl MeshClient {
         url: &str,
         headers: &[(&str, &str)],
     ) -> std::io::Result<MeshResponse> {
+        self.send("GET", url, headers, Bytes::new()).await
+    }
+
+    /// POSTs `body` to `url` (`http://host[:port]/path`) with extra `headers`, e.g. a webhook
+    /// payload to the load tester.
+    pub async fn post(
+        &mut self,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Bytes>,
+    ) -> std::io::Result<MeshResponse> {
+        self.send("POST", url, headers, body.into()).await
+    }
+
+    async fn send(
+        &mut self,
+        method: &str,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Bytes,
+    ) -> std::io::Result<MeshResponse> {
         let authority = url
             .trim_start_matches("http://")
             .split('/')
             .next()
             .unwrap_or_default();
-        let mut request = Request::get(url).header("host", authority);
+        let mut request = Request::builder()
+            .method(method)
+            .uri(url)
+            .header("host", authority);
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
         let request = request
-            .body(http_body_util::Empty::new())
+            .body(http_body_util::Full::new(body))
             .map_err(std::io::Error::other)?;
         self.sender.ready().await.map_err(std::io::Error::other)?;
         let response = self

@@ -1,10 +1,15 @@
 //! A [`PodRuntime`] that really serves: every started pod is an in-process HTTP server on its own
 //! 127.0.0.1 port, running the built-in podinfo app or the load tester chosen by the image, with
 //! its readiness and liveness probes run against that server. Other images stay `ErrImagePull`.
+//!
+//! Load tester pods send their traffic through the sandbox's mesh proxy, as a pod with an Istio
+//! sidecar would: `hey ... http://podinfo-canary.test:9898/` resolves the Service and is counted in
+//! the mesh telemetry without anyone setting `HTTP_PROXY` (see [`ServingOptions::loadtester_proxy`]).
 
 use crate::controllers::{PodHealth, PodRuntime, PodStart};
 use crate::podinfo::{self, PodinfoSettings};
 use serde_json::{Value, json};
+use serin_loadtester::proxy::ProxyConfig;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -25,6 +30,12 @@ pub struct ServingOptions {
     pub podinfo_images: Vec<String>,
     /// Images that run the load tester; `serin-loadtester` and `flagger-loadtester` by default.
     pub loadtester_images: Vec<String>,
+    /// The HTTP proxy load tester pods send their traffic through. `None` (the default): the
+    /// sandbox's mesh proxy once it runs (the sandbox tells the runtime with
+    /// [`PodRuntime::mesh_proxy_started`] before any pod starts), else the process's `HTTP_PROXY`
+    /// and `NO_PROXY`. Either way loopback targets (`localhost`, `127.0.0.0/8`, `::1`) and the
+    /// hosts in `NO_PROXY` are reached directly, and hey's `-x` still wins.
+    pub loadtester_proxy: Option<SocketAddr>,
 }
 
 impl Default for ServingOptions {
@@ -32,14 +43,30 @@ impl Default for ServingOptions {
         ServingOptions {
             podinfo_images: vec!["podinfo".into()],
             loadtester_images: vec!["serin-loadtester".into(), "flagger-loadtester".into()],
+            loadtester_proxy: None,
         }
+    }
+}
+
+/// Hosts a load tester pod always reaches directly, even with a proxy: the pods themselves.
+const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.0/8", "::1/128"];
+
+/// The load generator's proxy settings when its traffic goes through `proxy`: loopback and the
+/// process's `NO_PROXY` entries bypass it.
+pub fn loadtester_proxy_config(proxy: SocketAddr) -> ProxyConfig {
+    let (_, from_env) = serin_loadtester::proxy::proxy_env();
+    let mut no_proxy: Vec<String> = LOOPBACK.iter().map(|entry| entry.to_string()).collect();
+    no_proxy.extend(from_env);
+    ProxyConfig {
+        http_proxy: Some((proxy.ip().to_string(), proxy.port())),
+        no_proxy,
     }
 }
 
 #[derive(Clone)]
 enum App {
     Podinfo(PodinfoSettings),
-    LoadTester,
+    LoadTester(ProxyConfig),
 }
 
 /// One container probe, with Kubernetes' defaults for the fields left out.
@@ -143,6 +170,8 @@ struct PodServer {
 pub struct ServingRuntime {
     options: ServingOptions,
     pods: Mutex<HashMap<String, PodServer>>,
+    /// The sandbox's mesh proxy, once it runs.
+    mesh_proxy: Mutex<Option<SocketAddr>>,
 }
 
 impl Default for ServingRuntime {
@@ -164,6 +193,20 @@ impl ServingRuntime {
         ServingRuntime {
             options,
             pods: Mutex::default(),
+            mesh_proxy: Mutex::default(),
+        }
+    }
+
+    /// What load tester pods started now send their traffic through: the explicit
+    /// [`ServingOptions::loadtester_proxy`], else the mesh proxy, else the environment.
+    pub fn loadtester_proxy(&self) -> ProxyConfig {
+        match self
+            .options
+            .loadtester_proxy
+            .or(*self.mesh_proxy.lock().unwrap())
+        {
+            Some(proxy) => loadtester_proxy_config(proxy),
+            None => ProxyConfig::from_env(),
         }
     }
 
@@ -187,7 +230,7 @@ impl ServingRuntime {
             let app = if matches(&self.options.podinfo_images) {
                 App::Podinfo(PodinfoSettings::from_container(container, hostname))
             } else if matches(&self.options.loadtester_images) {
-                App::LoadTester
+                App::LoadTester(self.loadtester_proxy())
             } else {
                 return Err(image.to_string());
             };
@@ -217,7 +260,7 @@ fn port_mapping(pod: &Value, app: &App, address: SocketAddr) -> Value {
     }
     let own_port = match app {
         App::Podinfo(settings) => u64::from(settings.port),
-        App::LoadTester => 8080,
+        App::LoadTester(_) => 8080,
     };
     if seen.insert(own_port) {
         ports.push(
@@ -239,8 +282,11 @@ async fn serve(app: App, listener: std::net::TcpListener, mut stop: watch::Recei
                 })
                 .await;
         }
-        App::LoadTester => {
-            let options = serin_loadtester::Options::default();
+        App::LoadTester(proxy) => {
+            let options = serin_loadtester::Options {
+                proxy,
+                ..serin_loadtester::Options::default()
+            };
             if let Ok(server) = serin_loadtester::Server::start(listener, options) {
                 let _ = stop.wait_for(|stopping| *stopping).await;
                 server.stop().await;
@@ -376,6 +422,10 @@ async fn probe_until_dead(
 }
 
 impl PodRuntime for ServingRuntime {
+    fn mesh_proxy_started(&self, proxy: SocketAddr) {
+        *self.mesh_proxy.lock().unwrap() = Some(proxy);
+    }
+
     fn start(&self, pod: &Value) -> PodStart {
         let uid = pod_uid(pod);
         if self.pods.lock().unwrap().contains_key(&uid) {
@@ -458,5 +508,36 @@ impl PodRuntime for ServingRuntime {
         if let Some(server) = self.pods.lock().unwrap().remove(&pod_uid(pod)) {
             let _ = server.stop.send(true);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_testers_use_the_mesh_proxy_but_reach_loopback_directly() {
+        let runtime = ServingRuntime::default();
+        let mesh: SocketAddr = "127.0.0.1:15001".parse().unwrap();
+        runtime.mesh_proxy_started(mesh);
+        let config = runtime.loadtester_proxy();
+        assert_eq!(config.http_proxy, Some(("127.0.0.1".into(), 15001)));
+        for host in ["localhost", "127.0.0.1", "127.0.0.53", "::1"] {
+            assert!(
+                config.proxy_for(host).is_none(),
+                "{host} is reached directly"
+            );
+        }
+
+        // An explicit proxy wins over the mesh.
+        let explicit = ServingRuntime::new(ServingOptions {
+            loadtester_proxy: Some("127.0.0.1:3128".parse().unwrap()),
+            ..ServingOptions::default()
+        });
+        explicit.mesh_proxy_started(mesh);
+        assert_eq!(
+            explicit.loadtester_proxy().http_proxy,
+            Some(("127.0.0.1".into(), 3128))
+        );
     }
 }

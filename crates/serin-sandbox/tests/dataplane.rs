@@ -7,6 +7,7 @@ mod common;
 use common::Kubectl;
 use serin_metrics::{PrometheusClient, QueryContext, QueryError, builtin_query};
 use serin_sandbox::mesh_proxy::MeshClient;
+use serin_sandbox::telemetry::Reporter;
 use serin_sandbox::{Sandbox, SandboxOptions};
 use std::time::{Duration, Instant};
 
@@ -206,5 +207,109 @@ async fn flaggers_queries_see_the_error_rate_and_latency_of_pods_behind_the_mesh
         .await
         .expect("a duration for the canary");
     assert!(fast < 100.0, "p99 of the unhurried version {fast} ms");
+    sandbox.stop().await;
+}
+
+const LOADTESTER_MANIFESTS: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: test}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: podinfo, namespace: test}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: podinfo}}
+  template:
+    metadata: {labels: {app: podinfo}}
+    spec: {containers: [{name: podinfod, image: "ghcr.io/stefanprodan/podinfo:6.0.0", ports: [{name: http, containerPort: 9898}]}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: podinfo-canary, namespace: test}
+spec: {selector: {app: podinfo}, ports: [{name: http, port: 9898, targetPort: http}]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: flagger-loadtester, namespace: test}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: flagger-loadtester}}
+  template:
+    metadata: {labels: {app: flagger-loadtester}}
+    spec:
+      containers:
+      - name: loadtester
+        image: ghcr.io/fluxcd/flagger-loadtester:0.34.0
+        ports: [{name: http, containerPort: 8080}]
+        command: [./loadtester, -port=8080, -log-level=info, -timeout=1h]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: flagger-loadtester, namespace: test}
+spec: {selector: {app: flagger-loadtester}, ports: [{name: http, port: 80, targetPort: http}]}
+"#;
+
+/// A load tester pod reaches Services through the mesh proxy without HTTP_PROXY, as with a
+/// sidecar: a hey task posted to it (through the mesh, as the operator does) sends its requests to
+/// `podinfo-canary.test`, and the mesh telemetry counts them against the podinfo workload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_tester_pod_sends_its_traffic_through_the_mesh() {
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::start_with(dir.path(), SandboxOptions::with_data_plane())
+        .await
+        .expect("the sandbox with its mesh and Debian's prometheus (apt-get install prometheus)");
+    let kubectl = Kubectl::new(&sandbox);
+    tokio::task::spawn_blocking(move || {
+        kubectl.apply(LOADTESTER_MANIFESTS, &[]);
+        for deployment in ["podinfo", "flagger-loadtester"] {
+            kubectl.ok(&[
+                "-n",
+                "test",
+                "rollout",
+                "status",
+                &format!("deploy/{deployment}"),
+                "--timeout=30s",
+            ]);
+        }
+    })
+    .await
+    .unwrap();
+
+    let mesh = sandbox.mesh.as_ref().unwrap();
+    let mut client = MeshClient::connect(mesh.address).await.unwrap();
+    let payload = serde_json::json!({
+        "name": "podinfo",
+        "namespace": "test",
+        "phase": "Progressing",
+        "metadata": {"type": "cmd", "cmd": "hey -n 40 -c 2 http://podinfo-canary.test:9898/"}
+    });
+    let answer = client
+        .post(
+            "http://flagger-loadtester.test/",
+            &[("content-type", "application/json")],
+            payload.to_string(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        answer.status, 202,
+        "the load tester took the task: {}",
+        answer.body
+    );
+
+    let served = || mesh.telemetry.count(Reporter::Destination, "podinfo", 200);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while served() < 40 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        served(),
+        40,
+        "podinfo served hey's 40 requests through the mesh"
+    );
+    // The source side saw them too, each answered 200 (none failed to resolve).
+    assert_eq!(mesh.telemetry.count(Reporter::Source, "podinfo", 200), 40);
     sandbox.stop().await;
 }
