@@ -1,9 +1,14 @@
-//! The reconcile loop of the operator: observe a Canary and its workloads, ask serin-core what to
-//! do ([`serin_core::decide()`]), act on the cluster (workloads, routing objects, metric checks),
-//! and record one status write and the events of the tick.
+//! The reconcile loop of the operator: observe a Canary and its workloads from watch caches, ask
+//! serin-core what to do ([`serin_core::decide()`]), act on the cluster (workloads, configs,
+//! autoscalers, routing objects, metric checks), and record one status write, the events, alerts
+//! and the operator's metrics of the tick.
 #![deny(missing_docs)]
 
+pub mod autoscaler;
+pub mod cache;
+pub mod configs;
+pub mod metrics;
 pub mod reconcile;
 pub mod workloads;
 
-pub use reconcile::{Context, Error, run};
+pub use reconcile::{Context, Error, LogFormat, run};

@@ -1,27 +1,49 @@
-//! One reconcile of a Canary: observe → decide → act → record.
+//! One reconcile of a Canary: observe (from the watch caches) → decide (serin-core) → act → record
+//! (one status write, events, event webhooks, alerts, operator metrics).
 
+use crate::autoscaler::primary_autoscaler;
+use crate::cache::{Caches, virtual_services};
+use crate::configs;
+use crate::metrics::OperatorMetrics;
 use crate::workloads::{primary_from, template_for};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
-use kube::runtime::controller::{Action as Requeue, Controller};
+use kube::runtime::controller::{self, Action as Requeue, Controller};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use serin_api::{Canary, MetricTemplate};
-use serin_core::plan::{Action, Check, Decision, EventType, Observation, Outcome, Routes, Verdict};
+use serin_api::{Canary, Phase};
+use serin_core::plan::{
+    Action, Check, Decision, EventType, MetricReading, Observation, Outcome, Plan, Routes, Verdict,
+};
+use serin_core::revision::ConfigKind;
 use serin_metrics::{MetricInputs, PrometheusClient, QueryContext};
 use serin_router::istio::{destination_rules, get_routes, set_routes, virtual_service};
 use serin_router::services::{selector_label, services};
 use serin_router::{Names, owner_reference};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The field manager of everything the operator writes.
 pub const FIELD_MANAGER: &str = "serin";
+
+/// The finalizer that holds a Canary with `revertOnDeletion` until its target is restored.
+pub const FINALIZER: &str = "finalizer.serin.dev";
+
+/// How the operator writes its log lines (`--log-format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    /// `<time> <level> <canary>: <message>`.
+    #[default]
+    Text,
+    /// One JSON object per line: `level`, `ts`, `msg`, `canary`.
+    Json,
+}
 
 /// What every reconcile shares.
 pub struct Context {
@@ -31,12 +53,28 @@ pub struct Context {
     pub metrics_server: PrometheusClient,
     /// Labels that identify a target's pods, in order of preference (`--selector-labels`).
     pub selector_labels: Vec<String>,
-    /// Calls the Canaries' webhooks (proxy settings from the environment by default).
+    /// Prefixes of the target labels copied to the primary; empty or `*` copies all
+    /// (`--include-label-prefix`).
+    pub include_label_prefix: Vec<String>,
+    /// Whether the ConfigMaps and Secrets a target uses are part of its revision and copied to
+    /// `-primary` (`--enable-config-tracking`).
+    pub config_tracking: bool,
+    /// Canaries reconciled at once (`--concurrency`).
+    pub concurrency: u16,
+    /// Where events go when a Canary has no `event` webhook (`--event-webhook`).
+    pub event_webhook: Option<String>,
+    /// Cluster name added to alerts (`--cluster-name`).
+    pub cluster_name: Option<String>,
+    /// How log lines are written.
+    pub log_format: LogFormat,
+    /// Calls the Canaries' webhooks and alert providers (proxy settings from the environment).
     pub webhooks: serin_webhooks::WebhookClient,
+    /// The canary metrics served at `/metrics`.
+    pub metrics: Arc<OperatorMetrics>,
 }
 
 impl Context {
-    /// A context for `client`, querying `metrics_server`.
+    /// A context for `client`, querying `metrics_server`, with Flagger's defaults for the rest.
     pub fn new(client: Client, metrics_server: PrometheusClient) -> Self {
         Context {
             client,
@@ -45,12 +83,31 @@ impl Context {
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
+            include_label_prefix: Vec::new(),
+            config_tracking: true,
+            concurrency: 4,
+            event_webhook: None,
+            cluster_name: None,
+            log_format: LogFormat::Text,
             webhooks: serin_webhooks::WebhookClient::new(serin_webhooks::ClientOptions::from_env()),
+            metrics: Arc::default(),
+        }
+    }
+
+    /// Writes one log line about `canary` (`name.namespace`) to stderr.
+    pub fn log(&self, level: &str, canary: &str, message: &str) {
+        let ts = now();
+        match self.log_format {
+            LogFormat::Text => eprintln!("{ts} {level} {canary}: {message}"),
+            LogFormat::Json => eprintln!(
+                "{}",
+                json!({"level": level, "ts": ts.to_string(), "msg": message, "canary": canary})
+            ),
         }
     }
 }
 
-/// Why a reconcile stopped early (it is retried).
+/// Why a reconcile stopped early (it is retried, and the reason shown in the Canary's status).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The API server refused or failed a request.
@@ -66,15 +123,6 @@ pub enum Error {
 
 fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
-}
-
-fn virtual_services() -> ApiResource {
-    resource(
-        "networking.istio.io",
-        "v1beta1",
-        "VirtualService",
-        "virtualservices",
-    )
 }
 
 /// Creates or updates `object` with server-side apply, taking over fields other managers own.
@@ -98,6 +146,23 @@ async fn apply(
     Ok(())
 }
 
+/// Creates `object` unless it exists already (the cache may not have seen our own creation yet,
+/// and creating twice must not roll the object a second time).
+async fn create(
+    client: &Client,
+    namespace: &str,
+    api: &ApiResource,
+    object: &Value,
+) -> Result<(), Error> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, api);
+    let object: DynamicObject = serde_json::from_value(object.clone())?;
+    match api.create(&PostParams::default(), &object).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(error) => Err(error.into()),
+    }
+}
+
 fn now() -> Timestamp {
     let millis = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -105,12 +170,21 @@ fn now() -> Timestamp {
     Timestamp::from_millisecond(millis).unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
+/// The controller's shared state: the context and the watch caches.
+struct Shared {
+    ctx: Arc<Context>,
+    caches: Caches,
+    filled: tokio::sync::OnceCell<()>,
+}
+
 struct Tick<'a> {
     ctx: &'a Context,
+    caches: &'a Caches,
     canary: Value,
     namespace: String,
     target: Option<Value>,
     label: Option<(String, String)>,
+    tracked: BTreeSet<(ConfigKind, String)>,
 }
 
 impl Tick<'_> {
@@ -149,26 +223,23 @@ impl Tick<'_> {
                     .and_then(|a| a.metrics.as_ref())
                     .and_then(|metrics| metrics.iter().find(|m| &m.name == name));
                 let Some(metric) = metric else {
-                    return Outcome::Metric(serin_core::plan::MetricReading::Error(format!(
+                    return Outcome::Metric(MetricReading::Error(format!(
                         "metric {name} is not in analysis.metrics"
                     )));
                 };
-                let template = match &metric.template_ref {
-                    Some(reference) => {
-                        let namespace = reference
-                            .namespace
-                            .clone()
-                            .unwrap_or(self.namespace.clone());
-                        let api: Api<MetricTemplate> =
-                            Api::namespaced(self.ctx.client.clone(), &namespace);
-                        api.get_opt(&reference.name).await.ok().flatten()
-                    }
-                    None => None,
-                };
+                let template = metric.template_ref.as_ref().and_then(|reference| {
+                    let namespace = reference.namespace.as_deref().unwrap_or(&self.namespace);
+                    self.caches.metric_template(namespace, &reference.name)
+                });
+                let secret = template.as_ref().and_then(|template| {
+                    let reference = template.spec.provider.secret_ref.as_ref()?;
+                    let namespace = template.namespace().unwrap_or(self.namespace.clone());
+                    self.caches.secret_text(&namespace, &reference.name)
+                });
                 let inputs = MetricInputs {
                     context: self.query_context(),
-                    template: template.as_ref(),
-                    secret: None,
+                    template: template.as_deref(),
+                    secret: secret.as_ref(),
                     metrics_server: &self.ctx.metrics_server,
                 };
                 Outcome::Metric(serin_metrics::read(metric, inputs).await)
@@ -180,6 +251,28 @@ impl Tick<'_> {
         }
     }
 
+    /// Applies the `-primary` copies of the tracked configs.
+    async fn copy_configs(&self) -> Result<(), Error> {
+        let owner = owner_reference(&self.canary);
+        for copy in configs::primary_copies(self.caches, &self.namespace, &self.tracked, &owner) {
+            let api = match copy["kind"].as_str() {
+                Some("Secret") => resource("", "v1", "Secret", "secrets"),
+                _ => resource("", "v1", "ConfigMap", "configmaps"),
+            };
+            apply(&self.ctx.client, &self.namespace, &api, &copy).await?;
+        }
+        Ok(())
+    }
+
+    /// The target's `autoscalerRef` HorizontalPodAutoscaler, when it has one.
+    fn target_autoscaler(
+        &self,
+        canary: &Canary,
+    ) -> Option<Arc<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler>> {
+        let reference = canary.spec.autoscaler_ref.as_ref()?;
+        self.caches.autoscaler(&self.namespace, &reference.name)
+    }
+
     async fn act(
         &self,
         canary: &Canary,
@@ -188,38 +281,55 @@ impl Tick<'_> {
     ) -> Result<(), Error> {
         if let Action::NotifyHooks { hook_type, phase } = action {
             // Post-rollout style notifications: their outcome does not change the release.
-            let _ = self
+            for run in self
                 .ctx
                 .webhooks
                 .notify_hooks(canary, *hook_type, *phase)
-                .await;
+                .await
+            {
+                if let Err(error) = run.result {
+                    self.ctx.log("warn", &canary_id(canary), &error.to_string());
+                }
+            }
             return Ok(());
         }
         let client = &self.ctx.client;
         let namespace = &self.namespace;
         let deployments = resource("apps", "v1", "Deployment", "deployments");
+        let autoscalers = resource(
+            "autoscaling",
+            "v2",
+            "HorizontalPodAutoscaler",
+            "horizontalpodautoscalers",
+        );
         let (Some(target), Some((key, value))) = (&self.target, &self.label) else {
             return Ok(());
         };
         let target_name = target["metadata"]["name"].as_str().unwrap_or_default();
         let primary_name = format!("{target_name}-primary");
+        let primary_value = format!("{value}-primary");
         let deployment_api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
         let merge = |body: Value| Patch::Merge(body);
+        let owner = owner_reference(&self.canary);
         match action {
             Action::EnsurePrimary { sync_template } => {
-                let existing = deployment_api.get_opt(&primary_name).await?;
-                match existing {
+                self.copy_configs().await?;
+                let template = template_for(&target["spec"], key, &primary_value, &self.tracked);
+                match self.caches.deployment(namespace, &primary_name) {
                     None => {
-                        let primary =
-                            primary_from(target, key, value, &owner_reference(&self.canary));
-                        apply(client, namespace, &deployments, &primary).await?;
+                        let primary = primary_from(
+                            target,
+                            key,
+                            value,
+                            &owner,
+                            template,
+                            &self.ctx.include_label_prefix,
+                        );
+                        create(client, namespace, &deployments, &primary).await?;
                     }
                     Some(primary) if *sync_template => {
                         let primary = serde_json::to_value(primary)?;
-                        if primary["spec"]["template"]["spec"] != target["spec"]["template"]["spec"]
-                        {
-                            let template =
-                                template_for(&target["spec"], key, &format!("{value}-primary"));
+                        if primary["spec"]["template"]["spec"] != template["spec"] {
                             deployment_api
                                 .patch(
                                     &primary_name,
@@ -230,6 +340,13 @@ impl Tick<'_> {
                         }
                     }
                     Some(_) => {}
+                }
+                if let Some(hpa) = self.target_autoscaler(canary) {
+                    let primary_hpa = primary_autoscaler(canary, &hpa, &owner)?;
+                    let name = primary_hpa["metadata"]["name"].as_str().unwrap_or_default();
+                    if self.caches.autoscaler(namespace, name).is_none() {
+                        create(client, namespace, &autoscalers, &primary_hpa).await?;
+                    }
                 }
             }
             Action::EnsureRouting => {
@@ -287,7 +404,8 @@ impl Tick<'_> {
                 apply(client, namespace, &virtual_services(), &vs).await?;
             }
             Action::Promote { replicas } => {
-                let mut spec = json!({"template": template_for(&target["spec"], key, &format!("{value}-primary"))});
+                self.copy_configs().await?;
+                let mut spec = json!({"template": template_for(&target["spec"], key, &primary_value, &self.tracked)});
                 for field in [
                     "progressDeadlineSeconds",
                     "minReadySeconds",
@@ -309,52 +427,249 @@ impl Tick<'_> {
                     )
                     .await?;
             }
-            // Not built yet: the primary autoscaler (see the README). Notifications are sent above.
-            Action::SyncPrimaryAutoscaler | Action::NotifyHooks { .. } => {}
+            Action::SyncPrimaryAutoscaler => {
+                if let Some(hpa) = self.target_autoscaler(canary) {
+                    let primary_hpa = primary_autoscaler(canary, &hpa, &owner)?;
+                    apply(client, namespace, &autoscalers, &primary_hpa).await?;
+                }
+            }
+            Action::NotifyHooks { .. } => {}
         }
         Ok(())
     }
 }
 
-/// Reconciles one Canary.
-pub async fn reconcile(canary: Arc<Canary>, ctx: Arc<Context>) -> Result<Requeue, Error> {
-    let namespace = canary.namespace().unwrap_or_else(|| "default".into());
-    let mut canary_json = serde_json::to_value(&*canary)?;
-    canary_json["apiVersion"] = json!("serin.dev/v1beta1");
-    let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
-    let target_name = canary.spec.target_ref.name.clone();
-    let target = deployments.get_opt(&target_name).await?;
-    let primary = deployments
-        .get_opt(&format!("{target_name}-primary"))
+fn canary_id(canary: &Canary) -> String {
+    format!(
+        "{}.{}",
+        canary.name_any(),
+        canary.namespace().unwrap_or_default()
+    )
+}
+
+/// Reconciles one Canary; a failure is shown in its status and as a Warning event, then retried.
+async fn reconcile(canary: Arc<Canary>, shared: Arc<Shared>) -> Result<Requeue, Error> {
+    shared
+        .filled
+        .get_or_init(|| shared.caches.wait_until_ready(Duration::from_secs(10)))
+        .await;
+    let result = if canary.metadata.deletion_timestamp.is_some() {
+        finalize(&canary, &shared).await
+    } else {
+        match sync_finalizer(&canary, &shared.ctx).await {
+            Ok(()) => tick(&canary, &shared).await,
+            Err(error) => Err(error),
+        }
+    };
+    if let Err(error) = &result {
+        report_failure(&canary, &shared.ctx, error).await;
+    }
+    result
+}
+
+/// Adds the finalizer when `revertOnDeletion` is set, removes it when it is not.
+async fn sync_finalizer(canary: &Canary, ctx: &Context) -> Result<(), Error> {
+    let wanted = canary.spec.revert_on_deletion == Some(true);
+    let finalizers = canary.finalizers();
+    let present = finalizers.iter().any(|f| f == FINALIZER);
+    if wanted == present {
+        return Ok(());
+    }
+    let mut next: Vec<String> = finalizers
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .cloned()
+        .collect();
+    if wanted {
+        next.push(FINALIZER.into());
+    }
+    let canaries: Api<Canary> =
+        Api::namespaced(ctx.client.clone(), &canary.namespace().unwrap_or_default());
+    canaries
+        .patch(
+            &canary.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": next}})),
+        )
         .await?;
-    let vs_api: Api<DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), &namespace, &virtual_services());
+    Ok(())
+}
+
+/// A Canary with `revertOnDeletion` is being deleted: give the target its replicas back (so the
+/// workload keeps serving once the primary is garbage-collected), route everything to it through
+/// the apex Service, then let the Canary go.
+async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue, Error> {
+    if !canary.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(Requeue::await_change());
+    }
+    let ctx = &shared.ctx;
+    let namespace = canary.namespace().unwrap_or_default();
+    let target_name = &canary.spec.target_ref.name;
+    let canaries: Api<Canary> = Api::namespaced(ctx.client.clone(), &namespace);
+    let phase = canary.status.as_ref().and_then(|s| s.phase);
+    if phase != Some(Phase::Terminating) {
+        canaries
+            .patch_status(
+                &canary.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"phase": "Terminating"}})),
+            )
+            .await?;
+        record(
+            ctx,
+            canary,
+            EventType::Normal,
+            &format!("Terminating canary {}", canary_id(canary)),
+        )
+        .await;
+    }
+    if let Some(target) = shared.caches.deployment(&namespace, target_name) {
+        let primary_replicas = shared
+            .caches
+            .deployment(&namespace, &format!("{target_name}-primary"))
+            .and_then(|p| p.spec.and_then(|s| s.replicas))
+            .filter(|r| *r > 0)
+            .unwrap_or(1);
+        if target.spec.as_ref().and_then(|s| s.replicas) != Some(primary_replicas) {
+            let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
+            deployments
+                .patch(
+                    target_name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"replicas": primary_replicas}})),
+                )
+                .await?;
+        }
+        let mut canary_json = serde_json::to_value(canary)?;
+        canary_json["apiVersion"] = json!("serin.dev/v1beta1");
+        let labels: Vec<&str> = ctx.selector_labels.iter().map(String::as_str).collect();
+        let target_json = serde_json::to_value(&target)?;
+        if let Ok((key, value)) = selector_label(&target_json, &labels) {
+            // The apex Service goes with the Canary; until then it selects the target's pods.
+            let apex = Names::of(&canary_json).apex;
+            let services: Api<k8s_openapi::api::core::v1::Service> =
+                Api::namespaced(ctx.client.clone(), &namespace);
+            if services.get_opt(&apex).await?.is_some() {
+                services
+                    .patch(
+                        &apex,
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"spec": {"selector": {key: value}}})),
+                    )
+                    .await?;
+            }
+        }
+    }
+    let finalizers: Vec<String> = canary
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .cloned()
+        .collect();
+    canaries
+        .patch(
+            &canary.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": finalizers}})),
+        )
+        .await?;
+    record(
+        ctx,
+        canary,
+        EventType::Normal,
+        &format!("Terminated canary {}", canary_id(canary)),
+    )
+    .await;
+    Ok(Requeue::await_change())
+}
+
+/// Shows a failed reconcile in the Canary's status message and as a Warning event, once per
+/// distinct message.
+async fn report_failure(canary: &Canary, ctx: &Context, error: &Error) {
+    let message = format!("reconcile failed, retrying: {error}");
+    ctx.log("error", &canary_id(canary), &message);
+    if canary.status.as_ref().and_then(|s| s.message.as_deref()) == Some(message.as_str()) {
+        return;
+    }
+    let canaries: Api<Canary> =
+        Api::namespaced(ctx.client.clone(), &canary.namespace().unwrap_or_default());
+    let _ = canaries
+        .patch_status(
+            &canary.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"message": message}})),
+        )
+        .await;
+    record(ctx, canary, EventType::Warning, &message).await;
+}
+
+/// One tick: observe, decide, act, record.
+async fn tick(canary: &Arc<Canary>, shared: &Shared) -> Result<Requeue, Error> {
+    let started = Instant::now();
+    let ctx = &shared.ctx;
+    let caches = &shared.caches;
+    let namespace = canary.namespace().unwrap_or_else(|| "default".into());
+    let mut canary_json = serde_json::to_value(&**canary)?;
+    canary_json["apiVersion"] = json!("serin.dev/v1beta1");
+    let target_name = canary.spec.target_ref.name.clone();
+    let target = caches.deployment(&namespace, &target_name);
+    let primary = caches.deployment(&namespace, &format!("{target_name}-primary"));
     let names = Names::of(&canary_json);
-    let routes = match vs_api.get_opt(&names.apex).await? {
-        Some(vs) => get_routes(&canary_json, &serde_json::to_value(vs)?).ok(),
+    let routes = match caches.virtual_service(&namespace, &names.apex) {
+        Some(vs) => get_routes(&canary_json, &serde_json::to_value(&*vs)?).ok(),
         None => None,
+    };
+    let configs = match (&target, ctx.config_tracking) {
+        (Some(target), true) => configs::observe(caches, &namespace, target),
+        _ => Ok(BTreeMap::new()),
     };
     let target_json = target.as_ref().map(serde_json::to_value).transpose()?;
     let labels: Vec<&str> = ctx.selector_labels.iter().map(String::as_str).collect();
     let label = target_json.as_ref().map(|t| selector_label(t, &labels));
-    let blocked = match &label {
+    let mut blocked = match &label {
         Some(Err(error)) => Some(error.to_string()),
         _ => None,
     };
+    let mut autoscaler_min_replicas = None;
+    if let Some(reference) = &canary.spec.autoscaler_ref {
+        if reference.kind != "HorizontalPodAutoscaler" {
+            blocked.get_or_insert(format!(
+                "spec.autoscalerRef.kind {:?} is not supported; use HorizontalPodAutoscaler",
+                reference.kind
+            ));
+        } else {
+            match caches.autoscaler(&namespace, &reference.name) {
+                Some(hpa) => {
+                    autoscaler_min_replicas = hpa.spec.as_ref().and_then(|s| s.min_replicas);
+                }
+                None => {
+                    blocked.get_or_insert(format!(
+                        "HorizontalPodAutoscaler {}.{namespace} in spec.autoscalerRef not found; create it or remove autoscalerRef",
+                        reference.name
+                    ));
+                }
+            }
+        }
+    }
     let tick = Tick {
-        ctx: &ctx,
+        ctx,
+        caches,
         canary: canary_json,
         namespace: namespace.clone(),
         target: target_json,
         label: label.and_then(Result::ok),
+        tracked: configs
+            .as_ref()
+            .map(configs::tracked_names)
+            .unwrap_or_default(),
     };
     let mut observation = Observation {
-        canary: (*canary).clone(),
+        canary: (**canary).clone(),
         target,
         primary,
-        configs: Ok(BTreeMap::new()),
+        configs,
         routes,
-        autoscaler_min_replicas: None,
+        autoscaler_min_replicas,
         blocked,
         verdicts: Vec::new(),
     };
@@ -362,14 +677,20 @@ pub async fn reconcile(canary: Arc<Canary>, ctx: Arc<Context>) -> Result<Requeue
     let plan = loop {
         match serin_core::decide(&observation, now) {
             Decision::Check(check) => {
-                let outcome = tick.run_check(&canary, &check).await;
+                let outcome = tick.run_check(canary, &check).await;
+                if let (Check::Metric { name }, Outcome::Metric(MetricReading::Value(value))) =
+                    (&check, &outcome)
+                {
+                    ctx.metrics
+                        .record_metric(&target_name, &namespace, name, *value);
+                }
                 observation.verdicts.push(Verdict { check, outcome });
             }
             Decision::Plan(plan) => break *plan,
         }
     };
     for action in &plan.actions {
-        tick.act(&canary, action, routes).await?;
+        tick.act(canary, action, routes).await?;
     }
     if canary.status.as_ref() != Some(&plan.status) {
         let canaries: Api<Canary> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -381,48 +702,209 @@ pub async fn reconcile(canary: Arc<Canary>, ctx: Arc<Context>) -> Result<Requeue
             )
             .await?;
     }
-    for event in &plan.events {
-        // An event that cannot be written must not stop the release.
-        let _ = record_event(&ctx.client, &canary, event).await;
-    }
+    record_plan(canary, shared, &plan, started).await;
     Ok(match plan.requeue_after {
         Some(after) => Requeue::requeue(after),
         None => Requeue::await_change(),
     })
 }
 
-/// Writes a core/v1 Event about `canary`, one per message as Flagger's recorder does (so
-/// `kubectl describe canary` lists every step).
-async fn record_event(
-    client: &Client,
-    canary: &Canary,
-    event: &serin_core::plan::Event,
-) -> Result<(), Error> {
+/// Everything a tick tells: events (to the API, the log and the event webhooks), alerts, and the
+/// operator's metrics.
+async fn record_plan(canary: &Arc<Canary>, shared: &Shared, plan: &Plan, started: Instant) {
+    let ctx = &shared.ctx;
+    let namespace = canary.namespace().unwrap_or_default();
+    let target = &canary.spec.target_ref.name;
+    let old_phase = canary.status.as_ref().and_then(|s| s.phase);
+    let phase = plan.status.phase;
+    ctx.metrics
+        .record_tick(target, &namespace, phase, plan.status.canary_weight);
+    if old_phase == Some(Phase::Progressing) {
+        ctx.metrics
+            .observe_duration(target, &namespace, started.elapsed().as_secs_f64());
+    }
+    if phase != old_phase && matches!(phase, Some(Phase::Succeeded | Phase::Failed)) {
+        let strategy = match canary.spec.analysis().map(|a| a.strategy()) {
+            Some(serin_api::Strategy::AbTesting) => "ab-testing",
+            Some(serin_api::Strategy::BlueGreen) => "blue-green",
+            _ => "canary",
+        };
+        let analysis = if canary.spec.skips_analysis() {
+            "skipped"
+        } else {
+            "completed"
+        };
+        ctx.metrics.record_release(
+            target,
+            &namespace,
+            phase == Some(Phase::Succeeded),
+            strategy,
+            analysis,
+        );
+    }
+    for event in &plan.events {
+        record(ctx, canary, event.type_, &event.message).await;
+    }
+    if plan.events.is_empty() && plan.alerts.is_empty() {
+        return;
+    }
+    // Webhooks and chat services can be slow or down: they must not hold the next tick back.
+    let mut updated = (**canary).clone();
+    updated.status = Some(plan.status.clone());
+    let events = plan.events.clone();
+    let alerts = plan.alerts.clone();
+    let ctx = shared.ctx.clone();
+    let caches = shared.caches.clone();
+    tokio::spawn(async move {
+        let id = canary_id(&updated);
+        for event in &events {
+            let millis = now().as_millisecond();
+            for run in ctx
+                .webhooks
+                .send_event(&updated, event, millis, ctx.event_webhook.as_deref())
+                .await
+            {
+                if let Err(error) = run.result {
+                    ctx.log("warn", &id, &format!("event webhook: {error}"));
+                }
+            }
+        }
+        for alert in &alerts {
+            send_alert(&ctx, &caches, &updated, alert).await;
+        }
+    });
+}
+
+/// Posts `alert` to every AlertProvider of the canary whose severity admits it.
+async fn send_alert(ctx: &Context, caches: &Caches, canary: &Canary, alert: &serin_core::Alert) {
+    let id = canary_id(canary);
+    let namespace = canary.namespace().unwrap_or_default();
+    let message =
+        serin_webhooks::alert::AlertMessage::from_alert(canary, alert, ctx.cluster_name.as_deref());
+    for recipient in serin_webhooks::alert::recipients(canary, alert.severity) {
+        let reference = &recipient.provider_ref;
+        let provider_namespace = reference.namespace.as_deref().unwrap_or(&namespace);
+        let Some(provider) = caches.alert_provider(provider_namespace, &reference.name) else {
+            ctx.log(
+                "error",
+                &id,
+                &format!(
+                    "alert {}: AlertProvider {}.{provider_namespace} not found; create it or fix spec.analysis.alerts[].providerRef",
+                    recipient.name, reference.name
+                ),
+            );
+            continue;
+        };
+        let secret = provider
+            .spec
+            .secret_ref
+            .as_ref()
+            .and_then(|s| caches.secret_text(provider_namespace, &s.name));
+        let key = |k: &str| secret.as_ref().and_then(|s| s.get(k)).map(String::as_str);
+        let sent = match serin_webhooks::alert::Notifier::from_provider(
+            &reference.name,
+            &provider.spec,
+            key("address"),
+            key("token"),
+        ) {
+            Ok(notifier) => ctx.webhooks.post_alert(&notifier, &message).await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = sent {
+            ctx.log("error", &id, &format!("alert {}: {error}", recipient.name));
+        }
+    }
+}
+
+/// Writes a core/v1 Event about `canary` (one per message, as Flagger's recorder does, so
+/// `kubectl describe canary` lists every step) and logs it. An event that cannot be written is
+/// logged and does not stop the release.
+async fn record(ctx: &Context, canary: &Canary, type_: EventType, message: &str) {
+    let (kind, level) = match type_ {
+        EventType::Normal => ("Normal", "info"),
+        EventType::Warning => ("Warning", "warn"),
+    };
+    ctx.log(level, &canary_id(canary), message);
     let namespace = canary.namespace().unwrap_or_else(|| "default".into());
     let now = now().to_string();
-    let kind = match event.type_ {
-        EventType::Normal => "Normal",
-        EventType::Warning => "Warning",
-    };
-    let object: k8s_openapi::api::core::v1::Event = serde_json::from_value(json!({
+    let object = serde_json::from_value::<k8s_openapi::api::core::v1::Event>(json!({
         "metadata": {"name": format!("{}.{}", canary.name_any(), uuid::Uuid::new_v4().simple()),
                      "namespace": namespace},
         "involvedObject": {"apiVersion": "serin.dev/v1beta1", "kind": "Canary",
                            "name": canary.name_any(), "namespace": namespace,
                            "uid": canary.uid(), "resourceVersion": canary.resource_version()},
-        "reason": event.reason, "message": event.message, "type": kind,
+        "reason": "Synced", "message": message, "type": kind,
         "source": {"component": "serin"}, "reportingComponent": "serin",
         "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-    }))?;
+    }));
     let events: Api<k8s_openapi::api::core::v1::Event> =
-        Api::namespaced(client.clone(), &namespace);
-    events.create(&Default::default(), &object).await?;
-    Ok(())
+        Api::namespaced(ctx.client.clone(), &namespace);
+    let written = match object {
+        Ok(object) => events
+            .create(&Default::default(), &object)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        Err(error) => Err(error.to_string()),
+    };
+    if let Err(error) = written {
+        ctx.log(
+            "error",
+            &canary_id(canary),
+            &format!("writing event: {error}"),
+        );
+    }
 }
 
-fn retry_later(_canary: Arc<Canary>, error: &Error, _ctx: Arc<Context>) -> Requeue {
-    eprintln!("reconcile failed: {error}");
+fn retry_later(_canary: Arc<Canary>, _error: &Error, _shared: Arc<Shared>) -> Requeue {
     Requeue::requeue(Duration::from_secs(5))
+}
+
+/// The Canaries that point at `namespace`/`name` as target or primary.
+fn canaries_of_deployment(
+    canaries: &kube::runtime::reflector::Store<Canary>,
+    namespace: Option<String>,
+    name: &str,
+) -> Vec<ObjectRef<Canary>> {
+    canaries
+        .state()
+        .into_iter()
+        .filter(|canary| {
+            let target = &canary.spec.target_ref.name;
+            canary.namespace() == namespace
+                && (target == name || format!("{target}-primary") == name)
+        })
+        .map(|canary| ObjectRef::from_obj(&*canary))
+        .collect()
+}
+
+/// The Canaries whose target uses the config `kind`/`name`.
+fn canaries_of_config(
+    canaries: &kube::runtime::reflector::Store<Canary>,
+    caches: &Caches,
+    namespace: Option<String>,
+    kind: ConfigKind,
+    name: &str,
+) -> Vec<ObjectRef<Canary>> {
+    let Some(namespace) = namespace else {
+        return Vec::new();
+    };
+    canaries
+        .state()
+        .into_iter()
+        .filter(|canary| canary.namespace().as_deref() == Some(namespace.as_str()))
+        .filter(|canary| {
+            caches
+                .deployment(&namespace, &canary.spec.target_ref.name)
+                .and_then(|target| target.spec.and_then(|s| s.template.spec))
+                .is_some_and(|pod| {
+                    serin_core::revision::config_refs(&pod)
+                        .iter()
+                        .any(|r| r.kind == kind && r.name == name)
+                })
+        })
+        .map(|canary| ObjectRef::from_obj(&*canary))
+        .collect()
 }
 
 /// Runs the controller over the Canaries of `namespace` (all namespaces when `None`) until the
@@ -432,33 +914,83 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         Some(namespace) => Api::namespaced(ctx.client.clone(), namespace),
         None => Api::all(ctx.client.clone()),
     };
-    let deployments: Api<Deployment> = match &namespace {
-        Some(namespace) => Api::namespaced(ctx.client.clone(), namespace),
-        None => Api::all(ctx.client.clone()),
-    };
-    let controller = Controller::new(canaries, watcher::Config::default());
-    let cache = controller.store();
-    // A change of a target (or its primary) wakes the Canaries that point at it.
+    let (caches, feeds) = Caches::new(&ctx.client, namespace.as_deref());
+    let controller = Controller::new(canaries, watcher::Config::default())
+        .with_config(controller::Config::default().concurrency(ctx.concurrency.max(1)));
+    let store = controller.store();
+    let mut background = tokio::task::JoinSet::new();
+    for feed in feeds.passive {
+        background.spawn(feed.for_each(|_| async {}));
+    }
+    let totals_store = store.clone();
+    let metrics = ctx.metrics.clone();
+    background.spawn(async move {
+        loop {
+            let mut totals: BTreeMap<String, usize> = BTreeMap::new();
+            for canary in totals_store.state() {
+                *totals
+                    .entry(canary.namespace().unwrap_or_default())
+                    .or_default() += 1;
+            }
+            metrics.set_totals(&totals);
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        }
+    });
+    let (deployment_canaries, config_canaries, secret_canaries, hpa_canaries) =
+        (store.clone(), store.clone(), store.clone(), store);
+    let (config_caches, secret_caches) = (caches.clone(), caches.clone());
+    let shared = Arc::new(Shared {
+        ctx,
+        caches,
+        filled: tokio::sync::OnceCell::new(),
+    });
     controller
-        .watches(
-            deployments,
-            watcher::Config::default(),
-            move |deployment: Deployment| {
-                let name = deployment.name_any();
-                let namespace = deployment.namespace();
-                cache
+        .watches_stream(feeds.deployments, move |deployment: Deployment| {
+            canaries_of_deployment(
+                &deployment_canaries,
+                deployment.namespace(),
+                &deployment.name_any(),
+            )
+        })
+        .watches_stream(feeds.config_maps, move |config_map| {
+            canaries_of_config(
+                &config_canaries,
+                &config_caches,
+                config_map.namespace(),
+                ConfigKind::ConfigMap,
+                &config_map.name_any(),
+            )
+        })
+        .watches_stream(feeds.secrets, move |secret| {
+            canaries_of_config(
+                &secret_canaries,
+                &secret_caches,
+                secret.namespace(),
+                ConfigKind::Secret,
+                &secret.name_any(),
+            )
+        })
+        .watches_stream(
+            feeds.autoscalers,
+            move |hpa: k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler| {
+                let name = hpa.name_any();
+                hpa_canaries
                     .state()
                     .into_iter()
                     .filter(|canary| {
-                        let target = &canary.spec.target_ref.name;
-                        canary.namespace() == namespace
-                            && (*target == name || format!("{target}-primary") == name)
+                        canary.namespace() == hpa.namespace()
+                            && canary
+                                .spec
+                                .autoscaler_ref
+                                .as_ref()
+                                .is_some_and(|r| r.name == name)
                     })
-                    .map(|canary| kube::runtime::reflector::ObjectRef::from_obj(&*canary))
+                    .map(|canary| ObjectRef::from_obj(&*canary))
                     .collect::<Vec<_>>()
             },
         )
-        .run(reconcile, retry_later, ctx)
+        .run(reconcile, retry_later, shared)
         .for_each(|_| async {})
         .await;
+    background.abort_all();
 }

@@ -2,10 +2,31 @@
 //! `<label>: <value>-primary`, with the target's pod template (relabelled) and a fresh `flagger-id`
 //! annotation so every promotion rolls the pods.
 
+use crate::configs::rename_references;
 use serde_json::{Value, json};
+use serin_core::revision::ConfigKind;
+use std::collections::BTreeSet;
 
-/// The primary Deployment for `target` (JSON form), owned by `owner` (an owner reference).
-pub fn primary_from(target: &Value, label_key: &str, label_value: &str, owner: &Value) -> Value {
+/// Whether a target label is copied to the primary: `--include-label-prefix` empty, `*` or a
+/// prefix of the key; labels of Flux's toolkit never are.
+pub fn label_included(key: &str, prefixes: &[String]) -> bool {
+    !key.contains("toolkit.fluxcd.io")
+        && (prefixes.is_empty()
+            || prefixes
+                .iter()
+                .any(|p| p == "*" || key.starts_with(p.as_str())))
+}
+
+/// The primary Deployment for `target` (JSON form), owned by `owner` (an owner reference), running
+/// `template` (see [`template_for`]) and carrying the target labels `label_prefixes` admit.
+pub fn primary_from(
+    target: &Value,
+    label_key: &str,
+    label_value: &str,
+    owner: &Value,
+    template: Value,
+    label_prefixes: &[String],
+) -> Value {
     let name = format!(
         "{}-primary",
         target["metadata"]["name"].as_str().unwrap_or_default()
@@ -15,7 +36,7 @@ pub fn primary_from(target: &Value, label_key: &str, label_value: &str, owner: &
         .as_object()
         .cloned()
         .unwrap_or_default();
-    labels.retain(|k, _| !k.contains("toolkit.fluxcd.io"));
+    labels.retain(|k, _| label_included(k, label_prefixes));
     labels.insert(label_key.into(), json!(primary_value));
     let mut annotations = target["metadata"]["annotations"]
         .as_object()
@@ -31,7 +52,7 @@ pub fn primary_from(target: &Value, label_key: &str, label_value: &str, owner: &
     let mut primary_spec = json!({
         "replicas": replicas,
         "selector": {"matchLabels": {label_key: primary_value}},
-        "template": template_for(spec, label_key, &primary_value),
+        "template": template,
     });
     for field in [
         "progressDeadlineSeconds",
@@ -51,10 +72,17 @@ pub fn primary_from(target: &Value, label_key: &str, label_value: &str, owner: &
     })
 }
 
-/// The target's pod template with the selector label pointing at the primary and a new
-/// `flagger-id`, which forces a rolling update of the primary on every promotion.
-pub fn template_for(target_spec: &Value, label_key: &str, primary_value: &str) -> Value {
+/// The target's pod template with the selector label pointing at the primary, tracked configs
+/// renamed to their `-primary` copies, and a new `flagger-id`, which forces a rolling update of the
+/// primary on every promotion.
+pub fn template_for(
+    target_spec: &Value,
+    label_key: &str,
+    primary_value: &str,
+    tracked: &BTreeSet<(ConfigKind, String)>,
+) -> Value {
     let mut template = target_spec["template"].clone();
+    rename_references(&mut template, tracked);
     template["metadata"]["labels"][label_key] = json!(primary_value);
     template["metadata"]["annotations"]["flagger-id"] = json!(uuid::Uuid::new_v4().to_string());
     template
@@ -75,7 +103,15 @@ mod tests {
                      "template": {"metadata": {"labels": {"app": "podinfo"}},
                                   "spec": {"containers": [{"name": "podinfod", "image": "podinfo:6.0.1"}]}}}
         });
-        let primary = primary_from(&target, "app", "podinfo", &json!({"kind": "Canary"}));
+        let template = template_for(&target["spec"], "app", "podinfo-primary", &BTreeSet::new());
+        let primary = primary_from(
+            &target,
+            "app",
+            "podinfo",
+            &json!({"kind": "Canary"}),
+            template,
+            &[],
+        );
         assert_eq!(primary["metadata"]["name"], "podinfo-primary");
         assert_eq!(
             primary["metadata"]["labels"],

@@ -35,6 +35,25 @@ struct Flags {
     /// Address of the admin server (`/healthz`, `/readyz`, `/metrics`).
     #[arg(long, default_value = "0.0.0.0:8080")]
     admin_address: SocketAddr,
+    /// Prefixes of the target labels copied to the primary (comma list; empty or `*` copies all).
+    #[arg(long, default_value = "")]
+    include_label_prefix: String,
+    /// Treat the ConfigMaps and Secrets a target uses as part of its revision and run the primary
+    /// on `-primary` copies of them.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    enable_config_tracking: bool,
+    /// Canaries reconciled at the same time.
+    #[arg(long, default_value_t = 4)]
+    concurrency: u16,
+    /// Log line format: `text` or `json`.
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+    /// URL that receives every event of Canaries without an `event` webhook.
+    #[arg(long, env = "EVENT_WEBHOOK_URL")]
+    event_webhook: Option<String>,
+    /// Cluster name shown in alerts.
+    #[arg(long)]
+    cluster_name: Option<String>,
 }
 
 #[tokio::main]
@@ -50,8 +69,25 @@ async fn main() -> anyhow::Result<()> {
         .context("connecting to Kubernetes (KUBECONFIG or the in-cluster service account)")?;
     let metrics_server = serin_metrics::PrometheusClient::new(&flags.metrics_server)
         .map_err(|e| anyhow::anyhow!("--metrics-server: {e}"))?;
+    let mut ctx = serin_controller::Context::new(client.clone(), metrics_server);
+    ctx.selector_labels = comma_list(&flags.selector_labels);
+    ctx.include_label_prefix = comma_list(&flags.include_label_prefix);
+    ctx.config_tracking = flags.enable_config_tracking;
+    ctx.concurrency = flags.concurrency.max(1);
+    ctx.event_webhook = flags.event_webhook.filter(|url| !url.is_empty());
+    ctx.cluster_name = flags.cluster_name;
+    ctx.log_format = match flags.log_format.as_str() {
+        "json" => serin_controller::LogFormat::Json,
+        _ => serin_controller::LogFormat::Text,
+    };
     let ready = Arc::new(AtomicBool::new(false));
-    let admin = admin_server(flags.admin_address, ready.clone()).await?;
+    let admin = admin_server(
+        flags.admin_address,
+        ready.clone(),
+        ctx.metrics.clone(),
+        flags.mesh_provider.clone(),
+    )
+    .await?;
     if flags.leader_elect {
         let manager =
             kube_lease_manager::LeaseManagerBuilder::new(client.clone(), "serin-operator")
@@ -66,13 +102,6 @@ async fn main() -> anyhow::Result<()> {
         }
         eprintln!("leading");
     }
-    let mut ctx = serin_controller::Context::new(client, metrics_server);
-    ctx.selector_labels = flags
-        .selector_labels
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect();
     ready.store(true, Ordering::Relaxed);
     eprintln!(
         "watching Canaries in {}",
@@ -86,10 +115,23 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+fn comma_list(text: &str) -> Vec<String> {
+    text.split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
 async fn admin_server(
     address: SocketAddr,
     ready: Arc<AtomicBool>,
+    metrics: Arc<serin_controller::metrics::OperatorMetrics>,
+    mesh_provider: String,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let info = format!(
+        "# HELP serin_info Build and mesh provider of the operator.\n# TYPE serin_info gauge\nserin_info{{version=\"{}\",mesh_provider=\"{mesh_provider}\"}} 1\n",
+        env!("CARGO_PKG_VERSION")
+    );
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .with_context(|| format!("binding the admin server to {address}"))?;
@@ -113,8 +155,9 @@ async fn admin_server(
         )
         .route(
             "/metrics",
-            axum::routing::get(|| async {
-                "# TYPE serin_operator_up gauge\nserin_operator_up 1\n"
+            axum::routing::get(move || {
+                let text = format!("{info}{}", metrics.render());
+                async move { text }
             }),
         );
     Ok(tokio::spawn(async move {

@@ -1,0 +1,241 @@
+//! The operator's view of the cluster: one watch per kind feeds an in-memory store, so a tick reads
+//! its Deployments, configs, autoscalers, routes, templates and providers without an API request.
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use serin_api::{AlertProvider, MetricTemplate};
+use std::fmt::Debug;
+use std::time::Duration;
+
+/// The Istio VirtualService resource (`networking.istio.io/v1beta1`).
+pub fn virtual_services() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("networking.istio.io", "v1beta1", "VirtualService"),
+        "virtualservices",
+    )
+}
+
+/// In-memory copies of every object a tick reads, kept current by watches.
+#[derive(Clone)]
+pub struct Caches {
+    /// Targets and primaries.
+    pub deployments: Store<Deployment>,
+    /// ConfigMaps the targets use (and their `-primary` copies).
+    pub config_maps: Store<ConfigMap>,
+    /// Secrets the targets, MetricTemplates and AlertProviders use.
+    pub secrets: Store<Secret>,
+    /// Targets' autoscalers and their `-primary` copies.
+    pub autoscalers: Store<HorizontalPodAutoscaler>,
+    /// The VirtualServices whose weights a tick reads back.
+    pub virtual_services: Store<DynamicObject>,
+    /// MetricTemplates referenced by analyses.
+    pub metric_templates: Store<MetricTemplate>,
+    /// AlertProviders referenced by alerts.
+    pub alert_providers: Store<AlertProvider>,
+}
+
+/// A watch stream that keeps a store: the objects it touches (changed or deleted) come out.
+pub type Feed<K> = std::pin::Pin<Box<dyn Stream<Item = Result<K, watcher::Error>> + Send>>;
+
+/// The feeds behind [`Caches`]: the controller either triggers on them or just drains them.
+pub struct Feeds {
+    /// Deployments (trigger the Canaries of a target or primary).
+    pub deployments: Feed<Deployment>,
+    /// ConfigMaps (trigger the Canaries whose target uses them).
+    pub config_maps: Feed<ConfigMap>,
+    /// Secrets (trigger the Canaries whose target uses them).
+    pub secrets: Feed<Secret>,
+    /// Autoscalers (trigger the Canaries that reference them).
+    pub autoscalers: Feed<HorizontalPodAutoscaler>,
+    /// The feeds only read at tick time: VirtualServices, MetricTemplates, AlertProviders.
+    pub passive: Vec<std::pin::Pin<Box<dyn Stream<Item = ()> + Send>>>,
+}
+
+fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespace {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// A store and the watch that fills it. managedFields are dropped before caching: the operator
+/// never reads them and they are a large share of every object's size.
+fn feed<K>(api: Api<K>, dyntype: K::DynamicType) -> (Store<K>, Feed<K>)
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let writer = reflector::store::Writer::new(dyntype);
+    let store = writer.as_reader();
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(|object: &mut K| object.meta_mut().managed_fields = None)
+        .reflect(writer)
+        .touched_objects();
+    (store, Box::pin(stream))
+}
+
+fn passive<K: Send + 'static>(
+    feed: Feed<K>,
+    kind: &'static str,
+) -> std::pin::Pin<Box<dyn Stream<Item = ()> + Send>> {
+    Box::pin(feed.map(move |item| {
+        if let Err(error) = item {
+            eprintln!("watching {kind}: {error}");
+        }
+    }))
+}
+
+impl Caches {
+    /// Stores for `namespace` (all namespaces when `None`) and the watches that fill them; nothing
+    /// is requested until the feeds are polled.
+    pub fn new(client: &Client, namespace: Option<&str>) -> (Caches, Feeds) {
+        let (deployments, deployment_feed) = feed(api::<Deployment>(client, namespace), ());
+        let (config_maps, config_map_feed) = feed(api::<ConfigMap>(client, namespace), ());
+        let (secrets, secret_feed) = feed(api::<Secret>(client, namespace), ());
+        let (autoscalers, autoscaler_feed) =
+            feed(api::<HorizontalPodAutoscaler>(client, namespace), ());
+        let resource = virtual_services();
+        let vs_api: Api<DynamicObject> = match namespace {
+            Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        let (virtual_services, vs_feed) = feed(vs_api, resource);
+        let (metric_templates, template_feed) = feed(api::<MetricTemplate>(client, namespace), ());
+        let (alert_providers, provider_feed) = feed(api::<AlertProvider>(client, namespace), ());
+        let caches = Caches {
+            deployments,
+            config_maps,
+            secrets,
+            autoscalers,
+            virtual_services,
+            metric_templates,
+            alert_providers,
+        };
+        let feeds = Feeds {
+            deployments: deployment_feed,
+            config_maps: config_map_feed,
+            secrets: secret_feed,
+            autoscalers: autoscaler_feed,
+            passive: vec![
+                passive(vs_feed, "VirtualServices"),
+                passive(template_feed, "MetricTemplates"),
+                passive(provider_feed, "AlertProviders"),
+            ],
+        };
+        (caches, feeds)
+    }
+
+    /// Waits until every store holds its first full list, at most `limit` per store; a store that
+    /// is not ready by then (its CRD is not installed, say) is reported and the wait goes on.
+    pub async fn wait_until_ready(&self, limit: Duration) {
+        macro_rules! wait {
+            ($store:expr, $kind:literal) => {
+                if tokio::time::timeout(limit, $store.wait_until_ready())
+                    .await
+                    .map_or(true, |ready| ready.is_err())
+                {
+                    eprintln!(
+                        "the {} cache is not filled after {limit:?}: is the CRD installed and may the operator list it?",
+                        $kind
+                    );
+                }
+            };
+        }
+        wait!(self.deployments, "Deployment");
+        wait!(self.config_maps, "ConfigMap");
+        wait!(self.secrets, "Secret");
+        wait!(self.autoscalers, "HorizontalPodAutoscaler");
+        wait!(self.virtual_services, "VirtualService");
+        wait!(self.metric_templates, "MetricTemplate");
+        wait!(self.alert_providers, "AlertProvider");
+    }
+
+    /// The Deployment `name` in `namespace`.
+    pub fn deployment(&self, namespace: &str, name: &str) -> Option<Deployment> {
+        self.deployments
+            .get(&ObjectRef::new(name).within(namespace))
+            .map(|d| (*d).clone())
+    }
+
+    /// The ConfigMap `name` in `namespace`.
+    pub fn config_map(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<ConfigMap>> {
+        self.config_maps
+            .get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// The Secret `name` in `namespace`.
+    pub fn secret(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<Secret>> {
+        self.secrets.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// The HorizontalPodAutoscaler `name` in `namespace`.
+    pub fn autoscaler(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<std::sync::Arc<HorizontalPodAutoscaler>> {
+        self.autoscalers
+            .get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// The VirtualService `name` in `namespace`.
+    pub fn virtual_service(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<std::sync::Arc<DynamicObject>> {
+        self.virtual_services
+            .get(&ObjectRef::new_with(name, virtual_services()).within(namespace))
+    }
+
+    /// The MetricTemplate `name` in `namespace`.
+    pub fn metric_template(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<std::sync::Arc<MetricTemplate>> {
+        self.metric_templates
+            .get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// The AlertProvider `name` in `namespace`.
+    pub fn alert_provider(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<std::sync::Arc<AlertProvider>> {
+        self.alert_providers
+            .get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// A Secret's data as text (values that are not UTF-8 are left out).
+    pub fn secret_text(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<std::collections::BTreeMap<String, String>> {
+        let secret = self.secret(namespace, name)?;
+        let mut data: std::collections::BTreeMap<String, String> = secret
+            .data
+            .iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.clone(), String::from_utf8(v.0.clone()).ok()?)))
+            .collect();
+        for (k, v) in secret.string_data.iter().flatten() {
+            data.insert(k.clone(), v.clone());
+        }
+        Some(data)
+    }
+}
