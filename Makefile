@@ -2,7 +2,7 @@
 CARGO ?= cargo
 CRD_FILES := artifacts/crds/serin.yaml charts/serin/crds/serin.yaml
 
-.PHONY: test fmt-check clippy unit doc-check crds demo simulate doc bench bench-sandbox bench-loadtester
+.PHONY: test fmt-check clippy unit doc-check crds demo simulate doc bench bench-sandbox bench-loadtester e2e e2e-core e2e-prerequisites
 
 ## make test: formatting check, clippy with warnings as errors, then every test in the workspace.
 test: fmt-check clippy doc-check unit
@@ -31,6 +31,21 @@ demo:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; \
 	  else echo "make demo needs Debian's prometheus: sudo apt-get install prometheus" >&2; exit 1; fi; }
 	$(CARGO) run -q -p serin-cli -- demo
+
+## make e2e: every e2e scenario (e2e/run.sh) with the real kubectl, each in a fresh sandbox with the
+## operator on the host; E2E_KUBECONFIG=path runs them on a real cluster instead (see e2e/README.md).
+e2e: e2e-prerequisites
+	CARGO=$(CARGO) e2e/run.sh
+
+## make e2e-core: the progressive release and the rollback scenarios (01 and 02) only.
+e2e-core: e2e-prerequisites
+	CARGO=$(CARGO) e2e/run.sh 01 02
+
+# The sandbox's Prometheus (as for make demo), unless the scenarios run on a real cluster.
+e2e-prerequisites:
+	@[ -n "$$E2E_KUBECONFIG" ] || command -v prometheus >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; \
+	  else echo "make e2e needs Debian's prometheus: sudo apt-get install prometheus" >&2; exit 1; fi; }
 
 ## make simulate: replays the same kind of releases through the decision core alone, tick by tick.
 simulate:

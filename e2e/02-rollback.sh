@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Rollback: a faulty 6.0.1 (half its requests answered 500) fails the success-rate check until the
+# threshold; the release is rolled back with all traffic on the 6.0.0 primary.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+setup
+
+log "creating the Canary"
+kc apply -f - >/dev/null <<EOF
+apiVersion: serin.dev/v1beta1
+kind: Canary
+metadata:
+  name: podinfo
+  namespace: $NS
+spec:
+  targetRef:
+    apiVersion: apps/v1
+    kind: Deployment
+    name: podinfo
+  progressDeadlineSeconds: 60
+  service:
+    port: 9898
+  analysis:
+    interval: $INTERVAL
+    threshold: 2
+    maxWeight: 50
+    stepWeight: 10
+    metrics:
+      - name: request-success-rate
+        thresholdRange:
+          min: 99
+        interval: 30s
+    webhooks:
+      - name: load-test-start
+        type: pre-rollout
+        url: http://flagger-loadtester.$NS/
+        timeout: 5s
+        metadata:
+          cmd: "hey -z 1m -q 10 -c 2 http://podinfo-canary.$NS:9898/"
+      - name: load-test
+        url: http://flagger-loadtester.$NS/
+        timeout: 5s
+        metadata:
+          cmd: "hey -z 1m -q 10 -c 2 http://podinfo-canary.$NS:9898/"
+EOF
+follow_canary podinfo 90 Initialized Failed
+expect_eq "phase after initialization" Initialized "$PHASE"
+
+# ERROR_RATE is the sandbox podinfo's fault switch; PODINFO_RANDOM_ERROR the real podinfo's.
+log "releasing a faulty podinfo 6.0.1 (ERROR_RATE=0.5)"
+kc patch deployment podinfo --type=strategic -p '{"spec":{"template":{"spec":{"containers":[{"name":"podinfod","image":"ghcr.io/stefanprodan/podinfo:6.0.1","env":[{"name":"ERROR_RATE","value":"0.5"},{"name":"PODINFO_RANDOM_ERROR","value":"true"}]}]}}}}' >/dev/null
+follow_canary podinfo 180 Failed Succeeded
+expect_eq "final phase" Failed "$PHASE"
+expect_sequence phases Progressing Failed
+expect_eq "VirtualService primary weight" 100 "$(vs_weight podinfo-primary)"
+expect_eq "VirtualService canary weight" 0 "$(vs_weight podinfo-canary)"
+expect_eq "primary image" ghcr.io/stefanprodan/podinfo:6.0.0 "$(image_of podinfo-primary)"
+expect_eq "version served by the apex Service" 6.0.0 "$(served_version)"
+wait_for "podinfo scaled to zero after the rollback" 30 deployment_has_replicas podinfo 0
+events=$(kc get events)
+expect_contains "events" "Rolling back podinfo.$NS failed checks threshold reached 2" "$events"
+expect_contains "events" "Canary failed! Scaling down podinfo.$NS" "$events"
+expect_contains "events" "success rate" "$events"

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# skipAnalysis (Flagger's test-skip-analysis.sh): 6.0.1 is promoted without analysis; then an image
+# that never runs (ErrImagePull) fails on the Canary's progress deadline.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+setup
+
+log "creating the Canary (skipAnalysis, progressDeadlineSeconds 20)"
+kc apply -f - >/dev/null <<EOF
+apiVersion: serin.dev/v1beta1
+kind: Canary
+metadata:
+  name: podinfo
+  namespace: $NS
+spec:
+  targetRef:
+    apiVersion: apps/v1
+    kind: Deployment
+    name: podinfo
+  progressDeadlineSeconds: 20
+  skipAnalysis: true
+  service:
+    port: 9898
+  analysis:
+    interval: $INTERVAL
+    threshold: 2
+    maxWeight: 30
+    stepWeight: 10
+    metrics:
+      - name: request-success-rate
+        thresholdRange:
+          min: 99
+        interval: 30s
+    webhooks:
+      - name: load-test
+        url: http://flagger-loadtester.$NS/
+        timeout: 5s
+        metadata:
+          cmd: "hey -z 1m -q 10 -c 2 http://podinfo-canary.$NS:9898/"
+EOF
+follow_canary podinfo 90 Initialized Failed
+expect_eq "phase after initialization" Initialized "$PHASE"
+
+log "releasing podinfo 6.0.1 with skipAnalysis"
+kc set image deployment/podinfo podinfod=ghcr.io/stefanprodan/podinfo:6.0.1 >/dev/null
+follow_canary podinfo 120 Succeeded Failed
+expect_eq "phase after the skipped analysis" Succeeded "$PHASE"
+expect_sequence phases Progressing Succeeded
+expect_eq "primary image" ghcr.io/stefanprodan/podinfo:6.0.1 "$(image_of podinfo-primary)"
+kc rollout status deployment/podinfo-primary --timeout=60s >/dev/null
+expect_eq "version served by the apex Service" 6.0.1 "$(served_version)"
+expect_contains "events" "Promotion completed! Canary analysis was skipped for podinfo.$NS" "$(kc get events)"
+wait_for "podinfo scaled to zero after the promotion" 30 deployment_has_replicas podinfo 0
+
+log "releasing an image that cannot be pulled"
+kc set image deployment/podinfo podinfod=example.invalid/never:1 >/dev/null
+follow_canary podinfo 120 Failed Succeeded
+expect_eq "phase after the progress deadline" Failed "$PHASE"
+expect_contains "events" "progress deadline" "$(kc get events)"
+expect_eq "primary image" ghcr.io/stefanprodan/podinfo:6.0.1 "$(image_of podinfo-primary)"
+expect_eq "version served by the apex Service" 6.0.1 "$(served_version)"
+wait_for "podinfo scaled to zero after the rollback" 30 deployment_has_replicas podinfo 0

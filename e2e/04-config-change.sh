@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Config tracking: podinfo takes its environment from a ConfigMap; changing only the ConfigMap's data
+# is a new revision: analysed, promoted, and the primary runs on a `-primary` copy with the new data.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+setup
+
+log "podinfo takes its environment from ConfigMap podinfo-config"
+kc apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: podinfo-config
+  namespace: $NS
+data:
+  PODINFO_UI_MESSAGE: first
+EOF
+kc patch deployment podinfo --type=strategic -p '{"spec":{"template":{"spec":{"containers":[{"name":"podinfod","envFrom":[{"configMapRef":{"name":"podinfo-config"}}]}]}}}}' >/dev/null
+kc rollout status deployment/podinfo --timeout=60s >/dev/null
+
+log "creating the Canary"
+kc apply -f - >/dev/null <<EOF
+apiVersion: serin.dev/v1beta1
+kind: Canary
+metadata:
+  name: podinfo
+  namespace: $NS
+spec:
+  targetRef:
+    apiVersion: apps/v1
+    kind: Deployment
+    name: podinfo
+  progressDeadlineSeconds: 60
+  service:
+    port: 9898
+  analysis:
+    interval: $INTERVAL
+    threshold: 2
+    maxWeight: 20
+    stepWeight: 10
+    metrics:
+      - name: request-success-rate
+        thresholdRange:
+          min: 99
+        interval: 30s
+    webhooks:
+      - name: load-test-start
+        type: pre-rollout
+        url: http://flagger-loadtester.$NS/
+        timeout: 5s
+        metadata:
+          cmd: "hey -z 1m -q 10 -c 2 http://podinfo-canary.$NS:9898/"
+      - name: load-test
+        url: http://flagger-loadtester.$NS/
+        timeout: 5s
+        metadata:
+          cmd: "hey -z 1m -q 10 -c 2 http://podinfo-canary.$NS:9898/"
+EOF
+follow_canary podinfo 90 Initialized Failed
+expect_eq "phase after initialization" Initialized "$PHASE"
+expect_eq "tracked config in the Canary's status" true \
+  "$([[ -n $(kc get canary podinfo -o jsonpath='{.status.trackedConfigs}') ]] && echo true || echo false)"
+expect_eq "podinfo-config-primary data" first \
+  "$(kc get configmap podinfo-config-primary -o jsonpath='{.data.PODINFO_UI_MESSAGE}')"
+expect_eq "primary envFrom" podinfo-config-primary \
+  "$(kc get deployment podinfo-primary -o jsonpath='{.spec.template.spec.containers[0].envFrom[0].configMapRef.name}')"
+
+# Until the promotion the primary keeps running on the old data.
+PRIMARY_DATA_CHECKED=""
+check_primary_config() {
+  if [[ $PHASE == Progressing ]]; then
+    local data
+    data=$(kc get configmap podinfo-config-primary -o jsonpath='{.data.PODINFO_UI_MESSAGE}')
+    [[ $data == first ]] || fail "podinfo-config-primary holds '$data' at weight $WEIGHT, before the promotion"
+    PRIMARY_DATA_CHECKED=yes
+  fi
+  return 0
+}
+
+log "changing only the ConfigMap's data"
+kc patch configmap podinfo-config --type=merge -p '{"data":{"PODINFO_UI_MESSAGE":"second"}}' >/dev/null
+FOLLOW_HOOK=check_primary_config
+follow_canary podinfo 150 Succeeded Failed
+FOLLOW_HOOK=""
+expect_eq "primary config checked during the analysis" yes "$PRIMARY_DATA_CHECKED"
+expect_eq "final phase" Succeeded "$PHASE"
+expect_sequence phases Progressing Promoting Finalising Succeeded
+expect_sequence weights 10 20
+expect_eq "podinfo-config-primary data" second \
+  "$(kc get configmap podinfo-config-primary -o jsonpath='{.data.PODINFO_UI_MESSAGE}')"
+expect_eq "primary envFrom" podinfo-config-primary \
+  "$(kc get deployment podinfo-primary -o jsonpath='{.spec.template.spec.containers[0].envFrom[0].configMapRef.name}')"
+expect_eq "target envFrom (untouched)" podinfo-config \
+  "$(kc get deployment podinfo -o jsonpath='{.spec.template.spec.containers[0].envFrom[0].configMapRef.name}')"
+wait_for "podinfo scaled to zero after the promotion" 30 deployment_has_replicas podinfo 0

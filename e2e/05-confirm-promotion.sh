@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# confirm-promotion gate: the release reaches its last step and waits in WaitingPromotion while the
+# load tester's gate is closed; opening the gate lets it be promoted.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+setup
+
+log "creating the Canary with a confirm-promotion gate"
+kc apply -f - >/dev/null <<EOF
+apiVersion: serin.dev/v1beta1
+kind: Canary
+metadata:
+  name: podinfo
+  namespace: $NS
+spec:
+  targetRef:
+    apiVersion: apps/v1
+    kind: Deployment
+    name: podinfo
+  progressDeadlineSeconds: 60
+  service:
+    port: 9898
+  analysis:
+    interval: $INTERVAL
+    threshold: 2
+    maxWeight: 20
+    stepWeight: 10
+    metrics:
+      - name: request-success-rate
+        thresholdRange:
+          min: 99
+        interval: 30s
+    webhooks:
+      - name: load-test-start
+        type: pre-rollout
+        url: http://flagger-loadtester.$NS/
+        timeout: 5s
+        metadata:
+          cmd: "hey -z 1m -q 10 -c 2 http://podinfo-canary.$NS:9898/"
+      - name: load-test
+        url: http://flagger-loadtester.$NS/
+        timeout: 5s
+        metadata:
+          cmd: "hey -z 1m -q 10 -c 2 http://podinfo-canary.$NS:9898/"
+      - name: promotion-gate
+        type: confirm-promotion
+        url: http://flagger-loadtester.$NS/gate/check
+EOF
+follow_canary podinfo 90 Initialized Failed
+expect_eq "phase after initialization" Initialized "$PHASE"
+
+log "releasing podinfo 6.0.1; the promotion gate is closed"
+kc set image deployment/podinfo podinfod=ghcr.io/stefanprodan/podinfo:6.0.1 >/dev/null
+follow_canary podinfo 120 WaitingPromotion Promoting Succeeded Failed
+expect_eq "phase at the last step" WaitingPromotion "$PHASE"
+expect_sequence weights 10 20
+
+log "holding for two intervals while the gate stays closed"
+sleep "$((2 * $(interval_seconds)))"
+expect_eq "phase while the gate is closed" WaitingPromotion "$(kc get canary podinfo -o jsonpath='{.status.phase}')"
+expect_eq "canary weight while waiting" 20 "$(kc get canary podinfo -o jsonpath='{.status.canaryWeight}')"
+expect_eq "VirtualService canary weight while waiting" 20 "$(vs_weight podinfo-canary)"
+expect_eq "primary image while waiting" ghcr.io/stefanprodan/podinfo:6.0.0 "$(image_of podinfo-primary)"
+expect_contains "events" "Halt podinfo.$NS advancement waiting for promotion approval promotion-gate" "$(kc get events)"
+
+loadtester_post /gate/open "{\"name\":\"podinfo\",\"namespace\":\"$NS\"}"
+follow_canary podinfo 120 Succeeded Failed
+expect_eq "final phase" Succeeded "$PHASE"
+expect_sequence phases WaitingPromotion Promoting Finalising Succeeded
+expect_eq "primary image" ghcr.io/stefanprodan/podinfo:6.0.1 "$(image_of podinfo-primary)"
+expect_contains "events" "Confirm-promotion check promotion-gate passed" "$(kc get events)"
+wait_for "podinfo scaled to zero after the promotion" 30 deployment_has_replicas podinfo 0

@@ -1,0 +1,427 @@
+# shellcheck shell=bash
+# Shared setup and assertions of the e2e scenarios; each scenario sources this file first.
+#
+# Sandbox mode (the default): builds `serin` and `serin-operator` (once; run.sh builds before the
+# scenarios and sets E2E_SKIP_BUILD=1), starts `serin sandbox up` and the operator in the background,
+# installs the CRDs, the namespace `test`, the load tester and podinfo 6.0.0. Everything started is
+# stopped by a trap when the script exits, however it exits.
+#
+# Cluster mode (E2E_KUBECONFIG=path): uses that cluster as it is. Istio, Prometheus, Serin's CRDs and
+# the operator must already be installed there; the namespace `test` is deleted and re-created.
+#
+# Environment:
+#   E2E_KUBECONFIG     run against this cluster instead of a sandbox
+#   E2E_PROMETHEUS     Prometheus URL for MetricTemplates in cluster mode
+#                      (default http://prometheus.istio-system:9090)
+#   E2E_OPERATOR_NAMESPACE, E2E_OPERATOR_DEPLOYMENT
+#                      where `kubectl logs` finds the operator in cluster mode (serin-system, serin-operator)
+#   E2E_INTERVAL       the Canaries' analysis interval (default 10s, the shortest the operator runs:
+#                      serin_api::MIN_INTERVAL_SECONDS raises shorter ones to 10s)
+#   E2E_SKIP_BUILD=1   use the binaries in target/debug as they are
+#   E2E_KEEP=1         keep the work directory (logs, kubeconfig) after a passing run
+#   E2E_WORK_ROOT      where work directories are made (default: $TMPDIR or /tmp)
+
+set -Eeuo pipefail
+
+E2E_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_DIR=$(cd "$E2E_DIR/.." && pwd)
+SCENARIO=${SCENARIO:-$(basename "$0" .sh)}
+NS="test"
+INTERVAL=${E2E_INTERVAL:-10s}
+TARGET_DIR=${CARGO_TARGET_DIR:-$REPO_DIR/target}
+SERIN_BIN=$TARGET_DIR/debug/serin
+OPERATOR_BIN=$TARGET_DIR/debug/serin-operator
+
+if [[ -n ${E2E_KUBECONFIG:-} ]]; then
+  MODE=cluster
+else
+  MODE=sandbox
+fi
+
+WORK=$(mktemp -d "${E2E_WORK_ROOT:-${TMPDIR:-/tmp}}/serin-e2e-$SCENARIO.XXXXXX")
+SANDBOX_PID=""
+OPERATOR_PID=""
+PROXY_URL=""
+PROMETHEUS_URL=""
+SCENARIO_STARTED=$(date +%s)
+
+# ----- output ----------------------------------------------------------------------------------
+
+log() {
+  printf '%s [%s] %s\n' "$(date +%H:%M:%S)" "$SCENARIO" "$*"
+}
+
+fail() {
+  printf '%s [%s] FAIL: %s\n' "$(date +%H:%M:%S)" "$SCENARIO" "$*" >&2
+  exit 1
+}
+
+# ----- teardown --------------------------------------------------------------------------------
+
+# Sends TERM to a process we started, waits up to 10 s, then KILL.
+stop_process() {
+  local pid=$1 name=$2 i
+  [[ -n $pid ]] || return 0
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < 100; i++)); do
+    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
+    sleep 0.1
+  done
+  log "$name (pid $pid) did not stop on TERM; killing it"
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+# What a failing scenario leaves to read: the Canary, the events, the operator's log.
+dump_diagnostics() {
+  set +e
+  local k=(kubectl --request-timeout=10s -n "$NS")
+  echo "---------------- kubectl describe canary ----------------"
+  "${k[@]}" describe canary 2>&1 | tail -n 80
+  echo "---------------- canary status ----------------"
+  "${k[@]}" get canary -o jsonpath='{range .items[*]}{.metadata.name}: {.status}{"\n"}{end}' 2>&1
+  echo "---------------- kubectl get events ----------------"
+  "${k[@]}" get events --sort-by=.lastTimestamp 2>&1 | tail -n 60
+  echo "---------------- deployments, virtualservice ----------------"
+  "${k[@]}" get deployments -o wide 2>&1
+  "${k[@]}" get virtualservice -o jsonpath='{range .items[*]}{.metadata.name}: {.spec.http}{"\n"}{end}' 2>&1
+  echo "---------------- operator log (last 80 lines) ----------------"
+  if [[ $MODE == sandbox ]]; then
+    tail -n 80 "$WORK/operator.log" 2>&1
+  else
+    kubectl --request-timeout=10s -n "${E2E_OPERATOR_NAMESPACE:-serin-system}" \
+      logs "deploy/${E2E_OPERATOR_DEPLOYMENT:-serin-operator}" --tail=80 2>&1
+  fi
+  echo "-------------------------------------------------------"
+}
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  # Output may go to a closed pipe (`| head`): that must not stop the cleanup half-way.
+  trap '' PIPE
+  set +e
+  if ((rc != 0)) && [[ -n ${KUBECONFIG:-} ]]; then
+    dump_diagnostics >&2
+  fi
+  stop_process "$OPERATOR_PID" operator
+  stop_process "$SANDBOX_PID" sandbox
+  local took=$(($(date +%s) - SCENARIO_STARTED))
+  if ((rc == 0)); then
+    log "PASS in ${took}s"
+    if [[ ${E2E_KEEP:-} == 1 ]]; then
+      log "work directory kept: $WORK"
+    else
+      rm -rf "$WORK"
+    fi
+  else
+    log "FAILED (exit $rc) after ${took}s; logs and kubeconfig kept in $WORK"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 141' PIPE
+
+# ----- small utilities -------------------------------------------------------------------------
+
+# kubectl in the scenario namespace, never hanging on a request.
+kc() {
+  kubectl --request-timeout=20s -n "$NS" "$@"
+}
+
+# The value of a top-level string field of a flat JSON file (endpoints.json).
+json_field() {
+  sed -n "s/.*\"$2\"[[:space:]]*:[[:space:]]*\"\([^\"]*\)\".*/\1/p" "$1" | head -n 1
+}
+
+# A TCP port on 127.0.0.1 nobody listens on.
+free_port() {
+  local port i
+  for ((i = 0; i < 50; i++)); do
+    port=$((20000 + RANDOM % 30000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "$port"
+      return 0
+    fi
+  done
+  fail "no free port found on 127.0.0.1"
+}
+
+# wait_for DESCRIPTION TIMEOUT_SECONDS COMMAND...: runs COMMAND every 0.5 s until it succeeds.
+wait_for() {
+  local what=$1 timeout=$2
+  shift 2
+  local deadline=$(($(date +%s) + timeout))
+  until "$@" >/dev/null 2>&1; do
+    (($(date +%s) < deadline)) || fail "timed out after ${timeout}s waiting for $what"
+    sleep 0.5
+  done
+}
+
+# INTERVAL in seconds (`10s`, `1m`).
+interval_seconds() {
+  case $INTERVAL in
+    *m) echo $((${INTERVAL%m} * 60)) ;;
+    *s) echo "${INTERVAL%s}" ;;
+    *) echo "$INTERVAL" ;;
+  esac
+}
+
+# The token for a manual request annotation: a new value every time.
+new_token() {
+  date +%s%N
+}
+
+# ----- the load tester and the mesh ------------------------------------------------------------
+
+# mesh_get URL [HEADER]: GETs URL from inside the mesh (with an extra `Name: value` header); prints
+# the body.
+mesh_get() {
+  local url=$1 header=(-H "X-Serin-E2E: $SCENARIO")
+  [[ -z ${2:-} ]] || header=(-H "$2")
+  if [[ $MODE == sandbox ]]; then
+    curl -sS --max-time 10 -x "$PROXY_URL" "${header[@]}" "$url"
+  else
+    kc exec deploy/flagger-loadtester -- curl -sS --max-time 10 "${header[@]}" "$url"
+  fi
+}
+
+# loadtester_post PATH BODY: POSTs a JSON body to the load tester (gates, tasks); fails unless the
+# answer is 2xx. Sandbox: through the mesh proxy, as the operator reaches it. Cluster: curl inside
+# the load tester pod.
+loadtester_post() {
+  local path=${1#/} body=$2 code
+  if [[ $MODE == sandbox ]]; then
+    code=$(curl -sS --max-time 10 -x "$PROXY_URL" -o "$WORK/loadtester-post.out" -w '%{http_code}' \
+      -H 'Content-Type: application/json' -d "$body" "http://flagger-loadtester.$NS/$path")
+  else
+    code=$(kc exec deploy/flagger-loadtester -- curl -sS --max-time 10 -o /dev/null -w '%{http_code}' \
+      -H 'Content-Type: application/json' -d "$body" "http://localhost:8080/$path")
+  fi
+  [[ $code == 2?? ]] || fail "POST /$path to the load tester answered $code"
+  log "POST /$path $body -> $code"
+}
+
+# ----- setup -----------------------------------------------------------------------------------
+
+build() {
+  [[ ${E2E_SKIP_BUILD:-} == 1 ]] && return 0
+  log "building serin and serin-operator (cargo build)"
+  if ! (cd "$REPO_DIR" && "${CARGO:-cargo}" build -q -p serin-cli -p serin-operator) >"$WORK/build.log" 2>&1; then
+    tail -n 40 "$WORK/build.log" >&2
+    fail "cargo build failed (log: $WORK/build.log)"
+  fi
+}
+
+start_sandbox() {
+  [[ -x $SERIN_BIN ]] || fail "$SERIN_BIN is missing: run cargo build -p serin-cli"
+  command -v prometheus >/dev/null || fail "the sandbox needs Debian's prometheus: apt-get install prometheus"
+  "$SERIN_BIN" sandbox up --dir "$WORK/sandbox" >"$WORK/sandbox.log" 2>&1 &
+  SANDBOX_PID=$!
+  local endpoints=$WORK/sandbox/endpoints.json deadline=$(($(date +%s) + 60))
+  until [[ -s $endpoints ]] && [[ -n $(json_field "$endpoints" prometheus) ]]; do
+    kill -0 "$SANDBOX_PID" 2>/dev/null || { cat "$WORK/sandbox.log" >&2; fail "the sandbox exited"; }
+    (($(date +%s) < deadline)) || fail "the sandbox did not write $endpoints within 60s"
+    sleep 0.2
+  done
+  PROXY_URL=$(json_field "$endpoints" proxy)
+  PROMETHEUS_URL=$(json_field "$endpoints" prometheus)
+  export KUBECONFIG=$WORK/sandbox/kubeconfig
+  export KUBECACHEDIR=$WORK/kube-cache
+  log "sandbox up: api $(json_field "$endpoints" apiserver), mesh proxy $PROXY_URL, prometheus $PROMETHEUS_URL"
+}
+
+# The operator runs on the host, outside the mesh. Its webhooks go to cluster names such as
+# http://flagger-loadtester.test/, which only the mesh proxy resolves, so it gets the proxy as
+# HTTP_PROXY (as a pod's sidecar would carry them); the API server and Prometheus are on 127.0.0.1
+# and stay direct through NO_PROXY.
+start_operator() {
+  [[ -x $OPERATOR_BIN ]] || fail "$OPERATOR_BIN is missing: run cargo build -p serin-operator"
+  local port
+  port=$(free_port)
+  env -u http_proxy -u no_proxy -u HTTPS_PROXY -u https_proxy \
+    KUBECONFIG="$KUBECONFIG" HTTP_PROXY="$PROXY_URL" NO_PROXY=127.0.0.1,localhost \
+    "$OPERATOR_BIN" --namespace "$NS" --metrics-server "$PROMETHEUS_URL" \
+    --admin-address "127.0.0.1:$port" >"$WORK/operator.log" 2>&1 &
+  OPERATOR_PID=$!
+  local deadline=$(($(date +%s) + 30))
+  until curl -sf --noproxy '*' --max-time 2 "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do
+    kill -0 "$OPERATOR_PID" 2>/dev/null || { cat "$WORK/operator.log" >&2; fail "the operator exited"; }
+    (($(date +%s) < deadline)) || fail "the operator was not ready within 30s"
+    sleep 0.2
+  done
+  log "operator ready (admin 127.0.0.1:$port, log $WORK/operator.log)"
+}
+
+install_crds() {
+  kubectl apply -f "$REPO_DIR/artifacts/crds/serin.yaml" >/dev/null
+  kubectl wait --for=condition=Established --timeout=30s \
+    crd/canaries.serin.dev crd/metrictemplates.serin.dev crd/alertproviders.serin.dev >/dev/null
+}
+
+reset_namespace() {
+  if [[ $MODE == cluster ]]; then
+    kubectl delete namespace "$NS" --ignore-not-found --wait=true --timeout=180s >/dev/null
+  fi
+  kubectl apply -f "$E2E_DIR/fixtures/namespace.yaml" >/dev/null
+}
+
+# setup: everything a scenario starts from — podinfo 6.0.0 and the load tester running in `test`.
+setup() {
+  log "mode: $MODE, work directory $WORK"
+  if [[ $MODE == sandbox ]]; then
+    build
+    start_sandbox
+    install_crds
+    start_operator
+  else
+    export KUBECONFIG=$E2E_KUBECONFIG
+    PROMETHEUS_URL=${E2E_PROMETHEUS:-http://prometheus.istio-system:9090}
+    kubectl get crd canaries.serin.dev >/dev/null ||
+      fail "Serin's CRDs are not installed in the cluster of $E2E_KUBECONFIG"
+  fi
+  reset_namespace
+  kc apply -f "$E2E_DIR/fixtures/loadtester.yaml" >/dev/null
+  kc apply -f "$E2E_DIR/fixtures/podinfo.yaml" >/dev/null
+  kc rollout status deploy/flagger-loadtester --timeout=120s >/dev/null
+  kc rollout status deploy/podinfo --timeout=120s >/dev/null
+  log "podinfo 6.0.0 and the load tester are running"
+}
+
+# ----- following a Canary ----------------------------------------------------------------------
+
+# Filled by follow_canary: the distinct phases and weights seen, in order, and the last values.
+FOLLOW_PHASES=()
+FOLLOW_WEIGHTS=()
+PHASE=""
+WEIGHT=""
+ITERATIONS=""
+STEP=""
+# A scenario may set FOLLOW_HOOK to a function name; it is called after every poll (with PHASE,
+# WEIGHT, ITERATIONS and STEP set) to sample more state while the release runs, and ends the
+# follow (successfully) by returning non-zero.
+FOLLOW_HOOK=""
+
+# follow_canary NAME TIMEOUT UNTIL_PHASE...: polls the Canary every 0.5 s, prints one line per change
+# (time, phase, weight, iterations, failed checks, step, status message), records the distinct
+# phases and weights, and returns at one of UNTIL_PHASE; fails after TIMEOUT seconds.
+follow_canary() {
+  local name=$1 timeout=$2
+  shift 2
+  local until=" $* " start=${EPOCHREALTIME/./} deadline=$(($(date +%s) + timeout))
+  local line last="" failed condition message elapsed
+  FOLLOW_PHASES=()
+  FOLLOW_WEIGHTS=()
+  log "following canary/$name until ${*// /|} (at most ${timeout}s)"
+  while true; do
+    # '|'-separated; the status message comes last, so a '|' inside it stays in it.
+    line=$(kc get canary "$name" --request-timeout=5s -o jsonpath='{.status.phase}|{.status.canaryWeight}|{.status.iterations}|{.status.failedChecks}|{.status.currentStepIndex}|{.status.conditions[0].message}|{.status.message}' 2>/dev/null) || line=""
+    if [[ -n $line ]]; then
+      IFS='|' read -r PHASE WEIGHT ITERATIONS failed STEP condition message <<<"$line" || true
+      if [[ -n $PHASE && $line != "$last" ]]; then
+        last=$line
+        elapsed=$(((${EPOCHREALTIME/./} - start) / 100000))
+        printf '%s [%s]   +%d.%ds  %-16s weight=%-3s iterations=%-2s failedChecks=%-2s step=%-2s %s\n' \
+          "$(date +%H:%M:%S)" "$SCENARIO" $((elapsed / 10)) $((elapsed % 10)) "$PHASE" "${WEIGHT:-0}" \
+          "${ITERATIONS:-0}" "${failed:-0}" "${STEP:--}" "${message:-$condition}"
+        if ((${#FOLLOW_PHASES[@]} == 0)) || [[ ${FOLLOW_PHASES[-1]} != "$PHASE" ]]; then
+          FOLLOW_PHASES+=("$PHASE")
+        fi
+        if ((${#FOLLOW_WEIGHTS[@]} == 0)) || [[ ${FOLLOW_WEIGHTS[-1]} != "${WEIGHT:-0}" ]]; then
+          FOLLOW_WEIGHTS+=("${WEIGHT:-0}")
+        fi
+      fi
+      if [[ -n $FOLLOW_HOOK ]] && ! "$FOLLOW_HOOK"; then
+        log "canary/$name: $FOLLOW_HOOK ended the follow at $PHASE (phases: ${FOLLOW_PHASES[*]}; weights: ${FOLLOW_WEIGHTS[*]})"
+        return 0
+      fi
+      if [[ -n $PHASE && $until == *" $PHASE "* ]]; then
+        log "canary/$name reached $PHASE (phases: ${FOLLOW_PHASES[*]}; weights: ${FOLLOW_WEIGHTS[*]})"
+        return 0
+      fi
+    fi
+    (($(date +%s) < deadline)) ||
+      fail "canary/$name did not reach ${*// /|} within ${timeout}s (phases: ${FOLLOW_PHASES[*]:-}; weights: ${FOLLOW_WEIGHTS[*]:-})"
+    sleep 0.5
+  done
+}
+
+# ----- assertions ------------------------------------------------------------------------------
+
+# expect_eq WHAT EXPECTED ACTUAL
+expect_eq() {
+  [[ $3 == "$2" ]] || fail "$1: expected '$2', got '$3'"
+  log "ok: $1 = '$3'"
+}
+
+# expect_contains WHAT NEEDLE HAYSTACK
+expect_contains() {
+  [[ $3 == *"$2"* ]] || fail "$1: expected to contain '$2', got: $3"
+  log "ok: $1 contains '$2'"
+}
+
+# expect_sequence phases|weights EXPECTED...: the values recorded by the last follow_canary include
+# EXPECTED in this order (others may come between).
+expect_sequence() {
+  local kind=$1
+  shift
+  local -a seen
+  case $kind in
+    phases) seen=("${FOLLOW_PHASES[@]}") ;;
+    weights) seen=("${FOLLOW_WEIGHTS[@]}") ;;
+    *) fail "expect_sequence: unknown kind $kind (phases or weights)" ;;
+  esac
+  local i=0 want
+  for want in "$@"; do
+    while ((i < ${#seen[@]})) && [[ ${seen[i]} != "$want" ]]; do
+      i=$((i + 1))
+    done
+    ((i < ${#seen[@]})) || fail "$kind: expected $* in this order, saw ${seen[*]:-nothing} ('$want' missing or out of order)"
+    i=$((i + 1))
+  done
+  log "ok: $kind ${seen[*]} include $* in order"
+}
+
+# The image of a Deployment's first container.
+image_of() {
+  kc get deployment "$1" -o jsonpath='{.spec.template.spec.containers[0].image}'
+}
+
+# Ready pods of a Deployment ("" counts as 0).
+ready_replicas() {
+  local n
+  n=$(kc get deployment "$1" -o jsonpath='{.status.readyReplicas}')
+  echo "${n:-0}"
+}
+
+# deployment_has_replicas NAME N: spec and status both at N (pods gone when N is 0).
+deployment_has_replicas() {
+  local spec status
+  spec=$(kc get deployment "$1" -o jsonpath='{.spec.replicas}')
+  status=$(kc get deployment "$1" -o jsonpath='{.status.replicas}')
+  [[ ${spec:-0} == "$2" && ${status:-0} == "$2" ]]
+}
+
+# vs_weight HOST [ROUTE]: the weight of destination HOST in http route ROUTE (default: the last
+# route, the one without a match) of the VirtualService podinfo; empty when HOST is not there.
+vs_weight() {
+  local host=$1 route=${2:-}
+  if [[ -z $route ]]; then
+    route=$(($(kc get virtualservice podinfo -o jsonpath='{range .spec.http[*]}x{end}' | wc -c) - 1))
+  fi
+  kc get virtualservice podinfo \
+    -o jsonpath="{.spec.http[$route].route[?(@.destination.host==\"$host\")].weight}"
+}
+
+# The version podinfo answers with on the apex Service, through the mesh.
+served_version() {
+  served_version_with ""
+}
+
+# served_version_with HEADER: the same, for a request with an extra `Name: value` header.
+served_version_with() {
+  mesh_get "http://podinfo.$NS:9898/" "$1" | sed -n 's/.*"version"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p'
+}
