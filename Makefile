@@ -2,7 +2,7 @@
 CARGO ?= cargo
 CRD_FILES := artifacts/crds/serin.yaml charts/serin/crds/serin.yaml
 
-.PHONY: test fmt-check clippy unit doc-check crds demo simulate doc bench bench-sandbox bench-loadtester e2e e2e-core e2e-prerequisites
+.PHONY: test fmt-check clippy unit doc-check crds demo simulate doc bench bench-sandbox bench-loadtester e2e e2e-core e2e-prerequisites bench-operator
 
 ## make test: formatting check, clippy with warnings as errors, then every test in the workspace.
 test: fmt-check clippy doc-check unit
@@ -56,7 +56,7 @@ doc:
 	$(CARGO) doc --workspace --no-deps
 
 ## make bench: performance figures as counts and ratios measured in one run (release builds).
-bench: bench-sandbox bench-loadtester
+bench: bench-sandbox bench-loadtester bench-operator
 
 ## make bench-sandbox: API server memory per object, list throughput, watch fan-out to 1,000 watchers.
 bench-sandbox:
@@ -66,3 +66,9 @@ bench-sandbox:
 ## local server at -c 2 and -c 50, as requests per second and their ratio.
 bench-loadtester:
 	$(CARGO) run --release -q -p serin-loadtester --example bench
+
+## make bench-operator: the release operator against the sandbox with 100 and 1,000 Canaries: API
+## requests per reconcile (initializing, idle, progressing) and resident memory idle and progressing.
+bench-operator:
+	$(CARGO) build --release -q -p serin-operator
+	$(CARGO) run --release -q -p serin-operator --example bench

@@ -35,6 +35,7 @@ struct Series {
 #[derive(Default)]
 pub struct OperatorMetrics {
     series: Mutex<Series>,
+    reconciles: std::sync::atomic::AtomicU64,
 }
 
 /// `serin_canary_status`'s value for a phase: 0 while progressing, 2 when failed, 1 otherwise.
@@ -79,6 +80,12 @@ impl OperatorMetrics {
                 f64::from(value),
             );
         }
+    }
+
+    /// Counts one reconcile of any Canary (`serin_reconcile_total`, for API requests per tick).
+    pub fn count_reconcile(&self) {
+        self.reconciles
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Sets the last value read for `metric` of the canary of `target`.
@@ -179,6 +186,11 @@ impl OperatorMetrics {
                 let _ = writeln!(out, "{name}{} {value}", render_labels(labels, None));
             }
         }
+        let _ = writeln!(
+            out,
+            "# HELP serin_reconcile_total Reconciles of Canaries.\n# TYPE serin_reconcile_total counter\nserin_reconcile_total {}",
+            self.reconciles.load(std::sync::atomic::Ordering::Relaxed)
+        );
         let name = "serin_canary_duration_seconds";
         let _ = writeln!(
             out,

@@ -453,6 +453,7 @@ async fn reconcile(canary: Arc<Canary>, shared: Arc<Shared>) -> Result<Requeue, 
         .filled
         .get_or_init(|| shared.caches.wait_until_ready(Duration::from_secs(10)))
         .await;
+    shared.ctx.metrics.count_reconcile();
     let result = if canary.metadata.deletion_timestamp.is_some() {
         finalize(&canary, &shared).await
     } else {
