@@ -5,22 +5,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 setup
 
 log "creating the Canary (skipAnalysis, progressDeadlineSeconds 20)"
-kc apply -f - >/dev/null <<EOF
-apiVersion: serin.dev/v1beta1
-kind: Canary
-metadata:
-  name: podinfo
-  namespace: $NS
-spec:
-  targetRef:
-    apiVersion: apps/v1
-    kind: Deployment
-    name: podinfo
-  progressDeadlineSeconds: 20
-  skipAnalysis: true
-  service:
-    port: 9898
-  analysis:
+CANARY_DEADLINE=20 apply_canary "skipAnalysis: true" <<EOF
     interval: $INTERVAL
     threshold: 2
     maxWeight: 30

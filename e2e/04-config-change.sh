@@ -18,21 +18,7 @@ kc patch deployment podinfo --type=strategic -p '{"spec":{"template":{"spec":{"c
 kc rollout status deployment/podinfo --timeout=60s >/dev/null
 
 log "creating the Canary"
-kc apply -f - >/dev/null <<EOF
-apiVersion: serin.dev/v1beta1
-kind: Canary
-metadata:
-  name: podinfo
-  namespace: $NS
-spec:
-  targetRef:
-    apiVersion: apps/v1
-    kind: Deployment
-    name: podinfo
-  progressDeadlineSeconds: 60
-  service:
-    port: 9898
-  analysis:
+apply_canary <<EOF
     interval: $INTERVAL
     threshold: 2
     maxWeight: 20

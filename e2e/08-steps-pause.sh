@@ -5,21 +5,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 setup
 
 log "creating the Canary with steps"
-kc apply -f - >/dev/null <<EOF
-apiVersion: serin.dev/v1beta1
-kind: Canary
-metadata:
-  name: podinfo
-  namespace: $NS
-spec:
-  targetRef:
-    apiVersion: apps/v1
-    kind: Deployment
-    name: podinfo
-  progressDeadlineSeconds: 60
-  service:
-    port: 9898
-  analysis:
+apply_canary <<EOF
     interval: $INTERVAL
     threshold: 2
     steps:

@@ -132,6 +132,23 @@ kc() {
   kubectl --request-timeout=20s -n "$NS" "$@"
 }
 
+# apply_canary [SPEC_LINE...]: applies the Canary podinfo of $NS, targeting Deployment podinfo
+# behind port 9898 with progressDeadlineSeconds ${CANARY_DEADLINE:-60}. Each argument is one more
+# `spec` line (e.g. "skipAnalysis: true"); standard input is the body of `spec.analysis`, indented
+# four spaces.
+# shellcheck disable=SC2120 # the arguments are optional
+apply_canary() {
+  local line
+  {
+    printf '%s\n' "apiVersion: serin.dev/v1beta1" "kind: Canary" "metadata:" "  name: podinfo" \
+      "  namespace: $NS" "spec:" "  targetRef:" "    apiVersion: apps/v1" "    kind: Deployment" \
+      "    name: podinfo" "  progressDeadlineSeconds: ${CANARY_DEADLINE:-60}"
+    for line in "$@"; do printf '  %s\n' "$line"; done
+    printf '%s\n' "  service:" "    port: 9898" "  analysis:"
+    cat
+  } | kc apply -f - >/dev/null
+}
+
 # The value of a top-level string field of a flat JSON file (endpoints.json).
 json_field() {
   sed -n "s/.*\"$2\"[[:space:]]*:[[:space:]]*\"\([^\"]*\)\".*/\1/p" "$1" | head -n 1
