@@ -15,6 +15,9 @@ use serin_sandbox::{MeshSettings, Sandbox, SandboxOptions};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::kubectl;
+
 const MANIFESTS: &str = r#"
 apiVersion: v1
 kind: Namespace
@@ -73,31 +76,6 @@ spec:
     alerts:
     - {name: team, severity: info, providerRef: {name: chat}}
 "#;
-
-fn kubectl(sandbox: &Sandbox, args: &[&str], stdin: Option<&str>) -> String {
-    use std::io::Write;
-    let mut child = std::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(&sandbox.kubeconfig)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("kubectl is installed");
-    if let Some(input) = stdin {
-        let mut pipe = child.stdin.take().unwrap();
-        pipe.write_all(input.as_bytes()).unwrap();
-    }
-    drop(child.stdin.take());
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 type Received = Arc<Mutex<Vec<(String, Value)>>>;
 

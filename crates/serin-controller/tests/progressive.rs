@@ -14,6 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::kubectl;
+
 const MANIFESTS: &str = r#"
 apiVersion: v1
 kind: Namespace
@@ -59,35 +62,6 @@ spec:
       url: http://HOOK_ADDRESS/
       metadata: {cmd: "hey -z 1m -q 10 -c 2 http://podinfo-canary.test:9898/"}
 "#;
-
-fn kubectl(sandbox: &Sandbox, args: &[&str], stdin: Option<&str>) -> String {
-    use std::io::Write;
-    let mut child = std::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(&sandbox.kubeconfig)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("kubectl is installed");
-    if let Some(input) = stdin {
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-    }
-    drop(child.stdin.take());
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// Sends ~40 requests a second to podinfo.test through the mesh until `stop` (at most 4 minutes).
 async fn traffic(proxy: std::net::SocketAddr, stop: Arc<AtomicBool>) {
