@@ -4,8 +4,9 @@ CRD_FILES := artifacts/crds/serin.yaml charts/serin/crds/serin.yaml
 
 .PHONY: test fmt-check clippy unit doc-check crds demo simulate doc bench bench-sandbox bench-loadtester e2e e2e-core e2e-prerequisites bench-operator
 
-## make test: formatting check, clippy with warnings as errors, then every test in the workspace.
-test: fmt-check clippy doc-check unit
+## make test: formatting check, clippy with warnings as errors, every test in the workspace, then the
+## progressive-release and rollback e2e scenarios (01, 02) against a sandbox.
+test: fmt-check clippy doc-check unit e2e-core
 
 fmt-check:
 	$(CARGO) fmt --all -- --check

@@ -251,14 +251,26 @@ impl Tick<'_> {
         }
     }
 
-    /// Applies the `-primary` copies of the tracked configs.
-    async fn copy_configs(&self) -> Result<(), Error> {
+    /// Applies the `-primary` copies of the tracked configs; with `only_missing`, creates the
+    /// copies that do not exist yet and leaves the others as they are, since during an analysis
+    /// the primary must keep running on the promoted data.
+    async fn copy_configs(&self, only_missing: bool) -> Result<(), Error> {
         let owner = owner_reference(&self.canary);
         for copy in configs::primary_copies(self.caches, &self.namespace, &self.tracked, &owner) {
-            let api = match copy["kind"].as_str() {
-                Some("Secret") => resource("", "v1", "Secret", "secrets"),
-                _ => resource("", "v1", "ConfigMap", "configmaps"),
+            let name = copy["metadata"]["name"].as_str().unwrap_or_default();
+            let (api, exists) = match copy["kind"].as_str() {
+                Some("Secret") => (
+                    resource("", "v1", "Secret", "secrets"),
+                    self.caches.secret(&self.namespace, name).is_some(),
+                ),
+                _ => (
+                    resource("", "v1", "ConfigMap", "configmaps"),
+                    self.caches.config_map(&self.namespace, name).is_some(),
+                ),
             };
+            if only_missing && exists {
+                continue;
+            }
             apply(&self.ctx.client, &self.namespace, &api, &copy).await?;
         }
         Ok(())
@@ -313,7 +325,7 @@ impl Tick<'_> {
         let owner = owner_reference(&self.canary);
         match action {
             Action::EnsurePrimary { sync_template } => {
-                self.copy_configs().await?;
+                self.copy_configs(!sync_template).await?;
                 let template = template_for(&target["spec"], key, &primary_value, &self.tracked);
                 match self.caches.deployment(namespace, &primary_name) {
                     None => {
@@ -404,7 +416,7 @@ impl Tick<'_> {
                 apply(client, namespace, &virtual_services(), &vs).await?;
             }
             Action::Promote { replicas } => {
-                self.copy_configs().await?;
+                self.copy_configs(false).await?;
                 let mut spec = json!({"template": template_for(&target["spec"], key, &primary_value, &self.tracked)});
                 for field in [
                     "progressDeadlineSeconds",

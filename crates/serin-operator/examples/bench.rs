@@ -14,6 +14,18 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const SIZES: [usize; 2] = [100, 1_000];
+/// `SERIN_BENCH_SIZES=300,500` runs other sizes; `SERIN_BENCH_LOG=dir` keeps the operator's logs.
+fn sizes() -> Vec<usize> {
+    std::env::var("SERIN_BENCH_SIZES")
+        .ok()
+        .map(|list| {
+            list.split(',')
+                .filter_map(|n| n.trim().parse().ok())
+                .collect()
+        })
+        .filter(|list: &Vec<usize>| !list.is_empty())
+        .unwrap_or_else(|| SIZES.to_vec())
+}
 const IDLE_WINDOW: Duration = Duration::from_secs(30);
 const NAMESPACE: &str = "bench";
 
@@ -42,15 +54,54 @@ fn resident_bytes(pid: u32) -> u64 {
         * 1024
 }
 
-/// API requests other than watches: what the operator asks for, as opposed to what it is told.
-fn requests(sandbox: &Sandbox) -> u64 {
+/// API requests other than watches by verb and resource: what the operator asks for, as opposed
+/// to what it is told.
+fn request_counts(sandbox: &Sandbox) -> BTreeMap<String, u64> {
     let text = sandbox.metrics.render(0);
-    text.lines()
-        .filter(|line| {
-            line.starts_with("sandbox_apiserver_request_total{") && !line.contains("verb=\"WATCH\"")
+    let mut counts = BTreeMap::new();
+    for line in text.lines() {
+        let Some(labels) = line.strip_prefix("sandbox_apiserver_request_total{") else {
+            continue;
+        };
+        if labels.contains("verb=\"WATCH\"") {
+            continue;
+        }
+        let Some((labels, value)) = labels.rsplit_once("} ") else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split(',')
+                .find_map(|pair| pair.strip_prefix(name)?.strip_prefix("=\""))
+                .map(|v| v.trim_end_matches('"').to_string())
+                .unwrap_or_default()
+        };
+        let key = format!("{} {}", label("verb"), label("resource"));
+        *counts.entry(key).or_default() += value.parse::<u64>().unwrap_or(0);
+    }
+    counts
+}
+
+fn requests(sandbox: &Sandbox) -> u64 {
+    request_counts(sandbox).values().sum()
+}
+
+/// The requests made since `before`, by verb and resource, largest first.
+fn breakdown(sandbox: &Sandbox, before: &BTreeMap<String, u64>) -> String {
+    let mut delta: Vec<(String, u64)> = request_counts(sandbox)
+        .into_iter()
+        .map(|(key, n)| {
+            let n = n - before.get(&key).copied().unwrap_or(0);
+            (key, n)
         })
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    delta.sort_by_key(|entry| std::cmp::Reverse(entry.1));
+    delta
+        .iter()
+        .map(|(key, n)| format!("{key} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn free_port() -> u16 {
@@ -142,6 +193,16 @@ async fn wait_for(
     }
 }
 
+fn operator_log(size: usize) -> anyhow::Result<Stdio> {
+    Ok(match std::env::var_os("SERIN_BENCH_LOG") {
+        Some(dir) => {
+            let path = std::path::Path::new(&dir).join(format!("operator-{size}.log"));
+            Stdio::from(std::fs::File::create(path)?)
+        }
+        None => Stdio::null(),
+    })
+}
+
 async fn run(size: usize) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     // Pods become Ready after the default 300 ms and serve nothing: no traffic is needed without
@@ -221,7 +282,7 @@ async fn run(size: usize) -> anyhow::Result<()> {
         ])
         .env("KUBECONFIG", &sandbox.kubeconfig)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(operator_log(size)?)
         .spawn()
         .map_err(|e| {
             anyhow::anyhow!(
@@ -231,6 +292,7 @@ async fn run(size: usize) -> anyhow::Result<()> {
         })?;
 
     let limit = Duration::from_secs(60 + size as u64 / 2);
+    let init_counts = request_counts(&sandbox);
     let init_requests = requests(&sandbox);
     let (init_peak, initialized) = wait_for(&sandbox, &operator, "Initialized", size, limit).await;
     let init_reconciles = reconciles(admin).await;
@@ -247,9 +309,11 @@ async fn run(size: usize) -> anyhow::Result<()> {
             " (not all initialized)"
         }
     );
+    println!("    by verb: {}", breakdown(&sandbox, &init_counts));
 
     // Idle: nothing changes; the operator should not need to ask the API server anything.
     tokio::time::sleep(Duration::from_secs(5)).await;
+    let idle_counts = request_counts(&sandbox);
     let (before, reconciles_before) = (requests(&sandbox), reconciles(admin).await);
     tokio::time::sleep(IDLE_WINDOW).await;
     let idle_rss = resident_bytes(operator.id());
@@ -261,8 +325,10 @@ async fn run(size: usize) -> anyhow::Result<()> {
         idle_rss as f64 / 1048576.0,
         idle_rss as f64 / 1024.0 / size as f64
     );
+    println!("    by verb: {}", breakdown(&sandbox, &idle_counts));
 
     // Progressing: a new version of every target at once.
+    let progress_counts = request_counts(&sandbox);
     let (before, reconciles_before) = (requests(&sandbox), reconciles(admin).await);
     for i in 0..size {
         store
@@ -290,6 +356,7 @@ async fn run(size: usize) -> anyhow::Result<()> {
             " (not all succeeded)"
         }
     );
+    println!("    by verb: {}", breakdown(&sandbox, &progress_counts));
     let _ = operator.kill();
     let _ = operator.wait();
     sandbox.stop().await;
@@ -298,7 +365,7 @@ async fn run(size: usize) -> anyhow::Result<()> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    for size in SIZES {
+    for size in sizes() {
         run(size).await?;
     }
     Ok(())

@@ -858,6 +858,15 @@ impl Controllers {
     }
 }
 
+/// Whether a change to objects stored under `resource` (a storage key) can give the built-in
+/// controllers work.
+fn feeds_controllers(resource: &str) -> bool {
+    matches!(
+        resource,
+        "pods" | "replicasets.apps" | "deployments.apps" | "services" | "endpoints" | "nodes"
+    )
+}
+
 /// Runs the controllers in the background until the returned handle is aborted: a pass after
 /// every relevant change, and every `period` for time-based progress (readiness delays, deadlines).
 pub fn spawn(
@@ -875,12 +884,32 @@ pub fn spawn(
                     break;
                 }
             }
-            tokio::select! {
-                _ = tokio::time::sleep(period) => {}
-                received = changes.recv() => {
-                    if matches!(received, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
-                        return;
+            // A pass reads every workload object, so it runs once for all the changes that queued
+            // meanwhile, and not at all for objects no controller reads (Canaries, Events, ...):
+            // otherwise a busy client makes the passes O(changes × objects).
+            let deadline = tokio::time::Instant::now() + period;
+            loop {
+                let received = tokio::select! {
+                    _ = tokio::time::sleep_until(deadline) => break,
+                    received = changes.recv() => received,
+                };
+                let mut relevant = match received {
+                    Ok(change) => feeds_controllers(&change.resource),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                loop {
+                    match changes.try_recv() {
+                        Ok(change) => relevant |= feeds_controllers(&change.resource),
+                        Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => {
+                            relevant = true
+                        }
+                        Err(tokio::sync::broadcast::error::TryRecvError::Closed) => return,
+                        Err(tokio::sync::broadcast::error::TryRecvError::Empty) => break,
                     }
+                }
+                if relevant {
+                    break;
                 }
             }
         }
