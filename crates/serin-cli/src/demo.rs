@@ -1,7 +1,8 @@
 //! `serin demo`: the whole product on a laptop. Starts the sandbox (API server, pods serving
-//! podinfo, the mesh and Prometheus) and the controller in this process, sends traffic through the
-//! mesh, rolls out a good version (promoted) and a faulty one (rolled back), and prints what a user
-//! would watch: phase, weight and each metric's value.
+//! podinfo and the load tester, the mesh and Prometheus) and the controller in this process; the
+//! Canary's rollout webhook has the load tester send traffic to the canary, and users' requests go
+//! through the mesh to the apex Service. It rolls out a good version (promoted) and a faulty one
+//! (rolled back), and prints what a user would watch: phase, weight and each metric's value.
 
 use anyhow::{Context as _, bail};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -24,10 +25,14 @@ const CANARY: &str = r#"{
     "progressDeadlineSeconds": 60,
     "service": {"port": 9898, "targetPort": 9898},
     "analysis": {
-      "interval": "5s", "threshold": 2, "stepWeight": 20, "maxWeight": 60,
+      "interval": "10s", "threshold": 2, "stepWeight": 20, "maxWeight": 60,
       "metrics": [
         {"name": "request-success-rate", "thresholdRange": {"min": 99}, "interval": "10s"},
         {"name": "request-duration", "thresholdRange": {"max": 500}, "interval": "10s"}
+      ],
+      "webhooks": [
+        {"name": "load-test", "type": "rollout", "url": "http://flagger-loadtester.test/",
+         "metadata": {"cmd": "hey -z 2m -q 10 -c 2 http://podinfo-canary.test:9898/"}}
       ]
     }
   }
@@ -42,6 +47,27 @@ fn podinfo_deployment() -> Value {
                                   "image": "ghcr.io/stefanprodan/podinfo:6.0.0",
                                   "ports": [{"name": "http", "containerPort": 9898}]}]}}}
     })
+}
+
+/// Flagger's load tester, as its tutorials install it: a Deployment and a Service on port 80.
+fn loadtester() -> [Value; 2] {
+    let labels = json!({"app": "flagger-loadtester"});
+    [
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "flagger-loadtester", "namespace": "test", "labels": labels},
+            "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"containers": [{"name": "loadtester",
+                                      "image": "ghcr.io/fluxcd/flagger-loadtester:0.38.0",
+                                      "ports": [{"name": "http", "containerPort": 8080}]}]}}}
+        }),
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "flagger-loadtester", "namespace": "test"},
+            "spec": {"selector": labels, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]}
+        }),
+    ]
 }
 
 /// The CRD manifests as JSON objects.
@@ -189,6 +215,14 @@ pub async fn run() -> anyhow::Result<()> {
             &write,
         )
         .map_err(|e| anyhow::anyhow!(e.message))?;
+    let [tester, tester_service] = loadtester();
+    store
+        .create(&deployments_info, Some("test"), tester, &write)
+        .map_err(|e| anyhow::anyhow!(e.message))?;
+    let services_info = store.resource("", "v1", "services").expect("built in");
+    store
+        .create(&services_info, Some("test"), tester_service, &write)
+        .map_err(|e| anyhow::anyhow!(e.message))?;
     let canary_info = store
         .resource("serin.dev", "v1beta1", "canaries")
         .context("the Canary CRD is served")?;
@@ -213,10 +247,18 @@ pub async fn run() -> anyhow::Result<()> {
         .url
         .clone();
     let prometheus = PrometheusClient::new(&prometheus_url).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let ctx = Arc::new(serin_controller::Context::new(
-        client.clone(),
-        prometheus.clone(),
-    ));
+    let proxy = sandbox.mesh.as_ref().expect("mesh").address;
+    let mut ctx = serin_controller::Context::new(client.clone(), prometheus.clone());
+    // Webhooks reach `flagger-loadtester.test` through the mesh, as an in-cluster operator would
+    // through cluster DNS; loopback addresses (Prometheus, the API server) are reached directly.
+    ctx.webhooks = serin_webhooks::WebhookClient::new(serin_webhooks::ClientOptions {
+        proxy: serin_webhooks::ProxyConfig::through(
+            &format!("http://{proxy}"),
+            &["127.0.0.1", "localhost"],
+        ),
+        ..serin_webhooks::ClientOptions::direct()
+    });
+    let ctx = Arc::new(ctx);
     let controller = tokio::spawn(serin_controller::run(ctx, Some("test".into())));
     let canaries: Api<Canary> = Api::namespaced(client.clone(), "test");
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "test");
@@ -232,7 +274,6 @@ pub async fn run() -> anyhow::Result<()> {
     .await?;
     let stop = Arc::new(AtomicBool::new(false));
     let (sent, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let proxy = sandbox.mesh.as_ref().expect("mesh").address;
     let load = tokio::spawn(traffic(proxy, stop.clone(), sent.clone(), failed.clone()));
 
     let release = async |title: &str, container: Value| -> anyhow::Result<Phase> {
@@ -275,7 +316,7 @@ pub async fn run() -> anyhow::Result<()> {
     println!("  release 2 (6.0.2, faulty):  {}", second.as_str());
     println!("  primary now runs {primary_image}");
     println!(
-        "  {total} requests through the mesh, {errors} answered 5xx ({:.1}%), in {:.0}s",
+        "  {total} user requests to podinfo.test through the mesh, {errors} answered 5xx ({:.1}%), in {:.0}s",
         100.0 * errors as f64 / total.max(1) as f64,
         started.elapsed().as_secs_f64()
     );

@@ -4,12 +4,13 @@
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 use serin_api::{AlertProvider, MetricTemplate};
 use std::fmt::Debug;
 use std::time::Duration;
@@ -19,6 +20,14 @@ pub fn virtual_services() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &kube::core::GroupVersionKind::gvk("networking.istio.io", "v1beta1", "VirtualService"),
         "virtualservices",
+    )
+}
+
+/// The Istio DestinationRule resource (`networking.istio.io/v1beta1`).
+pub fn destination_rules() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("networking.istio.io", "v1beta1", "DestinationRule"),
+        "destinationrules",
     )
 }
 
@@ -35,6 +44,10 @@ pub struct Caches {
     pub autoscalers: Store<HorizontalPodAutoscaler>,
     /// The VirtualServices whose weights a tick reads back.
     pub virtual_services: Store<DynamicObject>,
+    /// The apex, `-primary` and `-canary` Services, compared before they are applied.
+    pub services: Store<Service>,
+    /// The DestinationRules, compared before they are applied.
+    pub destination_rules: Store<DynamicObject>,
     /// MetricTemplates referenced by analyses.
     pub metric_templates: Store<MetricTemplate>,
     /// AlertProviders referenced by alerts.
@@ -54,7 +67,8 @@ pub struct Feeds {
     pub secrets: Feed<Secret>,
     /// Autoscalers (trigger the Canaries that reference them).
     pub autoscalers: Feed<HorizontalPodAutoscaler>,
-    /// The feeds only read at tick time: VirtualServices, MetricTemplates, AlertProviders.
+    /// The feeds only read at tick time: VirtualServices, Services, DestinationRules,
+    /// MetricTemplates, AlertProviders.
     pub passive: Vec<std::pin::Pin<Box<dyn Stream<Item = ()> + Send>>>,
 }
 
@@ -112,6 +126,13 @@ impl Caches {
             None => Api::all_with(client.clone(), &resource),
         };
         let (virtual_services, vs_feed) = feed(vs_api, resource);
+        let (services, service_feed) = feed(api::<Service>(client, namespace), ());
+        let resource = destination_rules();
+        let rule_api: Api<DynamicObject> = match namespace {
+            Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        let (destination_rules, rule_feed) = feed(rule_api, resource);
         let (metric_templates, template_feed) = feed(api::<MetricTemplate>(client, namespace), ());
         let (alert_providers, provider_feed) = feed(api::<AlertProvider>(client, namespace), ());
         let caches = Caches {
@@ -120,6 +141,8 @@ impl Caches {
             secrets,
             autoscalers,
             virtual_services,
+            services,
+            destination_rules,
             metric_templates,
             alert_providers,
         };
@@ -130,6 +153,8 @@ impl Caches {
             autoscalers: autoscaler_feed,
             passive: vec![
                 passive(vs_feed, "VirtualServices"),
+                passive(service_feed, "Services"),
+                passive(rule_feed, "DestinationRules"),
                 passive(template_feed, "MetricTemplates"),
                 passive(provider_feed, "AlertProviders"),
             ],
@@ -158,6 +183,8 @@ impl Caches {
         wait!(self.secrets, "Secret");
         wait!(self.autoscalers, "HorizontalPodAutoscaler");
         wait!(self.virtual_services, "VirtualService");
+        wait!(self.services, "Service");
+        wait!(self.destination_rules, "DestinationRule");
         wait!(self.metric_templates, "MetricTemplate");
         wait!(self.alert_providers, "AlertProvider");
     }
@@ -198,6 +225,23 @@ impl Caches {
     ) -> Option<std::sync::Arc<DynamicObject>> {
         self.virtual_services
             .get(&ObjectRef::new_with(name, virtual_services()).within(namespace))
+    }
+
+    /// The cached Service, DestinationRule or VirtualService `name` in `namespace`, as JSON.
+    pub fn routing_object(&self, kind: &str, namespace: &str, name: &str) -> Option<Value> {
+        let object = match kind {
+            "Service" => {
+                serde_json::to_value(&*self.services.get(&ObjectRef::new(name).within(namespace))?)
+            }
+            "DestinationRule" => serde_json::to_value(
+                &*self
+                    .destination_rules
+                    .get(&ObjectRef::new_with(name, destination_rules()).within(namespace))?,
+            ),
+            "VirtualService" => serde_json::to_value(&*self.virtual_service(namespace, name)?),
+            _ => return None,
+        };
+        object.ok()
     }
 
     /// The MetricTemplate `name` in `namespace`.

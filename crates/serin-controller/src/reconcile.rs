@@ -2,7 +2,7 @@
 //! (one status write, events, event webhooks, alerts, operator metrics).
 
 use crate::autoscaler::primary_autoscaler;
-use crate::cache::{Caches, virtual_services};
+use crate::cache::{self, Caches, virtual_services};
 use crate::configs;
 use crate::metrics::OperatorMetrics;
 use crate::workloads::{primary_from, template_for};
@@ -175,11 +175,87 @@ struct Shared {
     ctx: Arc<Context>,
     caches: Caches,
     filled: tokio::sync::OnceCell<()>,
+    /// For each Canary this operator wrote, the resourceVersion the write was based on.
+    written_over: std::sync::Mutex<std::collections::HashMap<(String, String), String>>,
+    /// Digests of the routing objects last applied for each Canary.
+    applied: AppliedRouting,
+}
+
+/// Per Canary (namespace, name), the digest of each routing object (kind/name) last applied.
+type AppliedRouting =
+    std::sync::Mutex<std::collections::HashMap<(String, String), BTreeMap<String, u64>>>;
+
+/// Whether `actual` holds everything `wanted` says: every field of an object, arrays element by
+/// element; fields the API server adds (defaults, status, resourceVersion) do not matter.
+fn contains(actual: &Value, wanted: &Value) -> bool {
+    match (actual, wanted) {
+        (Value::Object(actual), Value::Object(wanted)) => wanted
+            .iter()
+            .all(|(key, value)| actual.get(key).is_some_and(|a| contains(a, value))),
+        (Value::Array(actual), Value::Array(wanted)) => {
+            actual.len() == wanted.len() && actual.iter().zip(wanted).all(|(a, w)| contains(a, w))
+        }
+        _ => actual == wanted,
+    }
+}
+
+fn digest(object: &Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    object.to_string().hash(&mut hasher);
+    hasher.finish()
+}
+
+impl Shared {
+    fn canary_key(canary: &Canary) -> (String, String) {
+        (canary.namespace().unwrap_or_default(), canary.name_any())
+    }
+
+    /// Remembers that `canary` (as read) has just been written to, giving `written`; a write
+    /// the API server found to change nothing leaves the version as it was and is not remembered.
+    fn wrote(&self, canary: &Canary, written: &Canary) {
+        if let Some(version) = canary.resource_version()
+            && written.resource_version().as_ref() != Some(&version)
+        {
+            self.written_over
+                .lock()
+                .expect("never poisoned")
+                .insert(Self::canary_key(canary), version);
+        }
+    }
+
+    /// Drops what was remembered about `canary`, which is going away.
+    fn forget(&self, canary: &Canary) {
+        let key = Self::canary_key(canary);
+        self.written_over
+            .lock()
+            .expect("never poisoned")
+            .remove(&key);
+        self.applied.lock().expect("never poisoned").remove(&key);
+    }
+
+    /// Whether `canary` is the version this operator has already written over: a change it
+    /// caused elsewhere (a scaled Deployment, say) can trigger a reconcile before the Canary's own
+    /// watch delivers the write, and deciding on the old status would repeat the last transition.
+    fn is_stale(&self, canary: &Canary) -> bool {
+        let mut written_over = self.written_over.lock().expect("never poisoned");
+        let key = Self::canary_key(canary);
+        match written_over.get(&key) {
+            Some(version) if canary.resource_version().as_ref() == Some(version) => true,
+            Some(_) => {
+                written_over.remove(&key);
+                false
+            }
+            None => false,
+        }
+    }
 }
 
 struct Tick<'a> {
     ctx: &'a Context,
     caches: &'a Caches,
+    applied: &'a AppliedRouting,
+    canary_key: (String, String),
     canary: Value,
     namespace: String,
     target: Option<Value>,
@@ -249,6 +325,41 @@ impl Tick<'_> {
                 None => Outcome::Hook(Err(format!("webhook {name} could not be run"))),
             },
         }
+    }
+
+    /// Applies a Service, DestinationRule or VirtualService, unless this operator applied the same
+    /// object last time and the cache shows it unchanged since: most ticks would rewrite identical
+    /// routing objects otherwise.
+    async fn apply_routing(&self, api: &ApiResource, object: &Value) -> Result<(), Error> {
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        let key = format!("{kind}/{name}");
+        let wanted = digest(object);
+        let last = self
+            .applied
+            .lock()
+            .expect("never poisoned")
+            .get(&self.canary_key)
+            .and_then(|objects| objects.get(&key).copied());
+        if last == Some(wanted) {
+            let mut body = object.clone();
+            if let Some(fields) = body.as_object_mut() {
+                fields.remove("apiVersion");
+                fields.remove("kind");
+            }
+            let cached = self.caches.routing_object(kind, &self.namespace, name);
+            if cached.is_some_and(|cached| contains(&cached, &body)) {
+                return Ok(());
+            }
+        }
+        apply(&self.ctx.client, &self.namespace, api, object).await?;
+        self.applied
+            .lock()
+            .expect("never poisoned")
+            .entry(self.canary_key.clone())
+            .or_default()
+            .insert(key, wanted);
+        Ok(())
     }
 
     /// Applies the `-primary` copies of the tracked configs; with `only_missing`, creates the
@@ -368,29 +479,19 @@ impl Tick<'_> {
                     .iter()
                     .map(String::as_str)
                     .collect();
+                let service_api = resource("", "v1", "Service", "services");
                 for service in services(&self.canary, target, &labels)? {
-                    apply(
-                        client,
-                        namespace,
-                        &resource("", "v1", "Service", "services"),
-                        &service,
-                    )
-                    .await?;
+                    self.apply_routing(&service_api, &service).await?;
                 }
-                let rules = resource(
-                    "networking.istio.io",
-                    "v1beta1",
-                    "DestinationRule",
-                    "destinationrules",
-                );
                 for rule in destination_rules(&self.canary) {
-                    apply(client, namespace, &rules, &rule).await?;
+                    self.apply_routing(&cache::destination_rules(), &rule)
+                        .await?;
                 }
                 let mut vs = virtual_service(&self.canary)?;
                 if let Some(current) = routes {
                     vs["spec"] = set_routes(&self.canary, current)?;
                 }
-                apply(client, namespace, &virtual_services(), &vs).await?;
+                self.apply_routing(&virtual_services(), &vs).await?;
             }
             Action::ScaleTarget(replicas) => {
                 deployment_api
@@ -413,7 +514,7 @@ impl Tick<'_> {
             Action::SetRoutes(next) => {
                 let mut vs = virtual_service(&self.canary)?;
                 vs["spec"] = set_routes(&self.canary, *next)?;
-                apply(client, namespace, &virtual_services(), &vs).await?;
+                self.apply_routing(&virtual_services(), &vs).await?;
             }
             Action::Promote { replicas } => {
                 self.copy_configs(false).await?;
@@ -465,28 +566,36 @@ async fn reconcile(canary: Arc<Canary>, shared: Arc<Shared>) -> Result<Requeue, 
         .filled
         .get_or_init(|| shared.caches.wait_until_ready(Duration::from_secs(10)))
         .await;
+    if shared.is_stale(&canary) {
+        // The Canary's watch event for that write triggers the next reconcile; this is a backstop.
+        return Ok(Requeue::requeue(Duration::from_secs(2)));
+    }
     shared.ctx.metrics.count_reconcile();
     let result = if canary.metadata.deletion_timestamp.is_some() {
         finalize(&canary, &shared).await
     } else {
-        match sync_finalizer(&canary, &shared.ctx).await {
-            Ok(()) => tick(&canary, &shared).await,
+        // One write per reconcile: a finalizer change is followed by a tick on the next one.
+        match sync_finalizer(&canary, &shared).await {
+            Ok(false) => tick(&canary, &shared).await,
+            Ok(true) => Ok(Requeue::requeue(Duration::from_secs(2))),
             Err(error) => Err(error),
         }
     };
     if let Err(error) = &result {
-        report_failure(&canary, &shared.ctx, error).await;
+        report_failure(&canary, &shared, error).await;
     }
     result
 }
 
-/// Adds the finalizer when `revertOnDeletion` is set, removes it when it is not.
-async fn sync_finalizer(canary: &Canary, ctx: &Context) -> Result<(), Error> {
+/// Adds the finalizer when `revertOnDeletion` is set, removes it when it is not; returns whether
+/// it wrote the Canary.
+async fn sync_finalizer(canary: &Canary, shared: &Shared) -> Result<bool, Error> {
+    let ctx = &shared.ctx;
     let wanted = canary.spec.revert_on_deletion == Some(true);
     let finalizers = canary.finalizers();
     let present = finalizers.iter().any(|f| f == FINALIZER);
     if wanted == present {
-        return Ok(());
+        return Ok(false);
     }
     let mut next: Vec<String> = finalizers
         .iter()
@@ -498,14 +607,15 @@ async fn sync_finalizer(canary: &Canary, ctx: &Context) -> Result<(), Error> {
     }
     let canaries: Api<Canary> =
         Api::namespaced(ctx.client.clone(), &canary.namespace().unwrap_or_default());
-    canaries
+    let written = canaries
         .patch(
             &canary.name_any(),
             &PatchParams::default(),
             &Patch::Merge(json!({"metadata": {"finalizers": next}})),
         )
         .await?;
-    Ok(())
+    shared.wrote(canary, &written);
+    Ok(true)
 }
 
 /// A Canary with `revertOnDeletion` is being deleted: give the target its replicas back (so the
@@ -521,13 +631,14 @@ async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue, Error> {
     let canaries: Api<Canary> = Api::namespaced(ctx.client.clone(), &namespace);
     let phase = canary.status.as_ref().and_then(|s| s.phase);
     if phase != Some(Phase::Terminating) {
-        canaries
+        let written = canaries
             .patch_status(
                 &canary.name_any(),
                 &PatchParams::default(),
                 &Patch::Merge(json!({"status": {"phase": "Terminating"}})),
             )
             .await?;
+        shared.wrote(canary, &written);
         record(
             ctx,
             canary,
@@ -586,6 +697,7 @@ async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue, Error> {
             &Patch::Merge(json!({"metadata": {"finalizers": finalizers}})),
         )
         .await?;
+    shared.forget(canary);
     record(
         ctx,
         canary,
@@ -598,7 +710,8 @@ async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue, Error> {
 
 /// Shows a failed reconcile in the Canary's status message and as a Warning event, once per
 /// distinct message.
-async fn report_failure(canary: &Canary, ctx: &Context, error: &Error) {
+async fn report_failure(canary: &Canary, shared: &Shared, error: &Error) {
+    let ctx = &shared.ctx;
     let message = format!("reconcile failed, retrying: {error}");
     ctx.log("error", &canary_id(canary), &message);
     if canary.status.as_ref().and_then(|s| s.message.as_deref()) == Some(message.as_str()) {
@@ -606,13 +719,16 @@ async fn report_failure(canary: &Canary, ctx: &Context, error: &Error) {
     }
     let canaries: Api<Canary> =
         Api::namespaced(ctx.client.clone(), &canary.namespace().unwrap_or_default());
-    let _ = canaries
+    if let Ok(written) = canaries
         .patch_status(
             &canary.name_any(),
             &PatchParams::default(),
             &Patch::Merge(json!({"status": {"message": message}})),
         )
-        .await;
+        .await
+    {
+        shared.wrote(canary, &written);
+    }
     record(ctx, canary, EventType::Warning, &message).await;
 }
 
@@ -667,6 +783,8 @@ async fn tick(canary: &Arc<Canary>, shared: &Shared) -> Result<Requeue, Error> {
     let tick = Tick {
         ctx,
         caches,
+        applied: &shared.applied,
+        canary_key: Shared::canary_key(canary),
         canary: canary_json,
         namespace: namespace.clone(),
         target: target_json,
@@ -707,13 +825,14 @@ async fn tick(canary: &Arc<Canary>, shared: &Shared) -> Result<Requeue, Error> {
     }
     if canary.status.as_ref() != Some(&plan.status) {
         let canaries: Api<Canary> = Api::namespaced(ctx.client.clone(), &namespace);
-        canaries
+        let written = canaries
             .patch_status(
                 &canary.name_any(),
                 &PatchParams::default(),
                 &Patch::Merge(json!({"status": plan.status})),
             )
             .await?;
+        shared.wrote(canary, &written);
     }
     record_plan(canary, shared, &plan, started).await;
     Ok(match plan.requeue_after {
@@ -935,27 +1054,42 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     for feed in feeds.passive {
         background.spawn(feed.for_each(|_| async {}));
     }
-    let totals_store = store.clone();
-    let metrics = ctx.metrics.clone();
-    background.spawn(async move {
-        loop {
-            let mut totals: BTreeMap<String, usize> = BTreeMap::new();
-            for canary in totals_store.state() {
-                *totals
-                    .entry(canary.namespace().unwrap_or_default())
-                    .or_default() += 1;
-            }
-            metrics.set_totals(&totals);
-            tokio::time::sleep(Duration::from_secs(10)).await;
-        }
-    });
     let (deployment_canaries, config_canaries, secret_canaries, hpa_canaries) =
-        (store.clone(), store.clone(), store.clone(), store);
+        (store.clone(), store.clone(), store.clone(), store.clone());
     let (config_caches, secret_caches) = (caches.clone(), caches.clone());
     let shared = Arc::new(Shared {
         ctx,
         caches,
         filled: tokio::sync::OnceCell::new(),
+        written_over: Default::default(),
+        applied: Default::default(),
+    });
+    let totals_store = store.clone();
+    let totals_shared = shared.clone();
+    background.spawn(async move {
+        loop {
+            let mut totals: BTreeMap<String, usize> = BTreeMap::new();
+            let mut present = std::collections::HashSet::new();
+            for canary in totals_store.state() {
+                *totals
+                    .entry(canary.namespace().unwrap_or_default())
+                    .or_default() += 1;
+                present.insert(Shared::canary_key(&canary));
+            }
+            totals_shared.ctx.metrics.set_totals(&totals);
+            // Canaries deleted without a finalizer leave nothing else to clean.
+            totals_shared
+                .written_over
+                .lock()
+                .expect("never poisoned")
+                .retain(|key, _| present.contains(key));
+            totals_shared
+                .applied
+                .lock()
+                .expect("never poisoned")
+                .retain(|key, _| present.contains(key));
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        }
     });
     controller
         .watches_stream(feeds.deployments, move |deployment: Deployment| {
@@ -1006,4 +1140,30 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         .for_each(|_| async {})
         .await;
     background.abort_all();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::contains;
+    use serde_json::json;
+
+    #[test]
+    fn a_routing_object_with_server_defaults_still_contains_what_was_applied() {
+        let applied = json!({"metadata": {"name": "podinfo"},
+            "spec": {"ports": [{"port": 9898, "targetPort": "http"}], "selector": {"app": "podinfo"}}});
+        let served = json!({"metadata": {"name": "podinfo", "resourceVersion": "12", "uid": "u"},
+            "spec": {"ports": [{"port": 9898, "targetPort": "http", "protocol": "TCP"}],
+                     "selector": {"app": "podinfo"}, "type": "ClusterIP"}});
+        assert!(contains(&served, &applied));
+    }
+
+    #[test]
+    fn an_edited_or_shortened_routing_object_no_longer_contains_it() {
+        let applied = json!({"spec": {"http": [{"route": [{"weight": 90}, {"weight": 10}]}]}});
+        let edited = json!({"spec": {"http": [{"route": [{"weight": 100}, {"weight": 0}]}]}});
+        let shortened = json!({"spec": {"http": [{"route": [{"weight": 90}]}]}});
+        assert!(!contains(&edited, &applied));
+        assert!(!contains(&shortened, &applied));
+        assert!(!contains(&json!({}), &applied));
+    }
 }

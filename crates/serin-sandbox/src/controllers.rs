@@ -157,6 +157,18 @@ fn controller_uid(o: &Value) -> Option<String> {
         .and_then(|r| r["uid"].as_str().map(String::from))
 }
 
+/// `objects` grouped by the uid of their controlling owner, so a pass finds an object's children
+/// without scanning every object for each owner.
+fn by_controller(objects: &[Value]) -> HashMap<String, Vec<&Value>> {
+    let mut children: HashMap<String, Vec<&Value>> = HashMap::new();
+    for object in objects {
+        if let Some(owner) = controller_uid(object) {
+            children.entry(owner).or_default().push(object);
+        }
+    }
+    children
+}
+
 fn int(v: &Value) -> i64 {
     v.as_i64().unwrap_or(0)
 }
@@ -417,14 +429,17 @@ impl Controllers {
     fn replicasets(&mut self) -> bool {
         let mut changed = false;
         let pods = self.all(&self.pods);
+        let pods_by_owner = by_controller(&pods);
         for rs in self.all(&self.replicasets) {
             if rs["metadata"]["deletionTimestamp"].is_string() {
                 continue;
             }
             let rs_uid = uid(&rs);
-            let owned: Vec<&Value> = pods
-                .iter()
-                .filter(|p| controller_uid(p).as_deref() == Some(rs_uid.as_str()))
+            let owned: Vec<&Value> = pods_by_owner
+                .get(&rs_uid)
+                .into_iter()
+                .flatten()
+                .copied()
                 .filter(|p| !p["metadata"]["deletionTimestamp"].is_string())
                 .collect();
             let desired = int(&rs["spec"]["replicas"]);
@@ -509,26 +524,25 @@ impl Controllers {
     fn deployments(&mut self) -> bool {
         let mut changed = false;
         let all_rs = self.all(&self.replicasets);
+        let rs_by_owner = by_controller(&all_rs);
         for deploy in self.all(&self.deployments) {
             if deploy["metadata"]["deletionTimestamp"].is_string() {
                 continue;
             }
-            changed |= self.sync_deployment(&deploy, &all_rs);
+            let owned = rs_by_owner.get(&uid(&deploy)).cloned().unwrap_or_default();
+            changed |= self.sync_deployment(&deploy, owned);
         }
         changed
     }
 
-    fn sync_deployment(&mut self, deploy: &Value, all_rs: &[Value]) -> bool {
+    /// Syncs one Deployment whose ReplicaSets are `owned`.
+    fn sync_deployment(&mut self, deploy: &Value, owned: Vec<&Value>) -> bool {
         let d_uid = uid(deploy);
         let namespace = ns(deploy);
         let spec = &deploy["spec"];
         let replicas = spec["replicas"].as_i64().unwrap_or(1);
         let template = &spec["template"];
         let hash = pod_template_hash(template);
-        let owned: Vec<&Value> = all_rs
-            .iter()
-            .filter(|rs| controller_uid(rs).as_deref() == Some(d_uid.as_str()))
-            .collect();
         let new_rs = owned.iter().find(|rs| {
             let mut t = rs["spec"]["template"].clone();
             if let Some(labels) = t["metadata"]["labels"].as_object_mut() {
@@ -698,9 +712,13 @@ impl Controllers {
             Ok(d) => d,
             Err(_) => return changed,
         };
-        let current_rs: Vec<Value> = self
-            .all(&self.replicasets)
-            .into_iter()
+        let mut names: Vec<String> = owned.iter().map(|rs| name(rs)).collect();
+        names.push(new_name.clone());
+        names.sort();
+        names.dedup();
+        let current_rs: Vec<Value> = names
+            .iter()
+            .filter_map(|rs_name| self.store.get(&self.replicasets, &namespace, rs_name).ok())
             .filter(|rs| controller_uid(rs).as_deref() == Some(d_uid.as_str()))
             .collect();
         let sum =

@@ -6,7 +6,7 @@ use crate::runtime::PORTS_FIELD;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::store::{DeleteOptions, Part, Store, WriteOptions};
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 
 /// A host name split into the Service it names and the port asked for.
@@ -260,7 +260,7 @@ const MANAGED_ANNOTATION: &str = "endpoints.kubernetes.io/last-change-trigger-ti
 
 /// The Endpoints `subsets` for `service`: pods grouped by their resolved ports, ready ones under
 /// `addresses`, the others under `notReadyAddresses`.
-fn subsets(service: &Value, pods: &[Value]) -> Value {
+fn subsets(service: &Value, pods: &[&Value]) -> Value {
     let mut groups: BTreeMap<String, (Value, Vec<Value>, Vec<Value>)> = BTreeMap::new();
     for pod in pods.iter().filter(|p| selects(service, p)) {
         if pod["metadata"]["deletionTimestamp"].is_string() {
@@ -314,6 +314,51 @@ fn subsets(service: &Value, pods: &[Value]) -> Value {
     Value::Array(subsets)
 }
 
+/// Pods indexed by namespace and label, so each Service's pass looks only at pods that carry one
+/// of its selector's labels instead of every pod in the store.
+struct PodsByLabel<'a> {
+    index: HashMap<(String, String, String), Vec<&'a Value>>,
+}
+
+impl<'a> PodsByLabel<'a> {
+    fn new(pods: &'a [Value]) -> Self {
+        let mut index: HashMap<(String, String, String), Vec<&Value>> = HashMap::new();
+        for pod in pods {
+            let namespace = pod["metadata"]["namespace"].as_str().unwrap_or_default();
+            for (key, value) in pod["metadata"]["labels"].as_object().into_iter().flatten() {
+                if let Some(value) = value.as_str() {
+                    index
+                        .entry((namespace.to_string(), key.clone(), value.to_string()))
+                        .or_default()
+                        .push(pod);
+                }
+            }
+        }
+        PodsByLabel { index }
+    }
+
+    /// The pods of `namespace` with the rarest of `service`'s selector labels; a superset of the
+    /// pods it selects.
+    fn candidates(&self, namespace: &str, service: &Value) -> Vec<&'a Value> {
+        service["spec"]["selector"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(key, value)| {
+                self.index
+                    .get(&(
+                        namespace.to_string(),
+                        key.clone(),
+                        value.as_str().unwrap_or_default().to_string(),
+                    ))
+                    .map_or(&[][..], Vec::as_slice)
+            })
+            .min_by_key(|pods| pods.len())
+            .unwrap_or_default()
+            .to_vec()
+    }
+}
+
 /// One pass of the Endpoints controller: every Service with a selector gets an Endpoints object of
 /// the same name listing its pods; Endpoints it wrote for a Service that is gone are deleted.
 /// Returns whether anything changed.
@@ -330,6 +375,7 @@ pub fn sync_endpoints(store: &Store, writes: &WriteOptions) -> bool {
         )
     };
     let existing_by_key: BTreeMap<String, &Value> = existing.iter().map(|e| (key(e), e)).collect();
+    let pods_by_label = PodsByLabel::new(&pods);
     let mut changed = false;
     let mut wanted = std::collections::HashSet::new();
     for service in &services {
@@ -343,12 +389,7 @@ pub fn sync_endpoints(store: &Store, writes: &WriteOptions) -> bool {
             .unwrap_or_default();
         let name = service["metadata"]["name"].as_str().unwrap_or_default();
         wanted.insert(key(service));
-        let in_namespace: Vec<Value> = pods
-            .iter()
-            .filter(|p| p["metadata"]["namespace"] == namespace)
-            .cloned()
-            .collect();
-        let subsets = subsets(service, &in_namespace);
+        let subsets = subsets(service, &pods_by_label.candidates(namespace, service));
         match existing_by_key.get(&key(service)) {
             Some(current)
                 if current["subsets"] == subsets
