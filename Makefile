@@ -26,7 +26,7 @@ crds:
 	cp artifacts/crds/serin.yaml charts/serin/crds/serin.yaml
 
 ## make demo: a healthy and a faulty release end to end in a local sandbox (pods, mesh, Prometheus,
-## the controller), printing phase, weight and metrics live; installs Debian's prometheus if missing.
+## the load tester, the controller), printing phase, weight and metrics live; installs Debian's prometheus if missing.
 demo:
 	@command -v prometheus >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; \
