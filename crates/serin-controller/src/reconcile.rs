@@ -199,6 +199,55 @@ fn contains(actual: &Value, wanted: &Value) -> bool {
     }
 }
 
+/// Where the spec of a VirtualService that existed before its Canary is kept, to be restored
+/// when the Canary is deleted with `revertOnDeletion` (Flagger's annotation, so a VirtualService
+/// adopted by Flagger is restored too).
+const ORIGINAL_CONFIGURATION: &str = "flagger.kubernetes.io/original-configuration";
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Whether `object`'s controlling owner is the Canary with `uid`.
+fn controlled_by(object: &Value, uid: &str) -> bool {
+    object["metadata"]["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|owner| owner["controller"] == json!(true) && owner["uid"] == json!(uid))
+}
+
+/// `desired` for an object the user made before the Canary (the apex Service, the
+/// VirtualService): it takes over the spec but not the ownership, so deleting the Canary does not
+/// delete it; a VirtualService also keeps its original spec in an annotation.
+fn adopted(desired: &Value, existing: &Value) -> Value {
+    let mut desired = desired.clone();
+    if let Some(metadata) = desired["metadata"].as_object_mut() {
+        metadata.remove("ownerReferences");
+    }
+    if desired["kind"] == "VirtualService" {
+        let annotations = &existing["metadata"]["annotations"];
+        let original = match annotations[ORIGINAL_CONFIGURATION].as_str() {
+            Some(kept) => Some(kept.to_string()),
+            None if annotations[LAST_APPLIED].is_string() => None,
+            None => Some(json!({"spec": existing["spec"]}).to_string()),
+        };
+        if let Some(original) = original {
+            desired["metadata"]["annotations"][ORIGINAL_CONFIGURATION] = json!(original);
+        }
+    }
+    desired
+}
+
+/// The spec a VirtualService had before its Canary adopted it: from kubectl's last-applied
+/// configuration, else from the annotation [`adopted`] wrote.
+fn original_spec(virtual_service: &Value) -> Option<Value> {
+    let annotations = &virtual_service["metadata"]["annotations"];
+    [LAST_APPLIED, ORIGINAL_CONFIGURATION]
+        .iter()
+        .filter_map(|key| annotations[*key].as_str())
+        .filter_map(|text| serde_json::from_str::<Value>(text).ok())
+        .map(|configuration| configuration["spec"].clone())
+        .find(Value::is_object)
+}
+
 fn digest(object: &Value) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -333,6 +382,12 @@ impl Tick<'_> {
     async fn apply_routing(&self, api: &ApiResource, object: &Value) -> Result<(), Error> {
         let kind = object["kind"].as_str().unwrap_or_default();
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        let cached = self.caches.routing_object(kind, &self.namespace, name);
+        let uid = self.canary["metadata"]["uid"].as_str().unwrap_or_default();
+        let object = &match &cached {
+            Some(existing) if !controlled_by(existing, uid) => adopted(object, existing),
+            _ => object.clone(),
+        };
         let key = format!("{kind}/{name}");
         let wanted = digest(object);
         let last = self
@@ -347,7 +402,6 @@ impl Tick<'_> {
                 fields.remove("apiVersion");
                 fields.remove("kind");
             }
-            let cached = self.caches.routing_object(kind, &self.namespace, name);
             if cached.is_some_and(|cached| contains(&cached, &body)) {
                 return Ok(());
             }
@@ -684,6 +738,7 @@ async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue, Error> {
             }
         }
     }
+    restore_virtual_service(canary, shared).await?;
     let finalizers: Vec<String> = canary
         .finalizers()
         .iter()
@@ -706,6 +761,41 @@ async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue, Error> {
     )
     .await;
     Ok(Requeue::await_change())
+}
+
+/// Gives a VirtualService the Canary adopted (one it does not own) its original spec back; one
+/// the Canary owns goes with it.
+async fn restore_virtual_service(canary: &Canary, shared: &Shared) -> Result<(), Error> {
+    let namespace = canary.namespace().unwrap_or_default();
+    let mut canary_json = serde_json::to_value(canary)?;
+    canary_json["apiVersion"] = json!("serin.dev/v1beta1");
+    let name = Names::of(&canary_json).apex;
+    let Some(cached) = shared.caches.virtual_service(&namespace, &name) else {
+        return Ok(());
+    };
+    let current = serde_json::to_value(&*cached)?;
+    let uid = canary.metadata.uid.as_deref().unwrap_or_default();
+    if controlled_by(&current, uid) {
+        return Ok(());
+    }
+    let Some(spec) = original_spec(&current) else {
+        shared.ctx.log(
+            "warn",
+            &canary_id(canary),
+            &format!("VirtualService {name}.{namespace}: original configuration not found, unable to revert"),
+        );
+        return Ok(());
+    };
+    let mut restored = (*cached).clone();
+    restored.data["spec"] = spec;
+    if let Some(annotations) = restored.metadata.annotations.as_mut() {
+        annotations.remove(ORIGINAL_CONFIGURATION);
+    }
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(shared.ctx.client.clone(), &namespace, &virtual_services());
+    api.replace(&name, &PostParams::default(), &restored)
+        .await?;
+    Ok(())
 }
 
 /// Shows a failed reconcile in the Canary's status message and as a Warning event, once per

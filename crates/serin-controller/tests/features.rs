@@ -2,7 +2,8 @@
 //! Prometheus): tracked ConfigMaps copied to `-primary` and a ConfigMap change released as a new
 //! revision, the primary's autoscaler, event webhooks and Slack alerts received on loopback, an API
 //! failure shown in the Canary's status and events, the operator's metrics, and `revertOnDeletion`
-//! giving the target its replicas back.
+//! giving the target its replicas back and the user's own Service and VirtualService (adopted, not
+//! owned) their original configuration.
 
 use kube::api::{Api, DeleteParams};
 use kube::{Client, Config};
@@ -17,6 +18,20 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::kubectl;
+
+/// The user's VirtualService from before the Canary, created without kubectl's last-applied
+/// annotation, so only the operator's own record of it can restore it.
+const USER_VIRTUAL_SERVICE: &str = r#"
+apiVersion: networking.istio.io/v1beta1
+kind: VirtualService
+metadata: {name: podinfo, namespace: test}
+spec:
+  hosts: [app.example.com, podinfo]
+  http:
+  - retries: {attempts: 3, perTryTimeout: 1s}
+    route:
+    - destination: {host: podinfo}
+"#;
 
 const MANIFESTS: &str = r#"
 apiVersion: v1
@@ -50,6 +65,13 @@ spec:
   scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: podinfo}
   minReplicas: 2
   maxReplicas: 4
+---
+apiVersion: v1
+kind: Service
+metadata: {name: podinfo, namespace: test}
+spec:
+  selector: {app: podinfo}
+  ports: [{name: http, port: 9898, targetPort: http}]
 ---
 apiVersion: serin.dev/v1beta1
 kind: AlertProvider
@@ -156,7 +178,18 @@ async fn configs_autoscaler_notifications_failures_and_deletion() {
     );
     let (address, received) = receiver().await;
     let manifests = MANIFESTS.replace("RECEIVER", &address.to_string());
-    kubectl(&sandbox, &["apply", "-f", "-"], Some(&manifests));
+    let (user_objects, canary) = manifests
+        .split_once("---\napiVersion: serin.dev/v1beta1\nkind: Canary")
+        .expect("the Canary comes last");
+    kubectl(&sandbox, &["apply", "-f", "-"], Some(user_objects));
+    kubectl(&sandbox, &["create", "-f", "-"], Some(USER_VIRTUAL_SERVICE));
+    kubectl(
+        &sandbox,
+        &["apply", "-f", "-"],
+        Some(&format!(
+            "apiVersion: serin.dev/v1beta1\nkind: Canary{canary}"
+        )),
+    );
 
     let client = Client::try_from(Config::new(sandbox.url.parse().unwrap())).unwrap();
     // No metric in the analysis: the metrics server is never asked.
@@ -199,6 +232,21 @@ async fn configs_autoscaler_notifications_failures_and_deletion() {
         ]),
         "podinfo-primary 2",
         "the primary has its own autoscaler"
+    );
+    assert_eq!(
+        get(&[
+            "vs",
+            "podinfo",
+            "-o",
+            "jsonpath={.spec.http[0].route[*].destination.host}"
+        ]),
+        "podinfo-primary podinfo-canary",
+        "the user's VirtualService routes to the primary and the canary"
+    );
+    assert_eq!(
+        get(&["svc", "podinfo", "-o", "jsonpath={.spec.selector.app}"]),
+        "podinfo-primary",
+        "the user's Service selects the primary"
     );
     assert_eq!(
         get(&["canary", "podinfo", "-o", "jsonpath={.metadata.finalizers}"]),
@@ -333,6 +381,23 @@ async fn configs_autoscaler_notifications_failures_and_deletion() {
         get(&["deploy", "podinfo", "-o", "jsonpath={.spec.replicas}"]),
         "2",
         "revertOnDeletion scaled the target back to the primary's replicas"
+    );
+    // Adopted, not owned: the garbage collector leaves them, restored to what the user wrote.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        get(&[
+            "vs",
+            "podinfo",
+            "-o",
+            "jsonpath={.spec.hosts} {.spec.http[0].route[*].destination.host} {.spec.http[0].retries.attempts}"
+        ]),
+        r#"["app.example.com","podinfo"] podinfo 3"#,
+        "the user's VirtualService has its original spec back"
+    );
+    assert_eq!(
+        get(&["svc", "podinfo", "-o", "jsonpath={.spec.selector.app}"]),
+        "podinfo",
+        "the user's Service selects the target's pods again"
     );
     controller.abort();
     sandbox.stop().await;

@@ -43,6 +43,17 @@ const MESH_CRDS: [(&str, &str, &str, &[&str], &str); 5] = [
     ),
 ];
 
+/// The short names the real CRDs declare (`kubectl get vs`).
+fn short_names(group: &str, plural: &str) -> &'static [&'static str] {
+    match (group, plural) {
+        ("networking.istio.io", "virtualservices") => &["vs"],
+        ("networking.istio.io", "destinationrules") => &["dr"],
+        ("networking.istio.io", "gateways") => &["gw"],
+        ("gateway.networking.k8s.io", "gateways") => &["gtw"],
+        _ => &[],
+    }
+}
+
 fn crd(group: &str, plural: &str, kind: &str, versions: &[&str], storage: &str) -> Value {
     let versions: Vec<Value> = versions
         .iter()
@@ -56,7 +67,7 @@ fn crd(group: &str, plural: &str, kind: &str, versions: &[&str], storage: &str) 
         "metadata": {"name": format!("{plural}.{group}")},
         "spec": {"group": group, "scope": "Namespaced",
             "names": {"plural": plural, "kind": kind, "singular": kind.to_lowercase(),
-                      "listKind": format!("{kind}List")},
+                      "listKind": format!("{kind}List"), "shortNames": short_names(group, plural)},
             "versions": versions}})
 }
 
