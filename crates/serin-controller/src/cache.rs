@@ -106,7 +106,7 @@ fn passive<K: Send + 'static>(
 ) -> std::pin::Pin<Box<dyn Stream<Item = ()> + Send>> {
     Box::pin(feed.map(move |item| {
         if let Err(error) = item {
-            eprintln!("watching {kind}: {error}");
+            crate::log("error", "", &format!("watching {kind}: {error}"));
         }
     }))
 }
@@ -171,9 +171,13 @@ impl Caches {
                     .await
                     .map_or(true, |ready| ready.is_err())
                 {
-                    eprintln!(
-                        "the {} cache is not filled after {limit:?}: is the CRD installed and may the operator list it?",
-                        $kind
+                    crate::log(
+                        "warn",
+                        "",
+                        &format!(
+                            "the {} cache is not filled after {limit:?}: is the CRD installed and may the operator list it?",
+                            $kind
+                        ),
                     );
                 }
             };

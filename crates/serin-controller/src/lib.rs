@@ -11,4 +11,4 @@ pub mod metrics;
 pub mod reconcile;
 pub mod workloads;
 
-pub use reconcile::{Context, Error, LogFormat, run};
+pub use reconcile::{Context, Error, LogFormat, log, run, set_log_format};

@@ -45,6 +45,33 @@ pub enum LogFormat {
     Json,
 }
 
+static JSON_LOGS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sets how every log line of this process is written (`--log-format`); text until called.
+pub fn set_log_format(format: LogFormat) {
+    JSON_LOGS.store(
+        format == LogFormat::Json,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+}
+
+/// Writes one log line to stderr in the process's format; `subject` is what it is about (a
+/// Canary's `name.namespace`, a watched kind), empty for the operator itself.
+pub fn log(level: &str, subject: &str, message: &str) {
+    let ts = now();
+    if JSON_LOGS.load(std::sync::atomic::Ordering::Relaxed) {
+        let mut line = json!({"level": level, "ts": ts.to_string(), "msg": message});
+        if !subject.is_empty() {
+            line["canary"] = json!(subject);
+        }
+        eprintln!("{line}");
+    } else if subject.is_empty() {
+        eprintln!("{ts} {level} {message}");
+    } else {
+        eprintln!("{ts} {level} {subject}: {message}");
+    }
+}
+
 /// What every reconcile shares.
 pub struct Context {
     /// The Kubernetes client.
@@ -65,8 +92,6 @@ pub struct Context {
     pub event_webhook: Option<String>,
     /// Cluster name added to alerts (`--cluster-name`).
     pub cluster_name: Option<String>,
-    /// How log lines are written.
-    pub log_format: LogFormat,
     /// Calls the Canaries' webhooks and alert providers (proxy settings from the environment).
     pub webhooks: serin_webhooks::WebhookClient,
     /// The canary metrics served at `/metrics`.
@@ -88,22 +113,14 @@ impl Context {
             concurrency: 4,
             event_webhook: None,
             cluster_name: None,
-            log_format: LogFormat::Text,
             webhooks: serin_webhooks::WebhookClient::new(serin_webhooks::ClientOptions::from_env()),
             metrics: Arc::default(),
         }
     }
 
-    /// Writes one log line about `canary` (`name.namespace`) to stderr.
+    /// Writes one log line about `canary` (`name.namespace`) to stderr (see [`log`]).
     pub fn log(&self, level: &str, canary: &str, message: &str) {
-        let ts = now();
-        match self.log_format {
-            LogFormat::Text => eprintln!("{ts} {level} {canary}: {message}"),
-            LogFormat::Json => eprintln!(
-                "{}",
-                json!({"level": level, "ts": ts.to_string(), "msg": message, "canary": canary})
-            ),
-        }
+        log(level, canary, message);
     }
 }
 

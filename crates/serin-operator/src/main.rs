@@ -76,10 +76,10 @@ async fn main() -> anyhow::Result<()> {
     ctx.concurrency = flags.concurrency.max(1);
     ctx.event_webhook = flags.event_webhook.filter(|url| !url.is_empty());
     ctx.cluster_name = flags.cluster_name;
-    ctx.log_format = match flags.log_format.as_str() {
+    serin_controller::set_log_format(match flags.log_format.as_str() {
         "json" => serin_controller::LogFormat::Json,
         _ => serin_controller::LogFormat::Text,
-    };
+    });
     let ready = Arc::new(AtomicBool::new(false));
     let admin = admin_server(
         flags.admin_address,
@@ -96,20 +96,24 @@ async fn main() -> anyhow::Result<()> {
                 .await
                 .context("setting up leader election")?;
         let (mut leader, _lease) = manager.watch().await;
-        eprintln!("waiting to become the leader");
+        serin_controller::log("info", "", "waiting to become the leader");
         while !*leader.borrow_and_update() {
             leader.changed().await.context("leader election stopped")?;
         }
-        eprintln!("leading");
+        serin_controller::log("info", "", "leading");
     }
     ready.store(true, Ordering::Relaxed);
-    eprintln!(
-        "watching Canaries in {}",
-        flags.namespace.as_deref().unwrap_or("all namespaces")
+    serin_controller::log(
+        "info",
+        "",
+        &format!(
+            "watching Canaries in {}",
+            flags.namespace.as_deref().unwrap_or("all namespaces")
+        ),
     );
     tokio::select! {
         _ = serin_controller::run(Arc::new(ctx), flags.namespace) => {}
-        _ = tokio::signal::ctrl_c() => eprintln!("stopping"),
+        _ = tokio::signal::ctrl_c() => serin_controller::log("info", "", "stopping"),
     }
     admin.abort();
     Ok(())
