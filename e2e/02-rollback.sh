@@ -15,18 +15,7 @@ apply_canary <<EOF
         thresholdRange:
           min: 99
         interval: 30s
-    webhooks:
-      - name: load-test-start
-        type: pre-rollout
-        url: http://flagger-loadtester.$NS/
-        timeout: 5s
-        metadata:
-          cmd: "hey -z 1m -q 10 -c 2 http://podinfo-canary.$NS:9898/"
-      - name: load-test
-        url: http://flagger-loadtester.$NS/
-        timeout: 5s
-        metadata:
-          cmd: "hey -z 1m -q 10 -c 2 http://podinfo-canary.$NS:9898/"
+$(load_test_hooks)
 EOF
 follow_canary podinfo 90 Initialized Failed
 expect_eq "phase after initialization" Initialized "$PHASE"

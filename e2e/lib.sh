@@ -149,6 +149,28 @@ apply_canary() {
   } | kc apply -f - >/dev/null
 }
 
+# load_test_hooks [HEY_TARGET]: the `webhooks:` block of a Canary's analysis, indented for
+# apply_canary, that runs the load tester's hey against HEY_TARGET (default the canary Service) as a
+# pre-rollout hook, so the load starts one tick before the first metric check, and as a rollout
+# hook, which restarts it once it ended (the load tester runs one copy of a command per canary).
+load_test_hooks() {
+  local cmd="hey -z 1m -q 10 -c 2 ${1:-http://podinfo-canary.$NS:9898/}"
+  cat <<HOOKS
+    webhooks:
+      - name: load-test-start
+        type: pre-rollout
+        url: http://flagger-loadtester.$NS/
+        timeout: 5s
+        metadata:
+          cmd: "$cmd"
+      - name: load-test
+        url: http://flagger-loadtester.$NS/
+        timeout: 5s
+        metadata:
+          cmd: "$cmd"
+HOOKS
+}
+
 # The value of a top-level string field of a flat JSON file (endpoints.json).
 json_field() {
   sed -n "s/.*\"$2\"[[:space:]]*:[[:space:]]*\"\([^\"]*\)\".*/\1/p" "$1" | head -n 1

@@ -12,12 +12,11 @@ use serin_api::{Canary, Phase};
 use serin_controller::Context;
 use serin_metrics::PrometheusClient;
 use serin_sandbox::instrument::FaultRule;
-use serin_sandbox::{MeshSettings, Sandbox, SandboxOptions};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::kubectl;
+use common::{kubectl, sandbox_with_crds};
 
 /// The user's VirtualService from before the Canary, created without kubectl's last-applied
 /// annotation, so only the operator's own record of it can restore it.
@@ -156,26 +155,7 @@ fn texts(received: &Received, path: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn configs_autoscaler_notifications_failures_and_deletion() {
     let dir = tempfile::tempdir().unwrap();
-    let mut options = SandboxOptions::with_data_plane();
-    options.mesh = Some(MeshSettings {
-        prometheus: None,
-        ..MeshSettings::default()
-    });
-    let sandbox = Sandbox::start_with(dir.path(), options).await.unwrap();
-    kubectl(
-        &sandbox,
-        &["apply", "-f", "-"],
-        Some(include_str!("../../../artifacts/crds/serin.yaml")),
-    );
-    kubectl(
-        &sandbox,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "crd/canaries.serin.dev",
-        ],
-        None,
-    );
+    let sandbox = sandbox_with_crds(dir.path(), false).await;
     let (address, received) = receiver().await;
     let manifests = MANIFESTS.replace("RECEIVER", &address.to_string());
     let (user_objects, canary) = manifests

@@ -9,13 +9,12 @@ use serin_api::{Canary, Phase};
 use serin_controller::Context;
 use serin_metrics::PrometheusClient;
 use serin_sandbox::mesh_proxy::MeshClient;
-use serin_sandbox::{Sandbox, SandboxOptions};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::kubectl;
+use common::{kubectl, sandbox_with_crds};
 
 const MANIFESTS: &str = r#"
 apiVersion: v1
@@ -126,21 +125,7 @@ fn image(deployment: &Value) -> &str {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_healthy_release_is_promoted_and_a_faulty_one_rolled_back() {
     let dir = tempfile::tempdir().unwrap();
-    let options = SandboxOptions::with_data_plane();
-    let sandbox = Sandbox::start_with(dir.path(), options)
-        .await
-        .expect("the sandbox with Debian's prometheus (apt-get install prometheus)");
-    let crds = include_str!("../../../artifacts/crds/serin.yaml");
-    kubectl(&sandbox, &["apply", "-f", "-"], Some(crds));
-    kubectl(
-        &sandbox,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "crd/canaries.serin.dev",
-        ],
-        None,
-    );
+    let sandbox = sandbox_with_crds(dir.path(), true).await;
     // A webhook receiver on loopback: the rollout hook is called at every analysis tick.
     let hooks = Arc::new(std::sync::Mutex::new(Vec::<Value>::new()));
     let received = hooks.clone();

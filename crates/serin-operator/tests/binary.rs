@@ -2,14 +2,13 @@
 //! (`--log-format json`, `--include-label-prefix`, `--namespace`) take effect, and its admin server
 //! answers `/healthz`, `/readyz` and `/metrics` while it initializes a Canary.
 
-use serin_sandbox::{MeshSettings, Sandbox, SandboxOptions};
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[path = "../../serin-controller/tests/common/mod.rs"]
 mod common;
-use common::kubectl;
+use common::{kubectl, sandbox_with_crds};
 
 const MANIFESTS: &str = r#"
 apiVersion: v1
@@ -67,26 +66,7 @@ fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flags_take_effect_and_the_admin_server_answers() {
     let dir = tempfile::tempdir().unwrap();
-    let mut options = SandboxOptions::with_data_plane();
-    options.mesh = Some(MeshSettings {
-        prometheus: None,
-        ..MeshSettings::default()
-    });
-    let sandbox = Sandbox::start_with(dir.path(), options).await.unwrap();
-    kubectl(
-        &sandbox,
-        &["apply", "-f", "-"],
-        Some(include_str!("../../../artifacts/crds/serin.yaml")),
-    );
-    kubectl(
-        &sandbox,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "crd/canaries.serin.dev",
-        ],
-        None,
-    );
+    let sandbox = sandbox_with_crds(dir.path(), false).await;
     kubectl(&sandbox, &["apply", "-f", "-"], Some(MANIFESTS));
 
     let admin = std::net::TcpListener::bind("127.0.0.1:0")

@@ -1,6 +1,6 @@
 //! Helpers shared by the controller's end-to-end tests.
 
-use serin_sandbox::Sandbox;
+use serin_sandbox::{MeshSettings, Sandbox, SandboxOptions};
 
 /// Runs the real kubectl against `sandbox` with `stdin` as input; panics with its stderr on failure.
 pub fn kubectl(sandbox: &Sandbox, args: &[&str], stdin: Option<&str>) -> String {
@@ -26,4 +26,34 @@ pub fn kubectl(sandbox: &Sandbox, args: &[&str], stdin: Option<&str>) -> String 
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A sandbox in `dir` with pods, the mesh and (with `prometheus`) Debian's Prometheus, and Serin's
+/// CRDs installed and established.
+pub async fn sandbox_with_crds(dir: &std::path::Path, prometheus: bool) -> Sandbox {
+    let mut options = SandboxOptions::with_data_plane();
+    if !prometheus {
+        options.mesh = Some(MeshSettings {
+            prometheus: None,
+            ..MeshSettings::default()
+        });
+    }
+    let sandbox = Sandbox::start_with(dir, options)
+        .await
+        .expect("the sandbox (with Prometheus: Debian's prometheus, apt-get install prometheus)");
+    kubectl(
+        &sandbox,
+        &["apply", "-f", "-"],
+        Some(include_str!("../../../../artifacts/crds/serin.yaml")),
+    );
+    kubectl(
+        &sandbox,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/canaries.serin.dev",
+        ],
+        None,
+    );
+    sandbox
 }
