@@ -279,18 +279,29 @@ start_sandbox() {
 # and stay direct through NO_PROXY.
 start_operator() {
   [[ -x $OPERATOR_BIN ]] || fail "$OPERATOR_BIN is missing: run cargo build -p serin-operator"
-  local port
-  port=$(free_port)
-  env -u http_proxy -u no_proxy -u HTTPS_PROXY -u https_proxy \
-    KUBECONFIG="$KUBECONFIG" HTTP_PROXY="$PROXY_URL" NO_PROXY=127.0.0.1,localhost \
-    "$OPERATOR_BIN" --namespace "$NS" --metrics-server "$PROMETHEUS_URL" \
-    --admin-address "127.0.0.1:$port" >"$WORK/operator.log" 2>&1 &
-  OPERATOR_PID=$!
-  local deadline=$(($(date +%s) + 30))
-  until curl -sf --noproxy '*' --max-time 2 "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do
-    kill -0 "$OPERATOR_PID" 2>/dev/null || { cat "$WORK/operator.log" >&2; fail "the operator exited"; }
-    (($(date +%s) < deadline)) || fail "the operator was not ready within 30s"
-    sleep 0.2
+  local port attempt deadline
+  # The free port can be taken by another process before the operator binds it: then try another.
+  for ((attempt = 1; ; attempt++)); do
+    port=$(free_port)
+    env -u http_proxy -u no_proxy -u HTTPS_PROXY -u https_proxy \
+      KUBECONFIG="$KUBECONFIG" HTTP_PROXY="$PROXY_URL" NO_PROXY=127.0.0.1,localhost \
+      "$OPERATOR_BIN" --namespace "$NS" --metrics-server "$PROMETHEUS_URL" \
+      --admin-address "127.0.0.1:$port" >"$WORK/operator.log" 2>&1 &
+    OPERATOR_PID=$!
+    deadline=$(($(date +%s) + 30))
+    until curl -sf --noproxy '*' --max-time 2 "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do
+      if ! kill -0 "$OPERATOR_PID" 2>/dev/null; then
+        if ((attempt < 5)) && grep -q "Address already in use" "$WORK/operator.log"; then
+          log "admin port $port was taken meanwhile; trying another"
+          continue 2
+        fi
+        cat "$WORK/operator.log" >&2
+        fail "the operator exited"
+      fi
+      (($(date +%s) < deadline)) || fail "the operator was not ready within 30s"
+      sleep 0.2
+    done
+    break
   done
   log "operator ready (admin 127.0.0.1:$port, log $WORK/operator.log)"
 }
