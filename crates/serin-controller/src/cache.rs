@@ -100,6 +100,19 @@ where
     (store, Box::pin(stream))
 }
 
+/// [`feed`] for a kind without Rust types (Istio's), in `namespace` or all namespaces.
+fn dynamic_feed(
+    client: &Client,
+    namespace: Option<&str>,
+    resource: ApiResource,
+) -> (Store<DynamicObject>, Feed<DynamicObject>) {
+    let api = match namespace {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    feed(api, resource)
+}
+
 fn passive<K: Send + 'static>(
     feed: Feed<K>,
     kind: &'static str,
@@ -120,19 +133,9 @@ impl Caches {
         let (secrets, secret_feed) = feed(api::<Secret>(client, namespace), ());
         let (autoscalers, autoscaler_feed) =
             feed(api::<HorizontalPodAutoscaler>(client, namespace), ());
-        let resource = virtual_services();
-        let vs_api: Api<DynamicObject> = match namespace {
-            Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
-            None => Api::all_with(client.clone(), &resource),
-        };
-        let (virtual_services, vs_feed) = feed(vs_api, resource);
+        let (virtual_services, vs_feed) = dynamic_feed(client, namespace, virtual_services());
         let (services, service_feed) = feed(api::<Service>(client, namespace), ());
-        let resource = destination_rules();
-        let rule_api: Api<DynamicObject> = match namespace {
-            Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
-            None => Api::all_with(client.clone(), &resource),
-        };
-        let (destination_rules, rule_feed) = feed(rule_api, resource);
+        let (destination_rules, rule_feed) = dynamic_feed(client, namespace, destination_rules());
         let (metric_templates, template_feed) = feed(api::<MetricTemplate>(client, namespace), ());
         let (alert_providers, provider_feed) = feed(api::<AlertProvider>(client, namespace), ());
         let caches = Caches {

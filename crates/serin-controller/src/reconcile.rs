@@ -117,11 +117,6 @@ impl Context {
             metrics: Arc::default(),
         }
     }
-
-    /// Writes one log line about `canary` (`name.namespace`) to stderr (see [`log`]).
-    pub fn log(&self, level: &str, canary: &str, message: &str) {
-        log(level, canary, message);
-    }
 }
 
 /// Why a reconcile stopped early (it is retried, and the reason shown in the Canary's status).
@@ -231,9 +226,9 @@ fn controlled_by(object: &Value, uid: &str) -> bool {
         .any(|owner| owner["controller"] == json!(true) && owner["uid"] == json!(uid))
 }
 
-/// `desired` for an object the user made before the Canary (the apex Service, the
-/// VirtualService): it takes over the spec but not the ownership, so deleting the Canary does not
-/// delete it; a VirtualService also keeps its original spec in an annotation.
+/// `desired` for a routing object the user made before the Canary (typically the apex Service or
+/// the VirtualService): it takes over the spec but not the ownership, so deleting the Canary does
+/// not delete it; a VirtualService also keeps its original spec in an annotation.
 fn adopted(desired: &Value, existing: &Value) -> Value {
     let mut desired = desired.clone();
     if let Some(metadata) = desired["metadata"].as_object_mut() {
@@ -290,14 +285,16 @@ impl Shared {
         }
     }
 
-    /// Drops what was remembered about `canary`, which is going away.
-    fn forget(&self, canary: &Canary) {
-        let key = Self::canary_key(canary);
+    /// Drops what was remembered about Canaries for which `keep` is false (they are gone).
+    fn forget_unless(&self, keep: impl Fn(&(String, String)) -> bool) {
         self.written_over
             .lock()
             .expect("never poisoned")
-            .remove(&key);
-        self.applied.lock().expect("never poisoned").remove(&key);
+            .retain(|key, _| keep(key));
+        self.applied
+            .lock()
+            .expect("never poisoned")
+            .retain(|key, _| keep(key));
     }
 
     /// Whether `canary` is the version this operator has already written over: a change it
@@ -482,7 +479,7 @@ impl Tick<'_> {
                 .await
             {
                 if let Err(error) = run.result {
-                    self.ctx.log("warn", &canary_id(canary), &error.to_string());
+                    log("warn", &canary_id(canary), &error.to_string());
                 }
             }
             return Ok(());
@@ -700,6 +697,9 @@ async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue, Error> {
     let namespace = canary.namespace().unwrap_or_default();
     let target_name = &canary.spec.target_ref.name;
     let canaries: Api<Canary> = Api::namespaced(ctx.client.clone(), &namespace);
+    let mut canary_json = serde_json::to_value(canary)?;
+    canary_json["apiVersion"] = json!("serin.dev/v1beta1");
+    let apex = Names::of(&canary_json).apex;
     let phase = canary.status.as_ref().and_then(|s| s.phase);
     if phase != Some(Phase::Terminating) {
         let written = canaries
@@ -735,16 +735,18 @@ async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue, Error> {
                 )
                 .await?;
         }
-        let mut canary_json = serde_json::to_value(canary)?;
-        canary_json["apiVersion"] = json!("serin.dev/v1beta1");
         let labels: Vec<&str> = ctx.selector_labels.iter().map(String::as_str).collect();
         let target_json = serde_json::to_value(&target)?;
         if let Ok((key, value)) = selector_label(&target_json, &labels) {
-            // The apex Service goes with the Canary; until then it selects the target's pods.
-            let apex = Names::of(&canary_json).apex;
+            // The apex Service goes with the Canary (or, adopted, stays); until then it selects
+            // the target's pods.
             let services: Api<k8s_openapi::api::core::v1::Service> =
                 Api::namespaced(ctx.client.clone(), &namespace);
-            if services.get_opt(&apex).await?.is_some() {
+            if shared
+                .caches
+                .routing_object("Service", &namespace, &apex)
+                .is_some()
+            {
                 services
                     .patch(
                         &apex,
@@ -755,7 +757,7 @@ async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue, Error> {
             }
         }
     }
-    restore_virtual_service(canary, shared).await?;
+    restore_virtual_service(canary, shared, &apex).await?;
     let finalizers: Vec<String> = canary
         .finalizers()
         .iter()
@@ -769,7 +771,8 @@ async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue, Error> {
             &Patch::Merge(json!({"metadata": {"finalizers": finalizers}})),
         )
         .await?;
-    shared.forget(canary);
+    let gone = Shared::canary_key(canary);
+    shared.forget_unless(|key| *key != gone);
     record(
         ctx,
         canary,
@@ -780,14 +783,15 @@ async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue, Error> {
     Ok(Requeue::await_change())
 }
 
-/// Gives a VirtualService the Canary adopted (one it does not own) its original spec back; one
-/// the Canary owns goes with it.
-async fn restore_virtual_service(canary: &Canary, shared: &Shared) -> Result<(), Error> {
+/// Gives the VirtualService `name` its original spec back when the Canary adopted it (does not
+/// own it); one the Canary owns goes with it.
+async fn restore_virtual_service(
+    canary: &Canary,
+    shared: &Shared,
+    name: &str,
+) -> Result<(), Error> {
     let namespace = canary.namespace().unwrap_or_default();
-    let mut canary_json = serde_json::to_value(canary)?;
-    canary_json["apiVersion"] = json!("serin.dev/v1beta1");
-    let name = Names::of(&canary_json).apex;
-    let Some(cached) = shared.caches.virtual_service(&namespace, &name) else {
+    let Some(cached) = shared.caches.virtual_service(&namespace, name) else {
         return Ok(());
     };
     let current = serde_json::to_value(&*cached)?;
@@ -796,10 +800,12 @@ async fn restore_virtual_service(canary: &Canary, shared: &Shared) -> Result<(),
         return Ok(());
     }
     let Some(spec) = original_spec(&current) else {
-        shared.ctx.log(
+        log(
             "warn",
             &canary_id(canary),
-            &format!("VirtualService {name}.{namespace}: original configuration not found, unable to revert"),
+            &format!(
+                "VirtualService {name}.{namespace}: original configuration not found, unable to revert"
+            ),
         );
         return Ok(());
     };
@@ -810,8 +816,7 @@ async fn restore_virtual_service(canary: &Canary, shared: &Shared) -> Result<(),
     }
     let api: Api<DynamicObject> =
         Api::namespaced_with(shared.ctx.client.clone(), &namespace, &virtual_services());
-    api.replace(&name, &PostParams::default(), &restored)
-        .await?;
+    api.replace(name, &PostParams::default(), &restored).await?;
     Ok(())
 }
 
@@ -820,7 +825,7 @@ async fn restore_virtual_service(canary: &Canary, shared: &Shared) -> Result<(),
 async fn report_failure(canary: &Canary, shared: &Shared, error: &Error) {
     let ctx = &shared.ctx;
     let message = format!("reconcile failed, retrying: {error}");
-    ctx.log("error", &canary_id(canary), &message);
+    log("error", &canary_id(canary), &message);
     if canary.status.as_ref().and_then(|s| s.message.as_deref()) == Some(message.as_str()) {
         return;
     }
@@ -1004,7 +1009,7 @@ async fn record_plan(canary: &Arc<Canary>, shared: &Shared, plan: &Plan, started
                 .await
             {
                 if let Err(error) = run.result {
-                    ctx.log("warn", &id, &format!("event webhook: {error}"));
+                    log("warn", &id, &format!("event webhook: {error}"));
                 }
             }
         }
@@ -1024,7 +1029,7 @@ async fn send_alert(ctx: &Context, caches: &Caches, canary: &Canary, alert: &ser
         let reference = &recipient.provider_ref;
         let provider_namespace = reference.namespace.as_deref().unwrap_or(&namespace);
         let Some(provider) = caches.alert_provider(provider_namespace, &reference.name) else {
-            ctx.log(
+            log(
                 "error",
                 &id,
                 &format!(
@@ -1050,7 +1055,7 @@ async fn send_alert(ctx: &Context, caches: &Caches, canary: &Canary, alert: &ser
             Err(error) => Err(error),
         };
         if let Err(error) = sent {
-            ctx.log("error", &id, &format!("alert {}: {error}", recipient.name));
+            log("error", &id, &format!("alert {}: {error}", recipient.name));
         }
     }
 }
@@ -1063,7 +1068,7 @@ async fn record(ctx: &Context, canary: &Canary, type_: EventType, message: &str)
         EventType::Normal => ("Normal", "info"),
         EventType::Warning => ("Warning", "warn"),
     };
-    ctx.log(level, &canary_id(canary), message);
+    log(level, &canary_id(canary), message);
     let namespace = canary.namespace().unwrap_or_else(|| "default".into());
     let now = now().to_string();
     let object = serde_json::from_value::<k8s_openapi::api::core::v1::Event>(json!({
@@ -1087,7 +1092,7 @@ async fn record(ctx: &Context, canary: &Canary, type_: EventType, message: &str)
         Err(error) => Err(error.to_string()),
     };
     if let Err(error) = written {
-        ctx.log(
+        log(
             "error",
             &canary_id(canary),
             &format!("writing event: {error}"),
@@ -1185,16 +1190,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
             }
             totals_shared.ctx.metrics.set_totals(&totals);
             // Canaries deleted without a finalizer leave nothing else to clean.
-            totals_shared
-                .written_over
-                .lock()
-                .expect("never poisoned")
-                .retain(|key, _| present.contains(key));
-            totals_shared
-                .applied
-                .lock()
-                .expect("never poisoned")
-                .retain(|key, _| present.contains(key));
+            totals_shared.forget_unless(|key| present.contains(key));
             tokio::time::sleep(Duration::from_secs(10)).await;
         }
     });
