@@ -714,6 +714,7 @@ async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue, Error> {
             ctx,
             canary,
             EventType::Normal,
+            serin_core::plan::reason::TERMINATING,
             &format!("Terminating canary {}", canary_id(canary)),
         )
         .await;
@@ -777,6 +778,7 @@ async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue, Error> {
         ctx,
         canary,
         EventType::Normal,
+        serin_core::plan::reason::TERMINATED,
         &format!("Terminated canary {}", canary_id(canary)),
     )
     .await;
@@ -841,7 +843,14 @@ async fn report_failure(canary: &Canary, shared: &Shared, error: &Error) {
     {
         shared.wrote(canary, &written);
     }
-    record(ctx, canary, EventType::Warning, &message).await;
+    record(
+        ctx,
+        canary,
+        EventType::Warning,
+        serin_core::plan::reason::RECONCILE_FAILED,
+        &message,
+    )
+    .await;
 }
 
 /// One tick: observe, decide, act, record.
@@ -987,7 +996,7 @@ async fn record_plan(canary: &Arc<Canary>, shared: &Shared, plan: &Plan, started
         );
     }
     for event in &plan.events {
-        record(ctx, canary, event.type_, &event.message).await;
+        record(ctx, canary, event.type_, event.reason, &event.message).await;
     }
     if plan.events.is_empty() && plan.alerts.is_empty() {
         return;
@@ -1062,8 +1071,9 @@ async fn send_alert(ctx: &Context, caches: &Caches, canary: &Canary, alert: &ser
 
 /// Writes a core/v1 Event about `canary` (one per message, as Flagger's recorder does, so
 /// `kubectl describe canary` lists every step) and logs it. An event that cannot be written is
-/// logged and does not stop the release.
-async fn record(ctx: &Context, canary: &Canary, type_: EventType, message: &str) {
+/// logged and does not stop the release. `reason` says what happened (see
+/// `serin_core::plan::reason`).
+async fn record(ctx: &Context, canary: &Canary, type_: EventType, reason: &str, message: &str) {
     let (kind, level) = match type_ {
         EventType::Normal => ("Normal", "info"),
         EventType::Warning => ("Warning", "warn"),
@@ -1077,7 +1087,7 @@ async fn record(ctx: &Context, canary: &Canary, type_: EventType, message: &str)
         "involvedObject": {"apiVersion": "serin.dev/v1beta1", "kind": "Canary",
                            "name": canary.name_any(), "namespace": namespace,
                            "uid": canary.uid(), "resourceVersion": canary.resource_version()},
-        "reason": "Synced", "message": message, "type": kind,
+        "reason": reason, "message": message, "type": kind,
         "source": {"component": "serin"}, "reportingComponent": "serin",
         "firstTimestamp": now, "lastTimestamp": now, "count": 1,
     }));

@@ -4,7 +4,7 @@ use crate::condition::set_promoted;
 use crate::metrics::judge;
 use crate::plan::{
     Action, Alert, Check, Decision, Event, EventType, MetricReading, Observation, Outcome, Plan,
-    Routes, Severity,
+    Routes, Severity, reason,
 };
 use crate::readiness::{Readiness, deployment_readiness};
 use crate::replicas::{
@@ -146,18 +146,20 @@ impl<'a> Tick<'a> {
 
     // ----- bookkeeping helpers -------------------------------------------------------------------
 
-    fn normal(&mut self, message: impl Into<String>) {
+    /// Records a Normal event; `reason` is one of [`crate::plan::reason`].
+    fn normal(&mut self, reason: &'static str, message: impl Into<String>) {
         self.events.push(Event {
             type_: EventType::Normal,
-            reason: "Synced",
+            reason,
             message: message.into(),
         });
     }
 
-    fn warning(&mut self, message: impl Into<String>) {
+    /// Records a Warning event; `reason` is one of [`crate::plan::reason`].
+    fn warning(&mut self, reason: &'static str, message: impl Into<String>) {
         self.events.push(Event {
             type_: EventType::Warning,
-            reason: "Synced",
+            reason,
             message: message.into(),
         });
     }
@@ -391,19 +393,19 @@ impl<'a> Tick<'a> {
             let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
             return self.block(
                 EventType::Warning,
-                "InvalidSpec",
+                reason::INVALID_SPEC,
                 format!("invalid spec: {}", list.join("; ")),
             );
         }
         if self.canary.spec.is_suspended() {
             return self.block(
                 EventType::Normal,
-                "Synced",
+                reason::SUSPENDED,
                 "skipping canary run as object is suspended".into(),
             );
         }
         if let Some(problem) = &self.obs.blocked {
-            return self.block(EventType::Warning, "Blocked", problem.clone());
+            return self.block(EventType::Warning, reason::BLOCKED, problem.clone());
         }
         let Some(template) = self
             .obs
@@ -414,7 +416,7 @@ impl<'a> Tick<'a> {
         else {
             return self.block(
                 EventType::Warning,
-                "TargetNotFound",
+                reason::TARGET_NOT_FOUND,
                 format!(
                     "Deployment {} not found: create it, or set spec.targetRef.name to an existing Deployment",
                     self.target_id
@@ -424,7 +426,11 @@ impl<'a> Tick<'a> {
         self.configs = match &self.obs.configs {
             Ok(configs) => configs.clone(),
             Err(problem) => {
-                return self.block(EventType::Warning, "ConfigNotFound", problem.clone());
+                return self.block(
+                    EventType::Warning,
+                    reason::CONFIG_NOT_FOUND,
+                    problem.clone(),
+                );
             }
         };
         self.hash = pod_template_hash(template);
@@ -452,7 +458,10 @@ impl<'a> Tick<'a> {
             match self.primary_readiness(threshold) {
                 Readiness::Ready => {}
                 Readiness::Waiting(reason) | Readiness::Stalled(reason) => {
-                    self.warning(format!("{} not ready: {reason}", self.primary_id));
+                    self.warning(
+                        reason::INITIALIZING,
+                        format!("{} not ready: {reason}", self.primary_id),
+                    );
                     return Err(Halt::Done);
                 }
             }
@@ -461,7 +470,10 @@ impl<'a> Tick<'a> {
         self.actions.push(Action::ScaleTarget(0));
         self.sync(Phase::Initialized, 0);
         self.requeue = None;
-        self.normal(format!("Initialization done! {}", self.canary_id));
+        self.normal(
+            reason::INITIALIZED,
+            format!("Initialization done! {}", self.canary_id),
+        );
         let kind = self.kind().to_string();
         self.alert(
             Severity::Info,
@@ -490,7 +502,10 @@ impl<'a> Tick<'a> {
         if failed && self.pending.retry.is_some() {
             self.handled(Request::Retry);
             retry = true;
-            self.normal(format!("Retrying the release of {}", self.target_id));
+            self.normal(
+                reason::REQUEST_HANDLED,
+                format!("Retrying the release of {}", self.target_id),
+            );
         }
         let changed = self.spec_changed() || self.configs_changed();
         if self.pending.promote_full.is_some() {
@@ -506,10 +521,13 @@ impl<'a> Tick<'a> {
                 ));
                 return self.promote_now();
             }
-            self.normal(format!(
-                "Nothing to promote: {} already runs the target's revision",
-                self.primary_id
-            ));
+            self.normal(
+                reason::REQUEST_HANDLED,
+                format!(
+                    "Nothing to promote: {} already runs the target's revision",
+                    self.primary_id
+                ),
+            );
         }
         if !(changed || retry) {
             let back_on_promoted = self.old.last_promoted_spec.as_deref() == Some(&self.hash)
@@ -542,10 +560,13 @@ impl<'a> Tick<'a> {
             Some(left) => self.requeue = Some(left),
             None => {
                 self.actions.push(Action::ScaleTarget(0));
-                self.normal(format!(
-                    "Scaling down {} after the abort scale-down delay of {delay}s",
-                    self.target_id
-                ));
+                self.normal(
+                    reason::ROLLED_BACK,
+                    format!(
+                        "Scaling down {} after the abort scale-down delay of {delay}s",
+                        self.target_id
+                    ),
+                );
             }
         }
     }
@@ -556,14 +577,20 @@ impl<'a> Tick<'a> {
         let phase = self.phase().unwrap_or(Phase::Initialized);
         for hook in self.hooks(HookType::ConfirmRollout) {
             match self.hook(&hook, phase)? {
-                Ok(()) => self.normal(format!("Confirm-rollout check {} passed", hook.name)),
+                Ok(()) => self.normal(
+                    reason::PROGRESSING,
+                    format!("Confirm-rollout check {} passed", hook.name),
+                ),
                 Err(_) => {
                     if phase != Phase::Waiting {
                         self.set_phase(Phase::Waiting);
-                        self.warning(format!(
-                            "Halt {} advancement waiting for approval {}",
-                            self.canary_id, hook.name
-                        ));
+                        self.warning(
+                            reason::WAITING,
+                            format!(
+                                "Halt {} advancement waiting for approval {}",
+                                self.canary_id, hook.name
+                            ),
+                        );
                         if !hook.mute_alert.unwrap_or(false) {
                             self.alert(Severity::Warn, "Canary is waiting for approval.", false);
                         }
@@ -572,10 +599,10 @@ impl<'a> Tick<'a> {
                 }
             }
         }
-        self.normal(format!(
-            "New revision detected! Scaling up {}",
-            self.target_id
-        ));
+        self.normal(
+            reason::NEW_REVISION,
+            format!("New revision detected! Scaling up {}", self.target_id),
+        );
         self.alert(
             Severity::Info,
             "New revision detected, progressing canary analysis.",
@@ -606,7 +633,7 @@ impl<'a> Tick<'a> {
         if self.pending.abort.is_some() {
             if matches!(phase, Phase::Promoting | Phase::Finalising) {
                 self.handled(Request::Abort);
-                self.warning(format!(
+                self.warning(reason::REQUEST_HANDLED, format!(
                     "Abort refused: the promotion of {} has started; roll the target back to the previous version instead",
                     self.target_id
                 ));
@@ -617,14 +644,20 @@ impl<'a> Tick<'a> {
         if self.pending.promote_full.is_some() {
             self.handled(Request::PromoteFull);
             if matches!(phase, Phase::Promoting | Phase::Finalising) {
-                self.normal(format!("{} is already being promoted", self.canary_id));
+                self.normal(
+                    reason::REQUEST_HANDLED,
+                    format!("{} is already being promoted", self.canary_id),
+                );
             } else {
                 self.status.last_applied_spec = Some(self.hash.clone());
                 self.status.tracked_configs = Some(self.configs.clone());
-                self.normal(format!(
-                    "Full promotion requested: skipping the remaining analysis of {}",
-                    self.target_id
-                ));
+                self.normal(
+                    reason::REQUEST_HANDLED,
+                    format!(
+                        "Full promotion requested: skipping the remaining analysis of {}",
+                        self.target_id
+                    ),
+                );
                 return self.promote_now();
             }
         }
@@ -650,7 +683,10 @@ impl<'a> Tick<'a> {
             match self.primary_readiness(self.analysis.primary_ready_threshold()) {
                 Readiness::Ready => {}
                 Readiness::Waiting(reason) => {
-                    self.warning(format!("{} not ready: {reason}", self.primary_id));
+                    self.warning(
+                        reason::WAITING,
+                        format!("{} not ready: {reason}", self.primary_id),
+                    );
                     return Err(Halt::Done);
                 }
                 Readiness::Stalled(reason) => {
@@ -663,10 +699,13 @@ impl<'a> Tick<'a> {
             }
         }
         let Some(routes) = self.obs.routes else {
-            self.warning(format!(
-                "Routing objects of {} not found; they are re-created this tick",
-                self.canary_id
-            ));
+            self.warning(
+                reason::WAITING,
+                format!(
+                    "Routing objects of {} not found; they are re-created this tick",
+                    self.canary_id
+                ),
+            );
             return Err(Halt::Done);
         };
         match deployment_readiness(
@@ -677,10 +716,10 @@ impl<'a> Tick<'a> {
         ) {
             Readiness::Ready => {}
             Readiness::Waiting(reason) => {
-                self.warning(format!(
-                    "canary deployment {} not ready: {reason}",
-                    self.target_id
-                ));
+                self.warning(
+                    reason::WAITING,
+                    format!("canary deployment {} not ready: {reason}", self.target_id),
+                );
                 return Err(Halt::Done);
             }
             Readiness::Stalled(reason) => return self.rollback(RollbackCause::Deadline(reason)),
@@ -692,13 +731,16 @@ impl<'a> Tick<'a> {
             for hook in self.hooks(HookType::Rollback) {
                 match self.hook(&hook, phase)? {
                     Ok(()) => {
-                        self.warning(format!("Rollback check {} passed", hook.name));
+                        self.warning(
+                            reason::ROLLED_BACK,
+                            format!("Rollback check {} passed", hook.name),
+                        );
                         return self.rollback(RollbackCause::Webhook);
                     }
-                    Err(_) => self.normal(format!(
-                        "Rollback hook {} not signaling a rollback",
-                        hook.name
-                    )),
+                    Err(_) => self.normal(
+                        reason::PROGRESSING,
+                        format!("Rollback hook {} not signaling a rollback", hook.name),
+                    ),
                 }
             }
         }
@@ -726,15 +768,24 @@ impl<'a> Tick<'a> {
             }
         };
         if first_tick {
-            self.normal(format!("Starting canary analysis for {}", self.target_id));
+            self.normal(
+                reason::PROGRESSING,
+                format!("Starting canary analysis for {}", self.target_id),
+            );
             for hook in self.hooks(HookType::PreRollout) {
                 match self.hook(&hook, Phase::Progressing)? {
-                    Ok(()) => self.normal(format!("Pre-rollout check {} passed", hook.name)),
+                    Ok(()) => self.normal(
+                        reason::PROGRESSING,
+                        format!("Pre-rollout check {} passed", hook.name),
+                    ),
                     Err(err) => {
-                        self.warning(format!(
-                            "Halt {} advancement pre-rollout check {} failed {err}",
-                            self.canary_id, hook.name
-                        ));
+                        self.warning(
+                            reason::CHECK_FAILED,
+                            format!(
+                                "Halt {} advancement pre-rollout check {} failed {err}",
+                                self.canary_id, hook.name
+                            ),
+                        );
                         self.status.failed_checks += 1;
                         return Err(Halt::Done);
                     }
@@ -757,10 +808,13 @@ impl<'a> Tick<'a> {
     fn analyse(&mut self) -> Step {
         for hook in self.hooks(HookType::Rollout) {
             if let Err(err) = self.hook(&hook, Phase::Progressing)? {
-                self.warning(format!(
-                    "Halt {} advancement external check {} failed {err}",
-                    self.canary_id, hook.name
-                ));
+                self.warning(
+                    reason::CHECK_FAILED,
+                    format!(
+                        "Halt {} advancement external check {} failed {err}",
+                        self.canary_id, hook.name
+                    ),
+                );
                 self.status.failed_checks += 1;
                 return Err(Halt::Done);
             }
@@ -782,7 +836,7 @@ impl<'a> Tick<'a> {
             };
             self.status.record_metric_check(record);
             if !judgement.passed {
-                self.warning(judgement.message);
+                self.warning(reason::CHECK_FAILED, judgement.message);
                 self.status.failed_checks += 1;
                 return Err(Halt::Done);
             }
@@ -794,15 +848,18 @@ impl<'a> Tick<'a> {
     fn traffic_increase_approved(&mut self) -> Result<bool, Halt> {
         for hook in self.hooks(HookType::ConfirmTrafficIncrease) {
             match self.hook(&hook, Phase::Progressing)? {
-                Ok(()) => self.normal(format!(
-                    "Confirm-traffic-increase check {} passed",
-                    hook.name
-                )),
+                Ok(()) => self.normal(
+                    reason::PROGRESSING,
+                    format!("Confirm-traffic-increase check {} passed", hook.name),
+                ),
                 Err(_) => {
-                    self.warning(format!(
-                        "Halt {} advancement waiting for traffic increase approval {}",
-                        self.canary_id, hook.name
-                    ));
+                    self.warning(
+                        reason::WAITING,
+                        format!(
+                            "Halt {} advancement waiting for traffic increase approval {}",
+                            self.canary_id, hook.name
+                        ),
+                    );
                     if !hook.mute_alert.unwrap_or(false) {
                         self.alert(
                             Severity::Warn,
@@ -821,14 +878,20 @@ impl<'a> Tick<'a> {
     fn promotion_approved(&mut self) -> Result<bool, Halt> {
         for hook in self.hooks(HookType::ConfirmPromotion) {
             match self.hook(&hook, Phase::Progressing)? {
-                Ok(()) => self.normal(format!("Confirm-promotion check {} passed", hook.name)),
+                Ok(()) => self.normal(
+                    reason::PROGRESSING,
+                    format!("Confirm-promotion check {} passed", hook.name),
+                ),
                 Err(_) => {
                     if self.phase() != Some(Phase::WaitingPromotion) {
                         self.set_phase(Phase::WaitingPromotion);
-                        self.warning(format!(
-                            "Halt {} advancement waiting for promotion approval {}",
-                            self.canary_id, hook.name
-                        ));
+                        self.warning(
+                            reason::WAITING,
+                            format!(
+                                "Halt {} advancement waiting for promotion approval {}",
+                                self.canary_id, hook.name
+                            ),
+                        );
                         if !hook.mute_alert.unwrap_or(false) {
                             self.alert(
                                 Severity::Warn,
@@ -855,10 +918,13 @@ impl<'a> Tick<'a> {
     /// `Copying ... template spec`: the primary takes the target's template (and, without an
     /// autoscaler, the release's full replica count).
     fn copy_template_to_primary(&mut self) {
-        self.normal(format!(
-            "Copying {} template spec to {}",
-            self.target_id, self.primary_id
-        ));
+        self.normal(
+            reason::PROMOTING,
+            format!(
+                "Copying {} template spec to {}",
+                self.target_id, self.primary_id
+            ),
+        );
         let replicas = if self.canary.spec.autoscaler_ref.is_some() {
             None
         } else {
@@ -917,14 +983,20 @@ impl<'a> Tick<'a> {
         if self.analysis.mirror() && current == 0 && !routes.mirrored {
             self.set_routes(100, 0, true);
             self.status.canary_weight = 0;
-            self.normal(format!("Advance {} canary weight 0", self.canary_id));
+            self.normal(
+                reason::PROGRESSING,
+                format!("Advance {} canary weight 0", self.canary_id),
+            );
             return Err(Halt::Done);
         }
         let canary = (current + step).min(100);
         let primary = (routes.primary - step).max(0);
         self.set_routes(primary, canary, false);
         self.status.canary_weight = canary;
-        self.normal(format!("Advance {} canary weight {canary}", self.canary_id));
+        self.normal(
+            reason::PROGRESSING,
+            format!("Advance {} canary weight {canary}", self.canary_id),
+        );
         self.scale_primary_with_traffic(routes, canary);
         Err(Halt::Done)
     }
@@ -1006,17 +1078,17 @@ impl<'a> Tick<'a> {
                     index + 1
                 ),
             };
-            self.normal(message);
+            self.normal(reason::WAITING, message);
         }
     }
 
     fn step_completed(&mut self, index: usize) {
         let total = self.analysis.steps().len();
         let description = self.describe_step(index);
-        self.normal(format!(
-            "Step {}/{total} completed ({description})",
-            index + 1
-        ));
+        self.normal(
+            reason::PROGRESSING,
+            format!("Step {}/{total} completed ({description})", index + 1),
+        );
     }
 
     fn run_steps(&mut self, routes: Routes, first_tick: bool) -> Step {
@@ -1044,10 +1116,10 @@ impl<'a> Tick<'a> {
                 }
                 self.set_routes(100 - target_weight, target_weight, false);
                 self.status.canary_weight = target_weight;
-                self.normal(format!(
-                    "Advance {} canary weight {target_weight}",
-                    self.canary_id
-                ));
+                self.normal(
+                    reason::PROGRESSING,
+                    format!("Advance {} canary weight {target_weight}", self.canary_id),
+                );
                 self.scale_primary_with_traffic(routes, target_weight);
                 weight = target_weight;
                 self.step_completed(index);
@@ -1077,11 +1149,14 @@ impl<'a> Tick<'a> {
                 }
                 if promoted {
                     self.handled(Request::Promote);
-                    self.normal(format!(
-                        "Promoted: {} leaves the pause at step {}/{total}",
-                        self.canary_id,
-                        index + 1
-                    ));
+                    self.normal(
+                        reason::REQUEST_HANDLED,
+                        format!(
+                            "Promoted: {} leaves the pause at step {}/{total}",
+                            self.canary_id,
+                            index + 1
+                        ),
+                    );
                 }
                 self.step_completed(index);
                 index += 1;
@@ -1101,10 +1176,13 @@ impl<'a> Tick<'a> {
         if self.old.iterations < total {
             self.set_routes(0, 100, false);
             self.status.iterations = self.old.iterations + 1;
-            self.normal(format!(
-                "Advance {} canary iteration {}/{total}",
-                self.canary_id, self.status.iterations
-            ));
+            self.normal(
+                reason::PROGRESSING,
+                format!(
+                    "Advance {} canary iteration {}/{total}",
+                    self.canary_id, self.status.iterations
+                ),
+            );
             return Err(Halt::Done);
         }
         self.promote_when_approved()
@@ -1118,11 +1196,14 @@ impl<'a> Tick<'a> {
                 self.set_routes(100, 0, true);
             }
             self.status.iterations = done + 1;
-            self.normal(format!(
-                "Advance {} canary iteration {}/{total}",
-                self.canary_id,
-                done + 1
-            ));
+            self.normal(
+                reason::PROGRESSING,
+                format!(
+                    "Advance {} canary iteration {}/{total}",
+                    self.canary_id,
+                    done + 1
+                ),
+            );
             if done + 1 == total {
                 self.status.step_start_time = Some(self.now_time());
             }
@@ -1140,16 +1221,22 @@ impl<'a> Tick<'a> {
         let full = self.full_replicas();
         if self.target_replicas().unwrap_or(0) < full {
             self.actions.push(Action::ScaleTarget(full));
-            self.normal(format!(
-                "Scaling {} to {full} replicas before routing traffic to it",
-                self.target_id
-            ));
+            self.normal(
+                reason::WAITING,
+                format!(
+                    "Scaling {} to {full} replicas before routing traffic to it",
+                    self.target_id
+                ),
+            );
             return Err(Halt::Done);
         }
         if routes.mirrored {
-            self.normal("Stop traffic mirroring and route all traffic to canary");
+            self.normal(
+                reason::PROMOTING,
+                "Stop traffic mirroring and route all traffic to canary",
+            );
         } else {
-            self.normal("Routing all traffic to canary");
+            self.normal(reason::PROMOTING, "Routing all traffic to canary");
         }
         self.set_routes(0, 100, false);
         self.status.iterations = total + 1;
@@ -1172,14 +1259,17 @@ impl<'a> Tick<'a> {
         }
         if self.pending.promote.is_some() {
             self.handled(Request::Promote);
-            self.normal(format!("Promotion of {} approved manually", self.canary_id));
+            self.normal(
+                reason::REQUEST_HANDLED,
+                format!("Promotion of {} approved manually", self.canary_id),
+            );
             return true;
         }
         if !self.analysis.auto_promotion_enabled() {
             if self.phase() != Some(Phase::WaitingPromotion) {
                 self.set_phase(Phase::WaitingPromotion);
                 self.status.step_start_time = wait_started;
-                self.normal(format!(
+                self.normal(reason::WAITING, format!(
                     "Halt {} advancement waiting for a manual promote: annotate the Canary with {PROMOTE_ANNOTATION}=<new value>",
                     self.canary_id
                 ));
@@ -1199,7 +1289,7 @@ impl<'a> Tick<'a> {
     fn shift_traffic_to_primary(&mut self, routes: Routes) -> Step {
         let step = self.analysis.step_weight_promotion.unwrap_or(0);
         if step <= 0 || routes.canary <= 0 {
-            self.normal("Routing all traffic to primary");
+            self.normal(reason::PROMOTING, "Routing all traffic to primary");
             self.set_routes(100, 0, false);
             self.set_phase(Phase::Finalising);
             return Err(Halt::Done);
@@ -1207,10 +1297,10 @@ impl<'a> Tick<'a> {
         let primary = (routes.primary + step).min(100);
         let canary = (routes.canary - step).max(0);
         self.set_routes(primary, canary, false);
-        self.normal(format!(
-            "Advance {} primary weight {primary}",
-            self.canary_id
-        ));
+        self.normal(
+            reason::PROMOTING,
+            format!("Advance {} primary weight {primary}", self.canary_id),
+        );
         if primary >= 100 {
             self.set_phase(Phase::Finalising);
         } else {
@@ -1233,10 +1323,10 @@ impl<'a> Tick<'a> {
             hook_type: HookType::PostRollout,
             phase: Phase::Succeeded,
         });
-        self.normal(format!(
-            "Promotion completed! Scaling down {}",
-            self.target_id
-        ));
+        self.normal(
+            reason::PROMOTED,
+            format!("Promotion completed! Scaling down {}", self.target_id),
+        );
         self.alert(
             Severity::Info,
             "Canary analysis completed successfully, promotion finished.",
@@ -1258,10 +1348,13 @@ impl<'a> Tick<'a> {
             hook_type: HookType::PostRollout,
             phase: Phase::Succeeded,
         });
-        self.normal(format!(
-            "Promotion completed! Canary analysis was skipped for {}",
-            self.target_id
-        ));
+        self.normal(
+            reason::SKIPPED,
+            format!(
+                "Promotion completed! Canary analysis was skipped for {}",
+                self.target_id
+            ),
+        );
         self.alert(
             Severity::Info,
             "Canary analysis was skipped, promotion finished.",
@@ -1273,10 +1366,13 @@ impl<'a> Tick<'a> {
 
     /// A new revision arrived mid-analysis: start over with all traffic on the primary.
     fn restart(&mut self) -> Step {
-        self.normal(format!(
-            "New revision detected! Restarting analysis for {}",
-            self.target_id
-        ));
+        self.normal(
+            reason::NEW_REVISION,
+            format!(
+                "New revision detected! Restarting analysis for {}",
+                self.target_id
+            ),
+        );
         self.set_routes(100, 0, false);
         self.sync(Phase::Progressing, 0);
         Err(Halt::Done)
@@ -1284,7 +1380,7 @@ impl<'a> Tick<'a> {
 
     /// The target went back to the promoted revision mid-analysis: nothing is left to release.
     fn abandon_for_promoted(&mut self) -> Step {
-        self.normal(format!(
+        self.normal(reason::NEW_REVISION, format!(
             "Target {} is back on the promoted revision: stopping the analysis and routing all traffic to primary",
             self.target_id
         ));
@@ -1299,10 +1395,13 @@ impl<'a> Tick<'a> {
     fn rollback(&mut self, cause: RollbackCause) -> Step {
         match &cause {
             RollbackCause::Threshold(n) => {
-                self.warning(format!(
-                    "Rolling back {} failed checks threshold reached {n}",
-                    self.canary_id
-                ));
+                self.warning(
+                    reason::ROLLED_BACK,
+                    format!(
+                        "Rolling back {} failed checks threshold reached {n}",
+                        self.canary_id
+                    ),
+                );
                 self.alert(
                     Severity::Error,
                     format!("Failed checks threshold reached {n}"),
@@ -1310,17 +1409,20 @@ impl<'a> Tick<'a> {
                 );
             }
             RollbackCause::Webhook => {
-                self.warning(format!(
-                    "Rolling back {} manual webhook invoked",
-                    self.canary_id
-                ));
+                self.warning(
+                    reason::ROLLED_BACK,
+                    format!("Rolling back {} manual webhook invoked", self.canary_id),
+                );
                 self.alert(Severity::Warn, "Rolling back manual webhook invoked", false);
             }
             RollbackCause::Deadline(err) => {
-                self.warning(format!(
-                    "Rolling back {} progress deadline exceeded {err}",
-                    self.canary_id
-                ));
+                self.warning(
+                    reason::ROLLED_BACK,
+                    format!(
+                        "Rolling back {} progress deadline exceeded {err}",
+                        self.canary_id
+                    ),
+                );
                 self.alert(
                     Severity::Error,
                     format!("Progress deadline exceeded {err}"),
@@ -1328,14 +1430,20 @@ impl<'a> Tick<'a> {
                 );
             }
             RollbackCause::PrimaryStalled(err) => {
-                self.warning(format!(
-                    "Rolling back {}: {} not ready: {err}",
-                    self.canary_id, self.primary_id
-                ));
+                self.warning(
+                    reason::ROLLED_BACK,
+                    format!(
+                        "Rolling back {}: {} not ready: {err}",
+                        self.canary_id, self.primary_id
+                    ),
+                );
                 self.alert(Severity::Error, format!("Primary not ready: {err}"), false);
             }
             RollbackCause::Aborted => {
-                self.warning(format!("Rolling back {} aborted by user", self.canary_id));
+                self.warning(
+                    reason::ROLLED_BACK,
+                    format!("Rolling back {} aborted by user", self.canary_id),
+                );
                 self.alert(Severity::Error, "Canary aborted by user", false);
             }
         }
@@ -1343,7 +1451,10 @@ impl<'a> Tick<'a> {
             return Err(Halt::Done);
         }
         self.set_routes(100, 0, false);
-        self.warning(format!("Canary failed! Scaling down {}", self.canary_id));
+        self.warning(
+            reason::ROLLED_BACK,
+            format!("Canary failed! Scaling down {}", self.canary_id),
+        );
         let delay = self.analysis.abort_scale_down_delay_seconds;
         if delay.is_none() {
             self.actions.push(Action::ScaleTarget(0));
@@ -1401,7 +1512,7 @@ impl<'a> Tick<'a> {
         }
         self.set_routes(100 - weight, weight, false);
         self.status.canary_weight = weight;
-        self.normal(format!(
+        self.normal(reason::ROLLED_BACK, format!(
             "Rolling back {}: {} has {primary_available} of {full} replicas available, canary weight lowered to {weight}",
             self.canary_id, self.primary_id
         ));
@@ -1409,10 +1520,13 @@ impl<'a> Tick<'a> {
     }
 
     fn failed_promotion(&mut self, err: String) -> Step {
-        self.warning(format!(
-            "Promotion of {} failed, primary not ready: {err}",
-            self.target_id
-        ));
+        self.warning(
+            reason::PROMOTION_FAILED,
+            format!(
+                "Promotion of {} failed, primary not ready: {err}",
+                self.target_id
+            ),
+        );
         self.alert(
             Severity::Error,
             format!("Promotion failed, primary not ready: {err}"),
@@ -1459,7 +1573,7 @@ impl<'a> Tick<'a> {
         for (request, pending, message) in ignored {
             if pending {
                 self.handled(request);
-                self.normal(message);
+                self.normal(reason::REQUEST_HANDLED, message);
             }
         }
     }

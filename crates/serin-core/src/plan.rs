@@ -131,12 +131,87 @@ pub enum EventType {
     Warning,
 }
 
+/// The reasons of the events Serin records, one per kind of thing that happened, so that for
+/// example `kubectl get events --field-selector reason=RolledBack` lists every rollback. The
+/// messages keep Flagger's texts; only the reason (Flagger's is always `Synced`) says more.
+pub mod reason {
+    /// The Canary's spec failed validation; the message lists every problem and its fix.
+    pub const INVALID_SPEC: &str = "InvalidSpec";
+    /// The target Deployment does not exist.
+    pub const TARGET_NOT_FOUND: &str = "TargetNotFound";
+    /// A ConfigMap or Secret the target uses could not be read.
+    pub const CONFIG_NOT_FOUND: &str = "ConfigNotFound";
+    /// The controller met a problem while observing the canary (for example an unusable selector).
+    pub const BLOCKED: &str = "Blocked";
+    /// The canary is suspended (`spec.suspend`), so nothing is done until it is resumed.
+    pub const SUSPENDED: &str = "Suspended";
+    /// Initialization is under way: the primary is being created or is not ready yet.
+    pub const INITIALIZING: &str = "Initializing";
+    /// Initialization finished: the primary serves all traffic and the target is scaled to zero.
+    pub const INITIALIZED: &str = "Initialized";
+    /// The target changed: a new revision starts or restarts a release, or a revert to the promoted
+    /// revision stops one.
+    pub const NEW_REVISION: &str = "NewRevision";
+    /// The analysis moved forward: it started, a check or gate passed, the canary weight advanced,
+    /// or a step or iteration completed.
+    pub const PROGRESSING: &str = "Progressing";
+    /// The release waits: a workload is not ready, a pause or gate holds it, or a side needs more
+    /// available pods before it may take traffic.
+    pub const WAITING: &str = "Waiting";
+    /// A metric or webhook check failed, which counts one failed check.
+    pub const CHECK_FAILED: &str = "CheckFailed";
+    /// The new version is being promoted: its template is copied to the primary and traffic is
+    /// switched (blue/green) or returned to the primary.
+    pub const PROMOTING: &str = "Promoting";
+    /// The promotion completed: the primary runs the new version and the canary is scaled down.
+    pub const PROMOTED: &str = "Promoted";
+    /// The primary failed to roll out the promoted version, so traffic stays on the canary.
+    pub const PROMOTION_FAILED: &str = "PromotionFailed";
+    /// The release is rolled back (failed checks, a rollback webhook, a deadline or an abort):
+    /// traffic returns to the primary and the canary is scaled down.
+    pub const ROLLED_BACK: &str = "RolledBack";
+    /// A manual request (promote, promote-full, abort, retry) was acted on or acknowledged.
+    pub const REQUEST_HANDLED: &str = "RequestHandled";
+    /// The analysis was skipped (`skipAnalysis`) and the new version promoted at once.
+    pub const SKIPPED: &str = "Skipped";
+    /// Recorded by the controller: the Canary is being deleted and its objects restored.
+    pub const TERMINATING: &str = "Terminating";
+    /// Recorded by the controller: the Canary's deletion finished.
+    pub const TERMINATED: &str = "Terminated";
+    /// Recorded by the controller: a reconcile failed (for example an API error) and is retried.
+    pub const RECONCILE_FAILED: &str = "ReconcileFailed";
+
+    /// Every reason above, the engine's and the controller's.
+    pub const ALL: &[&str] = &[
+        INVALID_SPEC,
+        TARGET_NOT_FOUND,
+        CONFIG_NOT_FOUND,
+        BLOCKED,
+        SUSPENDED,
+        INITIALIZING,
+        INITIALIZED,
+        NEW_REVISION,
+        PROGRESSING,
+        WAITING,
+        CHECK_FAILED,
+        PROMOTING,
+        PROMOTED,
+        PROMOTION_FAILED,
+        ROLLED_BACK,
+        REQUEST_HANDLED,
+        SKIPPED,
+        TERMINATING,
+        TERMINATED,
+        RECONCILE_FAILED,
+    ];
+}
+
 /// An event to record on the Canary.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {
     /// Normal or Warning.
     pub type_: EventType,
-    /// Short machine-readable reason; `Synced` for Flagger's texts.
+    /// What happened, in one CamelCase word: one of the constants in [`reason`].
     pub reason: &'static str,
     /// The human-readable text.
     pub message: String,

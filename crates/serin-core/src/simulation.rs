@@ -30,6 +30,10 @@ pub struct TickRecord {
     pub routes: Option<Routes>,
     /// Events, prefixed `Normal: ` or `Warning: `.
     pub events: Vec<String>,
+    /// The reason of each event, in the same order as `events`.
+    pub reasons: Vec<&'static str>,
+    /// When the plan asked to be reconciled again.
+    pub requeue_after: Option<std::time::Duration>,
     /// Actions carried out.
     pub actions: Vec<Action>,
     /// Checks run, in order.
@@ -253,6 +257,8 @@ impl World {
                     EventType::Warning => format!("Warning: {}", e.message),
                 })
                 .collect(),
+            reasons: plan.events.iter().map(|e| e.reason).collect(),
+            requeue_after: plan.requeue_after,
             actions: plan.actions.clone(),
             checks,
         };

@@ -82,3 +82,27 @@ pub fn distinct_phases(world: &World, from: usize) -> Vec<(String, i32)> {
     seen.dedup();
     seen
 }
+
+/// The reason of the first event (from tick `from` on) whose text contains `needle`.
+pub fn reason_of(world: &World, from: usize, needle: &str) -> &'static str {
+    world.log[from..]
+        .iter()
+        .flat_map(|t| t.events.iter().zip(&t.reasons))
+        .find(|(event, _)| event.contains(needle))
+        .map(|(_, reason)| *reason)
+        .unwrap_or_else(|| {
+            panic!(
+                "no event contains {needle:?}; events were:\n{}",
+                events(world).join("\n")
+            )
+        })
+}
+
+/// Every (reason, event) pair of the log, in order.
+pub fn reasoned_events(world: &World) -> Vec<(&'static str, String)> {
+    world
+        .log
+        .iter()
+        .flat_map(|t| t.reasons.iter().copied().zip(t.events.iter().cloned()))
+        .collect()
+}
