@@ -213,12 +213,47 @@ impl<'a> Tick<'a> {
     /// Time left until `seconds` after `start`, or `None` once that moment has passed.
     fn remaining_after(&self, start: Option<&Time>, seconds: i32) -> Option<Duration> {
         let left = SignedDuration::from_secs(i64::from(seconds)) - self.elapsed_since(start);
-        (left > SignedDuration::ZERO).then(|| Duration::from_secs(left.as_secs().max(1) as u64))
+        (left > SignedDuration::ZERO).then(|| whole_seconds_up(left))
     }
 
-    /// Whether an in-flight tick is due: one interval after the last, or at once for a manual request.
+    /// When the timed pause the steps strategy is at in `status` ends, if no tick has ended it yet.
+    ///
+    /// A tick that ran at or after that moment (and after the pause began) has seen it end, even if
+    /// that tick stopped early (a workload not ready, a failed check): from then on the pause waits
+    /// for the ordinary interval ticks again.
+    fn unserved_pause_end(&self, status: &CanaryStatus) -> Option<Timestamp> {
+        if status.phase != Some(Phase::Progressing) || self.strategy() != Strategy::Steps {
+            return None;
+        }
+        let index = usize::try_from(status.current_step_index?).ok()?;
+        let duration = self
+            .analysis
+            .steps()
+            .get(index)?
+            .pause
+            .as_ref()?
+            .duration
+            .as_ref()?;
+        let seconds = parse_pause_duration(duration).ok()?;
+        let started = status.step_start_time.as_ref()?.0;
+        let end = started + SignedDuration::from_secs(i64::try_from(seconds).ok()?);
+        let served = status
+            .last_tick_time
+            .as_ref()
+            .is_some_and(|last| last.0 > started && last.0 >= end);
+        (!served).then_some(end)
+    }
+
+    /// Whether an in-flight tick is due: one interval after the last, when a timed pause ends, or
+    /// at once for a manual request.
     fn due(&self) -> bool {
         if self.pending.any() {
+            return true;
+        }
+        if self
+            .unserved_pause_end(&self.old)
+            .is_some_and(|end| self.now >= end)
+        {
             return true;
         }
         let interval = SignedDuration::from_secs(self.analysis.interval_seconds() as i64);
@@ -231,9 +266,18 @@ impl<'a> Tick<'a> {
     fn wait_until_due(&mut self) -> Step {
         let interval = SignedDuration::from_secs(self.analysis.interval_seconds() as i64);
         let elapsed = self.elapsed_since(self.old.last_tick_time.as_ref());
-        let remaining = (interval - elapsed).max(SignedDuration::from_secs(1));
-        self.requeue = Some(Duration::from_secs(remaining.as_secs().max(1) as u64));
+        self.requeue = Some(whole_seconds_up(interval - elapsed));
         Err(Halt::Done)
+    }
+
+    /// A requeue no later than the end of the timed pause the canary is at, so the pause ends when
+    /// its duration has passed rather than at the next interval tick.
+    fn requeue_for_pause_end(&mut self) {
+        let (Some(requeue), Some(end)) = (self.requeue, self.unserved_pause_end(&self.status))
+        else {
+            return;
+        };
+        self.requeue = Some(requeue.min(whole_seconds_up(end.duration_since(self.now))));
     }
 
     /// Records that an interval tick ran now; the next one is due one interval later.
@@ -1580,6 +1624,7 @@ impl<'a> Tick<'a> {
 
     fn finish(mut self) -> Plan {
         self.acknowledge_ignored_requests();
+        self.requeue_for_pause_end();
         self.status.observed_generation = self.canary.metadata.generation;
         if significant(&self.old) != significant(&self.status) {
             self.status.last_transition_time = Some(self.now_time());
@@ -1597,6 +1642,13 @@ impl<'a> Tick<'a> {
             requeue_after: self.requeue,
         }
     }
+}
+
+/// `duration` rounded up to whole seconds, at least one: a requeue never comes before the moment
+/// it waits for, and never spins.
+fn whole_seconds_up(duration: SignedDuration) -> Duration {
+    let seconds = duration.as_secs() + i64::from(duration.subsec_nanos() > 0);
+    Duration::from_secs(seconds.max(1) as u64)
 }
 
 /// The status without its bookkeeping times, to tell whether anything a user sees changed.

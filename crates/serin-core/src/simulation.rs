@@ -266,6 +266,18 @@ impl World {
         self.log.last().expect("just pushed")
     }
 
+    /// Waits as long as the last plan asked (`requeue_after`, whole seconds), then reconciles, as the
+    /// controller does when nothing else happens. Panics when the last plan asked for no requeue.
+    pub fn follow_requeue(&mut self) -> &TickRecord {
+        let wait = self
+            .log
+            .last()
+            .and_then(|t| t.requeue_after)
+            .expect("the last plan asked to be requeued");
+        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        self.advance(seconds as i64)
+    }
+
     /// Reconciles every `interval` seconds until `done` holds or `max_ticks` pass.
     pub fn run_until(
         &mut self,

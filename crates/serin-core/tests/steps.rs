@@ -238,3 +238,113 @@ fn dynamic_stable_scale_rollback_waits_for_the_primary() {
     assert_eq!(world.primary_replicas(), 10);
     assert_eq!(world.target_replicas(), 0);
 }
+
+fn requeue_secs(tick: &serin_core::simulation::TickRecord) -> u64 {
+    tick.requeue_after.expect("a requeue").as_secs()
+}
+
+#[test]
+fn a_timed_pause_ends_when_its_duration_has_passed_not_at_the_next_interval() {
+    let mut world = initialized(canary(json!({
+        "interval": "10s",
+        "steps": [{"setWeight": 20}, {"pause": {"duration": "15s"}}, {"setWeight": 50}, {"pause": {}}]
+    })));
+    release(&mut world);
+    assert_eq!(requeue_secs(world.log.last().unwrap()), 10);
+
+    // The controller comes back when asked: the first tick sets 20% and starts the 15s pause.
+    let entered = world.follow_requeue().clone();
+    assert_eq!(entered.routes.unwrap().canary, 20);
+    let pause_start = world.elapsed();
+    assert_eq!(
+        requeue_secs(&entered),
+        10,
+        "the pause ends after the next interval tick"
+    );
+
+    // The interval tick inside the pause analyses as usual, then asks to come back when it ends.
+    let inside = world.follow_requeue().clone();
+    assert_eq!(world.elapsed() - pause_start, 10);
+    assert_eq!(inside.routes.unwrap().canary, 20);
+    assert_eq!(step_index(&world), Some(1));
+    assert_eq!(requeue_secs(&inside), 5, "points at the end of the pause");
+
+    // A reconcile in between (the operator's own status write) changes nothing and keeps aiming there.
+    let echo = world.advance(2).clone();
+    assert!(echo.actions.is_empty() && echo.events.is_empty() && echo.checks.is_empty());
+    assert_eq!(requeue_secs(&echo), 3);
+
+    // At 15s the pause ends and the next step is taken, though only 5s passed since the last tick.
+    let resumed = world.follow_requeue().clone();
+    assert_eq!(world.elapsed() - pause_start, 15);
+    assert_eq!(
+        resumed.events,
+        vec![
+            "Normal: Step 2/4 completed (pause: 15s)",
+            "Normal: Advance podinfo.test canary weight 50",
+            "Normal: Step 3/4 completed (setWeight: 50)",
+            "Normal: Paused podinfo.test at step 4/4 until promoted: annotate the Canary with serin.dev/promote=<new value>",
+        ]
+    );
+    assert_eq!(resumed.routes.unwrap().canary, 50);
+    // The interval cadence restarts from that tick; an indefinite pause has no end to aim at.
+    assert_eq!(requeue_secs(&resumed), 10);
+    let next = world.follow_requeue().clone();
+    assert_eq!(world.elapsed() - pause_start, 25);
+    assert_eq!(next.phase, Some(Phase::Progressing));
+}
+
+#[test]
+fn a_pause_shorter_than_the_interval_ends_on_time() {
+    let mut world = initialized(canary(json!({
+        "interval": "10s",
+        "metrics": [{"name": "request-success-rate", "thresholdRange": {"min": 99}}],
+        "steps": [{"setWeight": 20}, {"pause": {"duration": "5s"}}, {"setWeight": 40}]
+    })));
+    release(&mut world);
+    let entered = world.follow_requeue().clone();
+    let pause_start = world.elapsed();
+    assert_eq!(requeue_secs(&entered), 5);
+    let resumed = world.follow_requeue().clone();
+    assert_eq!(world.elapsed() - pause_start, 5);
+    assert_eq!(resumed.routes.unwrap().canary, 40);
+    assert!(
+        resumed.checks.contains(&Check::Metric {
+            name: "request-success-rate".into()
+        }),
+        "the metrics are checked before the step after the pause"
+    );
+}
+
+#[test]
+fn a_pause_end_that_finds_the_canary_unready_falls_back_to_the_interval() {
+    let mut world = initialized(canary(json!({
+        "interval": "10s",
+        "steps": [{"setWeight": 20}, {"pause": {"duration": "15s"}}, {"setWeight": 50}]
+    })));
+    release(&mut world);
+    world.follow_requeue();
+    let pause_start = world.elapsed();
+    world.follow_requeue();
+
+    // The canary's pods go unready just before the pause ends.
+    world.failing.insert("target");
+    let generation = world.target.metadata.generation.unwrap();
+    world.target.metadata.generation = Some(generation + 1);
+    let blocked = world.follow_requeue().clone();
+    assert_eq!(world.elapsed() - pause_start, 15);
+    assert!(blocked.events[0].contains("canary deployment podinfo.test not ready"));
+    assert_eq!(blocked.routes.unwrap().canary, 20);
+    assert_eq!(
+        requeue_secs(&blocked),
+        10,
+        "the ended pause does not make every reconcile due"
+    );
+    assert!(world.advance(1).checks.is_empty());
+
+    world.failing.remove("target");
+    world.target.metadata.generation = Some(generation + 2);
+    world.advance(9);
+    assert_eq!(world.elapsed() - pause_start, 25);
+    assert_eq!(world.routes.unwrap().canary, 50);
+}
