@@ -13,6 +13,10 @@ use std::collections::BTreeMap;
 
 /// Desired state of a progressive delivery: which workload to release and how to analyse it.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+// The derived (de)serializers are wrapped below so that `canaryAnalysis` is folded into `analysis`
+// as the object is read: no code after that can see the deprecated spelling.
+#[serde(remote = "Self")]
+#[schemars(transform = crate::schema::with_canary_analysis_alias)]
 #[kube(
     group = "serin.dev",
     version = "v1beta1",
@@ -60,9 +64,10 @@ pub struct CanarySpec {
     /// How the new version is analysed and promoted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<CanaryAnalysis>,
-    /// Deprecated alias of `analysis`, used only when `analysis` is absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub canary_analysis: Option<CanaryAnalysis>,
+    /// Which spelling the analysis was read from, for validation messages.
+    #[serde(skip)]
+    #[schemars(skip)]
+    analysis_spelling: AnalysisSpelling,
     /// Seconds the canary or primary may take to make progress before the release fails (default 600).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress_deadline_seconds: Option<i32>,
@@ -75,6 +80,44 @@ pub struct CanarySpec {
     /// Skip every tick; an in-flight release freezes where it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspend: Option<bool>,
+}
+
+/// Which of Flagger's two spellings a Canary's analysis was written with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AnalysisSpelling {
+    /// `spec.analysis` (or no analysis at all).
+    #[default]
+    Analysis,
+    /// Only the deprecated `spec.canaryAnalysis`.
+    CanaryAnalysis,
+    /// Both; `analysis` is used, as Flagger does, and validation reports the conflict.
+    Both,
+}
+
+impl Serialize for CanarySpec {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        CanarySpec::serialize(self, serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for CanarySpec {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut fields = serde_json::Map::<String, serde_json::Value>::deserialize(deserializer)?;
+        let present = |value: Option<&serde_json::Value>| value.is_some_and(|v| !v.is_null());
+        let alias = fields.remove("canaryAnalysis");
+        let spelling = match (present(fields.get("analysis")), present(alias.as_ref())) {
+            (true, true) => AnalysisSpelling::Both,
+            (false, true) => {
+                fields.insert("analysis".into(), alias.unwrap_or_default());
+                AnalysisSpelling::CanaryAnalysis
+            }
+            _ => AnalysisSpelling::Analysis,
+        };
+        let mut spec = CanarySpec::deserialize(serde_json::Value::Object(fields))
+            .map_err(serde::de::Error::custom)?;
+        spec.analysis_spelling = spelling;
+        Ok(spec)
+    }
 }
 
 /// Reference to an object in the Canary's namespace.
@@ -730,9 +773,14 @@ pub const MIN_INTERVAL_SECONDS: u64 = 10;
 pub const DEFAULT_PROGRESS_DEADLINE_SECONDS: i32 = 600;
 
 impl CanarySpec {
-    /// The analysis in effect: `analysis`, else the deprecated `canaryAnalysis`.
+    /// The analysis in effect (`analysis`, or the deprecated `canaryAnalysis` it was read from).
     pub fn analysis(&self) -> Option<&CanaryAnalysis> {
-        self.analysis.as_ref().or(self.canary_analysis.as_ref())
+        self.analysis.as_ref()
+    }
+
+    /// Which spelling the analysis was written with.
+    pub fn analysis_spelling(&self) -> AnalysisSpelling {
+        self.analysis_spelling
     }
 
     /// Whether new revisions are promoted without analysis.

@@ -4,7 +4,7 @@
 use crate::duration::{parse_interval, parse_pause_duration};
 use crate::mesh::{HttpMatchRequest, StringMatch};
 use crate::{
-    AlertProvider, Canary, CanaryAnalysis, CanaryMetric, CanarySpec, CanaryStep, HookType,
+    AlertProvider, AnalysisSpelling, Canary, CanaryAnalysis, CanaryMetric, CanarySpec, CanaryStep, HookType,
     MetricTemplate, Strategy,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -105,6 +105,29 @@ impl Report {
         }
     }
 
+    /// A Prometheus URL: absolute, and plain http until https Prometheus is supported.
+    fn prometheus_address(&mut self, path: &str, value: &str) {
+        if !is_absolute_http_url(value) {
+            self.add(
+                path,
+                format!("{value:?} is not an absolute URL; write http:// followed by a host, e.g. \"http://prometheus.istio-system:9090\""),
+            );
+        } else if value.starts_with("https://") {
+            self.add(
+                path,
+                format!("{value:?}: https Prometheus addresses are not supported yet; use an http:// address (a port-forward or an in-cluster Service)"),
+            );
+        }
+    }
+
+    /// A field that is part of Flagger's API but that this operator does not act on yet: accepting it
+    /// would let a user believe a setting is in force when it is not.
+    fn not_supported(&mut self, path: &str, set: bool, instead: &str) {
+        if set {
+            self.add(path, format!("is not supported yet, and would be ignored; {instead}"));
+        }
+    }
+
     fn string_match(&mut self, path: &str, m: &StringMatch) {
         if m.kinds_set() != 1 {
             self.add(
@@ -162,20 +185,34 @@ pub fn validate(canary: &Canary) -> Vec<FieldError> {
 }
 
 fn validate_spec(spec: &CanarySpec, r: &mut Report) {
-    if let Some(provider) = spec.provider.as_deref()
-        && !provider.is_empty()
-        && !PROVIDERS.contains(&provider)
-    {
-        r.add(
+    match spec.provider.as_deref() {
+        None | Some("" | "istio") => {}
+        Some(provider) if PROVIDERS.contains(&provider) => r.add(
             "spec.provider",
-            format!(
-                "unknown provider {provider:?}; write one of {}",
-                PROVIDERS.join(", ")
-            ),
-        );
+            format!("{provider:?} is not supported yet: Serin routes traffic with Istio only; remove provider or write provider: istio"),
+        ),
+        Some(provider) => r.add(
+            "spec.provider",
+            format!("unknown provider {provider:?}; write istio, the only provider Serin supports yet"),
+        ),
     }
+    r.not_supported(
+        "spec.ingressRef",
+        spec.ingress_ref.is_some(),
+        "it belongs to Flagger's nginx provider; remove it (Serin routes with an Istio VirtualService)",
+    );
+    r.not_supported(
+        "spec.routeRef",
+        spec.route_ref.is_some(),
+        "it belongs to Flagger's APISIX provider; remove it (Serin routes with an Istio VirtualService)",
+    );
+    r.not_supported(
+        "spec.upstreamRef",
+        spec.upstream_ref.is_some(),
+        "it belongs to Flagger's Gloo provider; remove it (Serin routes with an Istio VirtualService)",
+    );
     if let Some(url) = spec.metrics_server.as_deref() {
-        r.url("spec.metricsServer", url);
+        r.prometheus_address("spec.metricsServer", url);
     }
 
     let target = &spec.target_ref;
@@ -226,6 +263,11 @@ fn validate_spec(spec: &CanarySpec, r: &mut Report) {
                 ),
             );
         }
+        r.not_supported(
+            "spec.autoscalerRef.primaryScalerQueries",
+            scaler.primary_scaler_queries.is_some(),
+            "it is for KEDA ScaledObjects and Serin scales HorizontalPodAutoscalers only; remove it",
+        );
         if let Some(bounds) = &scaler.primary_scaler_replicas {
             let p = "spec.autoscalerRef.primaryScalerReplicas";
             r.range(
@@ -262,19 +304,25 @@ fn validate_spec(spec: &CanarySpec, r: &mut Report) {
     );
     validate_service(spec, r);
 
-    if spec.analysis.is_some() && spec.canary_analysis.is_some() {
-        r.add(
-            "spec.canaryAnalysis",
-            "deprecated alias of analysis, and both are set; delete canaryAnalysis and keep analysis",
-        );
-    }
-    let analysis_path = if spec.analysis.is_some() {
-        "spec.analysis"
-    } else {
-        "spec.canaryAnalysis"
+    let analysis_path = match spec.analysis_spelling() {
+        AnalysisSpelling::Analysis => "spec.analysis",
+        AnalysisSpelling::CanaryAnalysis => "spec.canaryAnalysis",
+        AnalysisSpelling::Both => {
+            r.add(
+                "spec.canaryAnalysis",
+                "deprecated alias of analysis, and both are set; delete canaryAnalysis and keep analysis",
+            );
+            "spec.analysis"
+        }
     };
     if let Some(analysis) = spec.analysis() {
         validate_analysis(analysis, analysis_path, spec.skips_analysis(), r);
+        if analysis.dynamic_stable_scale == Some(true) && spec.autoscaler_ref.is_some() {
+            r.add(
+                format!("{analysis_path}.dynamicStableScale"),
+                "cannot be combined with spec.autoscalerRef yet: the HorizontalPodAutoscaler would fight the primary's scale-down; remove dynamicStableScale or autoscalerRef",
+            );
+        }
     }
 }
 
@@ -299,22 +347,31 @@ fn validate_service(spec: &CanarySpec, r: &mut Report) {
             format!("unknown value {td:?}; write PreferClose, PreferSameZone or PreferSameNode"),
         );
     }
-    if let Some(refs) = &svc.gateway_refs {
-        if refs.len() > 32 {
-            r.add(
-                "spec.service.gatewayRefs",
-                format!("{} entries; list at most 32 gateways", refs.len()),
-            );
-        }
-        for (i, parent) in refs.iter().enumerate() {
-            if parent.name.is_empty() {
-                r.add(
-                    format!("spec.service.gatewayRefs[{i}].name"),
-                    "missing; write the name of the Gateway",
-                );
-            }
-        }
-    }
+    r.not_supported(
+        "spec.service.gatewayRefs",
+        svc.gateway_refs.is_some(),
+        "the Gateway API router is not built; remove gatewayRefs and list Istio gateways in spec.service.gateways",
+    );
+    r.not_supported(
+        "spec.service.backendTimeout",
+        svc.backend_timeout.is_some(),
+        "it belongs to the Gateway API router, which is not built; remove it and use spec.service.timeout",
+    );
+    r.not_supported(
+        "spec.service.mirror",
+        svc.mirror.is_some(),
+        "it holds Gateway API mirror filters, which the Istio router does not use; remove it (spec.analysis.mirror mirrors to the canary)",
+    );
+    r.not_supported(
+        "spec.service.meshName",
+        svc.mesh_name.is_some(),
+        "it belongs to Flagger's App Mesh provider; remove it",
+    );
+    r.not_supported(
+        "spec.service.backends",
+        svc.backends.is_some(),
+        "it belongs to Flagger's App Mesh provider; remove it",
+    );
     if svc.delegation.unwrap_or(false) {
         if svc.hosts.as_ref().is_some_and(|h| !h.is_empty()) {
             r.add(
@@ -462,6 +519,11 @@ fn validate_analysis(a: &CanaryAnalysis, base: &str, skips: bool, r: &mut Report
         }
     }
 
+    r.not_supported(
+        &format!("{base}.sessionAffinity"),
+        a.session_affinity.is_some(),
+        "session-affinity routes are not built; remove sessionAffinity (an A/B canary with a cookie match keeps users on one version)",
+    );
     if let Some(sa) = &a.session_affinity {
         let sp = format!("{base}.sessionAffinity");
         if sa.cookie_name.is_empty() {
@@ -730,6 +792,11 @@ fn validate_webhooks(a: &CanaryAnalysis, base: &str, r: &mut Report) {
         r.url(&format!("{hp}.url"), &hook.url);
         r.interval(&format!("{hp}.timeout"), hook.timeout.as_deref());
         r.range(&format!("{hp}.retries"), hook.retries, 0, 100, "2");
+        r.not_supported(
+            &format!("{hp}.disableTLS"),
+            hook.disable_tls == Some(true),
+            "https webhooks are always verified against the system's roots; remove disableTLS or use an http:// URL",
+        );
     }
 }
 
@@ -737,18 +804,24 @@ fn validate_webhooks(a: &CanaryAnalysis, base: &str, r: &mut Report) {
 pub fn validate_metric_template(template: &MetricTemplate) -> Vec<FieldError> {
     let mut r = Report::default();
     let provider = &template.spec.provider;
-    if !crate::metric_template::METRIC_PROVIDER_TYPES.contains(&provider.type_.as_str()) {
+    if provider.type_ != "prometheus" {
+        let known = crate::metric_template::METRIC_PROVIDER_TYPES.contains(&provider.type_.as_str());
         r.add(
             "spec.provider.type",
             format!(
-                "unknown provider {:?}; write one of {}",
+                "{} provider {:?}; write prometheus (the only metrics provider Serin queries yet)",
+                if known { "not supported yet:" } else { "unknown" },
                 provider.type_,
-                crate::metric_template::METRIC_PROVIDER_TYPES.join(", ")
             ),
         );
     }
+    r.not_supported(
+        "spec.provider.insecureSkipVerify",
+        provider.insecure_skip_verify == Some(true),
+        "https Prometheus addresses are not supported yet; remove insecureSkipVerify and use an http:// address",
+    );
     match provider.address.as_deref() {
-        Some(address) => r.url("spec.provider.address", address),
+        Some(address) => r.prometheus_address("spec.provider.address", address),
         None if provider.type_ == "prometheus" => r.add(
             "spec.provider.address",
             "missing; write the Prometheus URL, e.g. http://prometheus.istio-system:9090",

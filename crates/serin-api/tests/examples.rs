@@ -86,6 +86,18 @@ fn differences(path: &str, left: &Value, right: &Value, out: &mut Vec<String>) {
     }
 }
 
+/// The document as the typed Canary reads it: the deprecated `spec.canaryAnalysis` becomes
+/// `spec.analysis` when that is absent, and is dropped when both are set.
+fn fold_canary_analysis(mut document: Value) -> Value {
+    if let Some(spec) = document.get_mut("spec").and_then(Value::as_object_mut)
+        && let Some(alias) = spec.remove("canaryAnalysis")
+        && spec.get("analysis").is_none_or(Value::is_null)
+    {
+        spec.insert("analysis".into(), alias);
+    }
+    document
+}
+
 /// Parses `text` as `T` and as plain JSON, and checks that `T` serializes back to the same JSON.
 /// A field the types do not know would be dropped silently by serde; this makes it a failure.
 fn round_trip<T: DeserializeOwned + Serialize>(file: &str, text: &str) -> Result<T, String> {
@@ -99,6 +111,7 @@ fn round_trip<T: DeserializeOwned + Serialize>(file: &str, text: &str) -> Result
     })?;
     let back =
         serde_json::to_value(&typed).map_err(|e| format!("{file}: cannot serialize: {e}"))?;
+    let untyped = fold_canary_analysis(untyped);
     let mut diffs = Vec::new();
     differences("", &normalize(back), &normalize(untyped), &mut diffs);
     if diffs.is_empty() {
@@ -385,7 +398,7 @@ fn examples_carry_the_settings_their_comments_describe() {
 const BROKEN: &[(&str, &[&str])] = &[
     (
         "spec.provider",
-        &["unknown provider \"istiod\"", "write one of", "istio"],
+        &["unknown provider \"istiod\"", "write istio"],
     ),
     (
         "spec.metricsServer",
@@ -523,6 +536,10 @@ const BROKEN: &[(&str, &[&str])] = &[
     (
         "spec.analysis.alerts[0].severity",
         &["unknown severity \"critical\"", "write info, warn or error"],
+    ),
+    (
+        "spec.analysis.sessionAffinity",
+        &["is not supported yet", "remove sessionAffinity"],
     ),
     (
         "spec.analysis.sessionAffinity.primaryCookieName",
