@@ -4,9 +4,9 @@ CRD_FILES := artifacts/crds/serin.yaml charts/serin/crds/serin.yaml
 
 .PHONY: test fmt-check clippy unit doc-check crds demo simulate doc bench bench-sandbox bench-loadtester e2e e2e-core e2e-prerequisites bench-operator
 
-## make test: formatting check, clippy with warnings as errors, every test in the workspace, then the
-## progressive-release and rollback e2e scenarios (01, 02) against a sandbox.
-test: fmt-check clippy doc-check unit e2e-core
+## make test: formatting check, clippy with warnings as errors, every test in the workspace, then every
+## e2e scenario against sandboxes (several at a time: E2E_JOBS, see e2e/README.md).
+test: fmt-check clippy doc-check unit e2e
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -34,7 +34,8 @@ demo:
 	$(CARGO) run -q -p serin-cli -- demo
 
 ## make e2e: every e2e scenario (e2e/run.sh) with the real kubectl, each in a fresh sandbox with the
-## operator on the host; E2E_KUBECONFIG=path runs them on a real cluster instead (see e2e/README.md).
+## operator on the host, at most E2E_JOBS (default 4) at a time; E2E_KUBECONFIG=path runs them one
+## at a time on a real cluster instead (see e2e/README.md).
 e2e: e2e-prerequisites
 	CARGO=$(CARGO) e2e/run.sh
 
@@ -42,11 +43,15 @@ e2e: e2e-prerequisites
 e2e-core: e2e-prerequisites
 	CARGO=$(CARGO) e2e/run.sh 01 02
 
-# The sandbox's Prometheus (as for make demo), unless the scenarios run on a real cluster.
+# The sandbox's Prometheus (as for make demo), unless the scenarios run on a real cluster, and
+# python3 for the scenarios' loopback receiver (e2e/fixtures/receiver.py).
 e2e-prerequisites:
 	@[ -n "$$E2E_KUBECONFIG" ] || command -v prometheus >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; \
 	  else echo "make e2e needs Debian's prometheus: sudo apt-get install prometheus" >&2; exit 1; fi; }
+	@command -v python3 >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3; \
+	  else echo "make e2e needs python3: sudo apt-get install python3" >&2; exit 1; fi; }
 
 ## make simulate: replays the same kind of releases through the decision core alone, tick by tick.
 simulate:

@@ -84,16 +84,19 @@ EOF
 
 follow_canary podinfo 90 Initialized Failed
 expect_eq "phase after initialization" Initialized "$PHASE"
+expect_sequence phases Initializing Initialized
+expect_sequence weights 0
 expect_eq "apex Service selector" podinfo-primary "$(kc get service podinfo -o jsonpath='{.spec.selector.app}')"
 expect_eq "primary image" ghcr.io/stefanprodan/podinfo:6.0.0 "$(image_of podinfo-primary)"
 wait_for "podinfo scaled to zero after initialization" 30 deployment_has_replicas podinfo 0
 
 log "releasing podinfo 6.0.1"
+follow_baseline podinfo
 kc set image deployment/podinfo podinfod=ghcr.io/stefanprodan/podinfo:6.0.1 >/dev/null
 follow_canary podinfo 180 Succeeded Failed
 expect_eq "final phase" Succeeded "$PHASE"
-expect_sequence weights 10 20 30
-expect_sequence phases Progressing Promoting Finalising Succeeded
+expect_sequence weights 0 10 20 30 0
+expect_sequence phases Initialized Progressing Promoting Finalising Succeeded
 expect_eq "primary image" ghcr.io/stefanprodan/podinfo:6.0.1 "$(image_of podinfo-primary)"
 kc rollout status deployment/podinfo-primary --timeout=60s >/dev/null
 expect_eq "version served by the apex Service" 6.0.1 "$(served_version)"

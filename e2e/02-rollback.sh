@@ -19,13 +19,17 @@ $(load_test_hooks)
 EOF
 follow_canary podinfo 90 Initialized Failed
 expect_eq "phase after initialization" Initialized "$PHASE"
+expect_sequence phases Initializing Initialized
+expect_sequence weights 0
 
 # ERROR_RATE is the sandbox podinfo's fault switch; PODINFO_RANDOM_ERROR the real podinfo's.
 log "releasing a faulty podinfo 6.0.1 (ERROR_RATE=0.5)"
+follow_baseline podinfo
 kc patch deployment podinfo --type=strategic -p '{"spec":{"template":{"spec":{"containers":[{"name":"podinfod","image":"ghcr.io/stefanprodan/podinfo:6.0.1","env":[{"name":"ERROR_RATE","value":"0.5"},{"name":"PODINFO_RANDOM_ERROR","value":"true"}]}]}}}}' >/dev/null
 follow_canary podinfo 180 Failed Succeeded
 expect_eq "final phase" Failed "$PHASE"
-expect_sequence phases Progressing Failed
+expect_sequence phases Initialized Progressing Failed
+expect_sequence weights 0 10 0
 expect_eq "VirtualService primary weight" 100 "$(vs_weight podinfo-primary)"
 expect_eq "VirtualService canary weight" 0 "$(vs_weight podinfo-canary)"
 expect_eq "primary image" ghcr.io/stefanprodan/podinfo:6.0.0 "$(image_of podinfo-primary)"

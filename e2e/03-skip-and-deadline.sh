@@ -24,12 +24,17 @@ CANARY_DEADLINE=20 apply_canary "skipAnalysis: true" <<EOF
 EOF
 follow_canary podinfo 90 Initialized Failed
 expect_eq "phase after initialization" Initialized "$PHASE"
+# With skipAnalysis the primary's readiness is not awaited: initialized in the first tick.
+expect_sequence phases Initialized
+expect_sequence weights 0
 
 log "releasing podinfo 6.0.1 with skipAnalysis"
+follow_baseline podinfo
 kc set image deployment/podinfo podinfod=ghcr.io/stefanprodan/podinfo:6.0.1 >/dev/null
 follow_canary podinfo 120 Succeeded Failed
 expect_eq "phase after the skipped analysis" Succeeded "$PHASE"
-expect_sequence phases Progressing Succeeded
+expect_sequence phases Initialized Progressing Succeeded
+expect_sequence weights 0
 expect_eq "primary image" ghcr.io/stefanprodan/podinfo:6.0.1 "$(image_of podinfo-primary)"
 kc rollout status deployment/podinfo-primary --timeout=60s >/dev/null
 expect_eq "version served by the apex Service" 6.0.1 "$(served_version)"
@@ -37,9 +42,12 @@ expect_contains "events" "Promotion completed! Canary analysis was skipped for p
 wait_for "podinfo scaled to zero after the promotion" 30 deployment_has_replicas podinfo 0
 
 log "releasing an image that cannot be pulled"
+follow_baseline podinfo
 kc set image deployment/podinfo podinfod=example.invalid/never:1 >/dev/null
 follow_canary podinfo 120 Failed Succeeded
 expect_eq "phase after the progress deadline" Failed "$PHASE"
+expect_sequence phases Succeeded Progressing Failed
+expect_sequence weights 0
 expect_contains "events" "progress deadline" "$(kc get events)"
 expect_eq "primary image" ghcr.io/stefanprodan/podinfo:6.0.1 "$(image_of podinfo-primary)"
 expect_eq "version served by the apex Service" 6.0.1 "$(served_version)"

@@ -32,6 +32,8 @@ $(load_test_hooks)
 EOF
 follow_canary podinfo 90 Initialized Failed
 expect_eq "phase after initialization" Initialized "$PHASE"
+expect_sequence phases Initializing Initialized
+expect_sequence weights 0
 expect_eq "tracked config in the Canary's status" true \
   "$([[ -n $(kc get canary podinfo -o jsonpath='{.status.trackedConfigs}') ]] && echo true || echo false)"
 expect_eq "podinfo-config-primary data" first \
@@ -52,14 +54,15 @@ check_primary_config() {
 }
 
 log "changing only the ConfigMap's data"
+follow_baseline podinfo
 kc patch configmap podinfo-config --type=merge -p '{"data":{"PODINFO_UI_MESSAGE":"second"}}' >/dev/null
 FOLLOW_HOOK=check_primary_config
 follow_canary podinfo 150 Succeeded Failed
 FOLLOW_HOOK=""
 expect_eq "primary config checked during the analysis" yes "$PRIMARY_DATA_CHECKED"
 expect_eq "final phase" Succeeded "$PHASE"
-expect_sequence phases Progressing Promoting Finalising Succeeded
-expect_sequence weights 10 20
+expect_sequence phases Initialized Progressing Promoting Finalising Succeeded
+expect_sequence weights 0 10 20 0
 expect_eq "podinfo-config-primary data" second \
   "$(kc get configmap podinfo-config-primary -o jsonpath='{.data.PODINFO_UI_MESSAGE}')"
 expect_eq "primary envFrom" podinfo-config-primary \

@@ -22,12 +22,16 @@ $(load_test_hooks)
 EOF
 follow_canary podinfo 90 Initialized Failed
 expect_eq "phase after initialization" Initialized "$PHASE"
+expect_sequence phases Initializing Initialized
+expect_sequence weights 0
 
 log "releasing podinfo 6.0.1; the promotion gate is closed"
+follow_baseline podinfo
 kc set image deployment/podinfo podinfod=ghcr.io/stefanprodan/podinfo:6.0.1 >/dev/null
 follow_canary podinfo 120 WaitingPromotion Promoting Succeeded Failed
 expect_eq "phase at the last step" WaitingPromotion "$PHASE"
-expect_sequence weights 10 20
+expect_sequence phases Initialized Progressing WaitingPromotion
+expect_sequence weights 0 10 20
 
 log "holding for two intervals while the gate stays closed"
 sleep "$((2 * $(interval_seconds)))"
@@ -37,10 +41,12 @@ expect_eq "VirtualService canary weight while waiting" 20 "$(vs_weight podinfo-c
 expect_eq "primary image while waiting" ghcr.io/stefanprodan/podinfo:6.0.0 "$(image_of podinfo-primary)"
 expect_contains "events" "Halt podinfo.$NS advancement waiting for promotion approval promotion-gate" "$(kc get events)"
 
+follow_baseline podinfo
 loadtester_post /gate/open "{\"name\":\"podinfo\",\"namespace\":\"$NS\"}"
 follow_canary podinfo 120 Succeeded Failed
 expect_eq "final phase" Succeeded "$PHASE"
 expect_sequence phases WaitingPromotion Promoting Finalising Succeeded
+expect_sequence weights 20 0
 expect_eq "primary image" ghcr.io/stefanprodan/podinfo:6.0.1 "$(image_of podinfo-primary)"
 expect_contains "events" "Confirm-promotion check promotion-gate passed" "$(kc get events)"
 wait_for "podinfo scaled to zero after the promotion" 30 deployment_has_replicas podinfo 0

@@ -27,6 +27,8 @@ $(load_test_hooks "-H 'Cookie: canary=always' http://podinfo.$NS:9898/")
 EOF
 follow_canary podinfo 90 Initialized Failed
 expect_eq "phase after initialization" Initialized "$PHASE"
+expect_sequence phases Initializing Initialized
+expect_sequence weights 0
 
 # While the analysis runs (an iteration started), the first http route of the VirtualService
 # matches the cookie and sends everything to the canary; requests without it stay on the primary.
@@ -52,13 +54,16 @@ check_ab_route() {
 }
 
 log "releasing podinfo 6.0.1 to cookie holders"
+follow_baseline podinfo
 kc set image deployment/podinfo podinfod=ghcr.io/stefanprodan/podinfo:6.0.1 >/dev/null
 FOLLOW_HOOK=check_ab_route
 follow_canary podinfo 150 Succeeded Failed
 FOLLOW_HOOK=""
 expect_eq "final phase" Succeeded "$PHASE"
 expect_eq "A/B route checked during the analysis" yes "$AB_ROUTE_SEEN"
-expect_sequence phases Progressing Promoting Finalising Succeeded
+expect_sequence phases Initialized Progressing Promoting Finalising Succeeded
+# As in Flagger, the status weight of an iterations-based release stays 0.
+expect_sequence weights 0
 expect_contains "events" "Advance podinfo.$NS canary iteration 3/3" "$(kc get events)"
 expect_eq "primary image" ghcr.io/stefanprodan/podinfo:6.0.1 "$(image_of podinfo-primary)"
 kc rollout status deployment/podinfo-primary --timeout=60s >/dev/null

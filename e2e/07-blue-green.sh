@@ -23,6 +23,8 @@ $(load_test_hooks)
 EOF
 follow_canary podinfo 90 Initialized Failed
 expect_eq "phase after initialization" Initialized "$PHASE"
+expect_sequence phases Initializing Initialized
+expect_sequence weights 0
 
 # During the iterations (before the switch, which comes with iteration N+1) the VirtualService keeps
 # every request on the primary.
@@ -47,13 +49,16 @@ check_on_primary() {
 }
 
 log "releasing podinfo 6.0.1 (blue/green)"
+follow_baseline podinfo
 kc set image deployment/podinfo podinfod=ghcr.io/stefanprodan/podinfo:6.0.1 >/dev/null
 FOLLOW_HOOK=check_on_primary
 follow_canary podinfo 150 Succeeded Failed
 FOLLOW_HOOK=""
 expect_eq "final phase" Succeeded "$PHASE"
 expect_eq "iterations seen with all traffic on the primary" "0 1 2" "${ITERATIONS_SAMPLED[*]}"
-expect_sequence phases Progressing Promoting Finalising Succeeded
+expect_sequence phases Initialized Progressing Promoting Finalising Succeeded
+# As in Flagger, the status weight of an iterations-based release stays 0.
+expect_sequence weights 0
 events=$(kc get events)
 expect_contains "events" "Advance podinfo.$NS canary iteration 3/3" "$events"
 expect_contains "events" "Routing all traffic to canary" "$events"

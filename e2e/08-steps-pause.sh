@@ -21,6 +21,8 @@ $(load_test_hooks)
 EOF
 follow_canary podinfo 90 Initialized Failed
 expect_eq "phase after initialization" Initialized "$PHASE"
+expect_sequence phases Initializing Initialized
+expect_sequence weights 0
 
 # Ends the follow once the release sits at the pause (step index 1, at 20%).
 at_pause() {
@@ -28,13 +30,15 @@ at_pause() {
 }
 
 log "releasing podinfo 6.0.1"
+follow_baseline podinfo
 kc set image deployment/podinfo podinfod=ghcr.io/stefanprodan/podinfo:6.0.1 >/dev/null
 FOLLOW_HOOK=at_pause
 follow_canary podinfo 120 Succeeded Failed WaitingPromotion Promoting
 FOLLOW_HOOK=""
 expect_eq "phase at the pause" Progressing "$PHASE"
 expect_eq "step index at the pause" 1 "$STEP"
-expect_sequence weights 20
+expect_sequence phases Initialized Progressing
+expect_sequence weights 0 20
 
 log "holding for two intervals at the pause"
 sleep "$((2 * $(interval_seconds)))"
@@ -45,12 +49,13 @@ expect_eq "VirtualService canary weight at the pause" 20 "$(vs_weight podinfo-ca
 expect_eq "failed checks at the pause" 0 "$(kc get canary podinfo -o jsonpath='{.status.failedChecks}')"
 expect_contains "events" "Paused podinfo.$NS at step 2/3 until promoted" "$(kc get events)"
 
+follow_baseline podinfo
 token=$(new_token)
 log "promoting past the pause (serin.dev/promote=$token)"
 kc annotate canary podinfo "serin.dev/promote=$token" --overwrite >/dev/null
 follow_canary podinfo 120 Succeeded Failed
 expect_eq "final phase" Succeeded "$PHASE"
-expect_sequence weights 40
+expect_sequence weights 20 40 0
 expect_sequence phases Progressing Promoting Finalising Succeeded
 expect_eq "handled promote request" "$token" "$(kc get canary podinfo -o jsonpath='{.status.handledRequests.promote}')"
 expect_contains "events" "Promoted: podinfo.$NS leaves the pause at step 2/3" "$(kc get events)"

@@ -21,6 +21,8 @@ $(load_test_hooks "http://podinfo.$NS:9898/")
 EOF
 follow_canary podinfo 90 Initialized Failed
 expect_eq "phase after initialization" Initialized "$PHASE"
+expect_sequence phases Initializing Initialized
+expect_sequence weights 0
 
 # While the analysis runs, sample the VirtualService: mirrored to the canary, all weight on the
 # primary.
@@ -38,13 +40,16 @@ check_mirror() {
 }
 
 log "releasing podinfo 6.0.1 (mirrored)"
+follow_baseline podinfo
 kc set image deployment/podinfo podinfod=ghcr.io/stefanprodan/podinfo:6.0.1 >/dev/null
 FOLLOW_HOOK=check_mirror
 follow_canary podinfo 150 Succeeded Failed
 FOLLOW_HOOK=""
 expect_eq "final phase" Succeeded "$PHASE"
 expect_eq "mirror during the iterations (host, percentage, primary weight)" "podinfo-canary 50 100" "$MIRROR_SEEN"
-expect_sequence phases Progressing Promoting Finalising Succeeded
+expect_sequence phases Initialized Progressing Promoting Finalising Succeeded
+# As in Flagger, the status weight of an iterations-based release stays 0.
+expect_sequence weights 0
 events=$(kc get events)
 expect_contains "events" "Stop traffic mirroring and route all traffic to canary" "$events"
 expect_eq "mirror after the release" "" "$(kc get virtualservice podinfo -o jsonpath='{.spec.http[0].mirror.host}')"

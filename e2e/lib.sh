@@ -41,6 +41,9 @@ fi
 WORK=$(mktemp -d "${E2E_WORK_ROOT:-${TMPDIR:-/tmp}}/serin-e2e-$SCENARIO.XXXXXX")
 SANDBOX_PID=""
 OPERATOR_PID=""
+RECEIVER_PID=""
+RECEIVER_DIR=""
+RECEIVER_URL=""
 PROXY_URL=""
 PROMETHEUS_URL=""
 SCENARIO_STARTED=$(date +%s)
@@ -86,6 +89,10 @@ dump_diagnostics() {
   echo "---------------- deployments, virtualservice ----------------"
   "${k[@]}" get deployments -o wide 2>&1
   "${k[@]}" get virtualservice -o jsonpath='{range .items[*]}{.metadata.name}: {.spec.http}{"\n"}{end}' 2>&1
+  if [[ -n $RECEIVER_DIR ]]; then
+    echo "---------------- loopback receiver: requests (last 30) ----------------"
+    tail -n 30 "$RECEIVER_DIR/requests.jsonl" 2>&1
+  fi
   echo "---------------- operator log (last 80 lines) ----------------"
   if [[ $MODE == sandbox ]]; then
     tail -n 80 "$WORK/operator.log" 2>&1
@@ -102,13 +109,17 @@ cleanup() {
   # Output may go to a closed pipe (`| head`): that must not stop the cleanup half-way.
   trap '' PIPE
   set +e
-  if ((rc != 0)) && [[ -n ${KUBECONFIG:-} ]]; then
+  if ((rc != 0 && rc != 77)) && [[ -n ${KUBECONFIG:-} ]]; then
     dump_diagnostics >&2
   fi
   stop_process "$OPERATOR_PID" operator
   stop_process "$SANDBOX_PID" sandbox
+  stop_process "$RECEIVER_PID" receiver
   local took=$(($(date +%s) - SCENARIO_STARTED))
-  if ((rc == 0)); then
+  if ((rc == 77)); then
+    log "SKIPPED"
+    rm -rf "$WORK"
+  elif ((rc == 0)); then
     log "PASS in ${took}s"
     if [[ ${E2E_KEEP:-} == 1 ]]; then
       log "work directory kept: $WORK"
@@ -214,6 +225,23 @@ new_token() {
   date +%s%N
 }
 
+# request NAME KIND: a manual request (KIND promote, promote-full, abort or retry) on canary NAME,
+# as the annotation serin.dev/KIND with a new token; the token is left in REQUEST_TOKEN.
+request() {
+  REQUEST_TOKEN=$(new_token)
+  log "request: serin.dev/$2=$REQUEST_TOKEN on canary/$1"
+  kc annotate canary "$1" "serin.dev/$2=$REQUEST_TOKEN" --overwrite >/dev/null
+}
+
+# require_sandbox WHY: ends the scenario as skipped (exit 77, which run.sh reports as SKIP) unless
+# it runs in sandbox mode. Call it before setup.
+require_sandbox() {
+  if [[ $MODE != sandbox ]]; then
+    log "skipped in $MODE mode: $*"
+    exit 77
+  fi
+}
+
 # ----- the load tester and the mesh ------------------------------------------------------------
 
 # mesh_get URL [HEADER]: GETs URL from inside the mesh (with an extra `Name: value` header); prints
@@ -242,6 +270,67 @@ loadtester_post() {
   fi
   [[ $code == 2?? ]] || fail "POST /$path to the load tester answered $code"
   log "POST /$path $body -> $code"
+}
+
+# ----- the loopback receiver (e2e/fixtures/receiver.py) ------------------------------------------
+
+# start_receiver: starts the receiver on a free 127.0.0.1 port, forwarding /prometheus/ to the
+# sandbox's Prometheus; sets RECEIVER_URL. The operator runs on the host with NO_PROXY=127.0.0.1,
+# so webhooks, alerts and MetricTemplates can name RECEIVER_URL directly. Sandbox mode only.
+start_receiver() {
+  [[ $MODE == sandbox ]] || fail "the loopback receiver needs sandbox mode"
+  RECEIVER_DIR=$WORK/receiver
+  mkdir -p "$RECEIVER_DIR"
+  python3 "$E2E_DIR/fixtures/receiver.py" serve "$RECEIVER_DIR" --prometheus "$PROMETHEUS_URL" \
+    >"$WORK/receiver.log" 2>&1 &
+  RECEIVER_PID=$!
+  local deadline=$(($(date +%s) + 15))
+  until [[ -s $RECEIVER_DIR/port ]]; do
+    kill -0 "$RECEIVER_PID" 2>/dev/null || { cat "$WORK/receiver.log" >&2; fail "the receiver exited"; }
+    (($(date +%s) < deadline)) || fail "the receiver did not start within 15s"
+    sleep 0.1
+  done
+  RECEIVER_URL=http://127.0.0.1:$(cat "$RECEIVER_DIR/port")
+  log "loopback receiver on $RECEIVER_URL (requests in $RECEIVER_DIR/requests.jsonl)"
+}
+
+# receiver_answer PATH CODE: the receiver answers requests to PATH with CODE from now on.
+receiver_answer() {
+  local file
+  file=$RECEIVER_DIR/status/$(printf '%s' "${1#/}" | tr / _)
+  printf '%s\n' "$2" >"$file.tmp" && mv "$file.tmp" "$file"
+  log "receiver answers $2 on $1"
+}
+
+# receiver_bodies PATH: the JSON bodies received on PATH, one compact line each (keys sorted).
+receiver_bodies() {
+  python3 "$E2E_DIR/fixtures/receiver.py" bodies "$RECEIVER_DIR" "$1"
+}
+
+# receiver_count PATH: how many requests PATH received.
+receiver_count() {
+  python3 "$E2E_DIR/fixtures/receiver.py" count "$RECEIVER_DIR" "$1"
+}
+
+# receiver_has PATH N: PATH received at least N requests (for wait_for).
+receiver_has() {
+  (($(receiver_count "$1") >= $2))
+}
+
+# receiver_authorization PATH: the Authorization header of each request to PATH, one per line.
+receiver_authorization() {
+  python3 "$E2E_DIR/fixtures/receiver.py" authorization "$RECEIVER_DIR" "$1"
+}
+
+# json_value JSON KEY: the value of KEY in a JSON object (a string as it is, anything else as compact
+# JSON with sorted keys); KEY @keys gives the object's keys, sorted, space-separated.
+json_value() {
+  python3 -c '
+import json, sys
+obj, key = json.loads(sys.argv[1]), sys.argv[2]
+value = " ".join(sorted(obj)) if key == "@keys" else obj.get(key)
+print(value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), sort_keys=True))
+' "$1" "$2"
 }
 
 # ----- setup -----------------------------------------------------------------------------------
@@ -343,9 +432,12 @@ setup() {
 
 # ----- following a Canary ----------------------------------------------------------------------
 
-# Filled by follow_canary: the distinct phases and weights seen, in order, and the last values.
+# Filled by follow_canary: the phases and weights seen, in order (each change once), and the last
+# values.
 FOLLOW_PHASES=()
 FOLLOW_WEIGHTS=()
+# Set by follow_baseline: the sample the next follow_canary starts its record with.
+FOLLOW_BASELINE=""
 PHASE=""
 WEIGHT=""
 ITERATIONS=""
@@ -355,40 +447,80 @@ STEP=""
 # follow (successfully) by returning non-zero.
 FOLLOW_HOOK=""
 
+# The Canary fields follow_canary samples, '|'-separated: phase, weight, iterations, failed checks,
+# step, the condition's message and the status message (last, so a '|' inside it stays in it).
+CANARY_SAMPLE_JSONPATH='{.status.phase}|{.status.canaryWeight}|{.status.iterations}|{.status.failedChecks}|{.status.currentStepIndex}|{.status.conditions[0].message}|{.status.message}'
+
+# canary_sample NAME: the Canary's status in CANARY_SAMPLE_JSONPATH's format; empty when unreadable.
+canary_sample() {
+  kc get canary "$1" --request-timeout=5s -o jsonpath="$CANARY_SAMPLE_JSONPATH" 2>/dev/null || true
+}
+
+# follow_baseline NAME: samples the Canary now, before a change the operator may act on at once (a
+# new revision, a manual request). The next follow_canary starts its record with this sample, so
+# the phases and weights it records begin with the state before the change however fast the
+# operator reacts, and an exact expect_sequence does not depend on that race.
+follow_baseline() {
+  FOLLOW_BASELINE=$(canary_sample "$1")
+  [[ $FOLLOW_BASELINE == [A-Z]* ]] || fail "canary/$1 has no phase to start a follow from"
+}
+
+# follow_record SAMPLE ELAPSED_TENTHS: sets PHASE, WEIGHT, ITERATIONS and STEP from a sample, prints
+# it, and appends its phase and weight to FOLLOW_PHASES and FOLLOW_WEIGHTS when they changed.
+follow_record() {
+  local failed condition message
+  IFS='|' read -r PHASE WEIGHT ITERATIONS failed STEP condition message <<<"$1" || true
+  WEIGHT=${WEIGHT:-0}
+  printf '%s [%s]   +%d.%ds  %-16s weight=%-3s iterations=%-2s failedChecks=%-2s step=%-2s %s\n' \
+    "$(date +%H:%M:%S)" "$SCENARIO" $(($2 / 10)) $(($2 % 10)) "$PHASE" "$WEIGHT" \
+    "${ITERATIONS:-0}" "${failed:-0}" "${STEP:--}" "${message:-$condition}"
+  if ((${#FOLLOW_PHASES[@]} == 0)) || [[ ${FOLLOW_PHASES[-1]} != "$PHASE" ]]; then
+    FOLLOW_PHASES+=("$PHASE")
+  fi
+  if ((${#FOLLOW_WEIGHTS[@]} == 0)) || [[ ${FOLLOW_WEIGHTS[-1]} != "$WEIGHT" ]]; then
+    FOLLOW_WEIGHTS+=("$WEIGHT")
+  fi
+}
+
 # follow_canary NAME TIMEOUT UNTIL_PHASE...: polls the Canary every 0.5 s, prints one line per change
-# (time, phase, weight, iterations, failed checks, step, status message), records the distinct
-# phases and weights, and returns at one of UNTIL_PHASE; fails after TIMEOUT seconds.
+# (time, phase, weight, iterations, failed checks, step, status message), records the phases and
+# weights (each change once, in order; after follow_baseline, starting with its sample) and returns
+# at one of UNTIL_PHASE; fails after TIMEOUT seconds.
+#
+# The operator writes a Canary's status at most once per analysis interval (10 s), except when it
+# acts at once on a new revision or a manual request, which follow_baseline covers; so a 0.5 s poll
+# sees every phase and weight. A poll that comes more than 5 s after the previous one (a starved
+# machine) is reported, since a state could then go unseen.
 follow_canary() {
   local name=$1 timeout=$2
   shift 2
   local until=" $* " start=${EPOCHREALTIME/./} deadline=$(($(date +%s) + timeout))
-  local line last="" failed condition message elapsed
+  local line last="" previous_poll=${EPOCHREALTIME/./} now
   FOLLOW_PHASES=()
   FOLLOW_WEIGHTS=()
   log "following canary/$name until ${*// /|} (at most ${timeout}s)"
+  if [[ -n $FOLLOW_BASELINE ]]; then
+    last=$FOLLOW_BASELINE
+    follow_record "$FOLLOW_BASELINE" 0
+    FOLLOW_BASELINE=""
+  fi
   while true; do
-    # '|'-separated; the status message comes last, so a '|' inside it stays in it.
-    line=$(kc get canary "$name" --request-timeout=5s -o jsonpath='{.status.phase}|{.status.canaryWeight}|{.status.iterations}|{.status.failedChecks}|{.status.currentStepIndex}|{.status.conditions[0].message}|{.status.message}' 2>/dev/null) || line=""
-    if [[ -n $line ]]; then
-      IFS='|' read -r PHASE WEIGHT ITERATIONS failed STEP condition message <<<"$line" || true
-      if [[ -n $PHASE && $line != "$last" ]]; then
+    line=$(canary_sample "$name")
+    now=${EPOCHREALTIME/./}
+    if ((now - previous_poll > 5000000)); then
+      log "warning: $(((now - previous_poll) / 1000000))s between two polls of canary/$name; a short-lived state may have been missed"
+    fi
+    previous_poll=$now
+    if [[ $line == [A-Z]* ]]; then
+      if [[ $line != "$last" ]]; then
         last=$line
-        elapsed=$(((${EPOCHREALTIME/./} - start) / 100000))
-        printf '%s [%s]   +%d.%ds  %-16s weight=%-3s iterations=%-2s failedChecks=%-2s step=%-2s %s\n' \
-          "$(date +%H:%M:%S)" "$SCENARIO" $((elapsed / 10)) $((elapsed % 10)) "$PHASE" "${WEIGHT:-0}" \
-          "${ITERATIONS:-0}" "${failed:-0}" "${STEP:--}" "${message:-$condition}"
-        if ((${#FOLLOW_PHASES[@]} == 0)) || [[ ${FOLLOW_PHASES[-1]} != "$PHASE" ]]; then
-          FOLLOW_PHASES+=("$PHASE")
-        fi
-        if ((${#FOLLOW_WEIGHTS[@]} == 0)) || [[ ${FOLLOW_WEIGHTS[-1]} != "${WEIGHT:-0}" ]]; then
-          FOLLOW_WEIGHTS+=("${WEIGHT:-0}")
-        fi
+        follow_record "$line" $(((now - start) / 100000))
       fi
       if [[ -n $FOLLOW_HOOK ]] && ! "$FOLLOW_HOOK"; then
         log "canary/$name: $FOLLOW_HOOK ended the follow at $PHASE (phases: ${FOLLOW_PHASES[*]}; weights: ${FOLLOW_WEIGHTS[*]})"
         return 0
       fi
-      if [[ -n $PHASE && $until == *" $PHASE "* ]]; then
+      if [[ $until == *" $PHASE "* ]]; then
         log "canary/$name reached $PHASE (phases: ${FOLLOW_PHASES[*]}; weights: ${FOLLOW_WEIGHTS[*]})"
         return 0
       fi
@@ -413,23 +545,40 @@ expect_contains() {
   log "ok: $1 contains '$2'"
 }
 
-# expect_sequence phases|weights EXPECTED...: the values recorded by the last follow_canary include
-# EXPECTED in this order (others may come between).
+# followed_values phases|weights: what the last follow_canary recorded, space-separated.
+followed_values() {
+  case $1 in
+    phases) echo "${FOLLOW_PHASES[*]}" ;;
+    weights) echo "${FOLLOW_WEIGHTS[*]}" ;;
+    *) fail "unknown kind $1 (phases or weights)" ;;
+  esac
+}
+
+# expect_sequence phases|weights EXPECTED...: the values recorded by the last follow_canary (each
+# change once, in order) are exactly EXPECTED: an extra, a missing or a reordered value fails.
 expect_sequence() {
   local kind=$1
   shift
+  local seen
+  seen=$(followed_values "$kind")
+  [[ $seen == "$*" ]] || fail "$kind: expected exactly '$*', saw '$seen'"
+  log "ok: $kind are exactly $*"
+}
+
+# expect_sequence_includes phases|weights EXPECTED...: the recorded values include EXPECTED in this
+# order, others may come between. Only for a ladder whose other values depend on timing a scenario
+# does not control (each use says why); expect_sequence is the rule.
+expect_sequence_includes() {
+  local kind=$1
+  shift
   local -a seen
-  case $kind in
-    phases) seen=("${FOLLOW_PHASES[@]}") ;;
-    weights) seen=("${FOLLOW_WEIGHTS[@]}") ;;
-    *) fail "expect_sequence: unknown kind $kind (phases or weights)" ;;
-  esac
+  read -r -a seen <<<"$(followed_values "$kind")"
   local i=0 want
   for want in "$@"; do
     while ((i < ${#seen[@]})) && [[ ${seen[i]} != "$want" ]]; do
       i=$((i + 1))
     done
-    ((i < ${#seen[@]})) || fail "$kind: expected $* in this order, saw ${seen[*]:-nothing} ('$want' missing or out of order)"
+    ((i < ${#seen[@]})) || fail "$kind: expected to include $* in this order, saw ${seen[*]:-nothing} ('$want' missing or out of order)"
     i=$((i + 1))
   done
   log "ok: $kind ${seen[*]} include $* in order"
@@ -453,6 +602,50 @@ deployment_has_replicas() {
   spec=$(kc get deployment "$1" -o jsonpath='{.spec.replicas}')
   status=$(kc get deployment "$1" -o jsonpath='{.status.replicas}')
   [[ ${spec:-0} == "$2" && ${status:-0} == "$2" ]]
+}
+
+# create_secret NAME KEY=VALUE...: creates (or updates) an Opaque Secret. Through `kubectl create
+# --dry-run=client | kubectl apply`, because `kubectl create secret` sends protobuf, which the
+# sandbox's API server does not read (it takes JSON and YAML).
+create_secret() {
+  local name=$1 kv
+  shift
+  local literals=()
+  for kv in "$@"; do literals+=("--from-literal=$kv"); done
+  kc create secret generic "$name" "${literals[@]}" --dry-run=client -o yaml | kc apply -f - >/dev/null
+}
+
+# spec_replicas NAME: a Deployment's spec.replicas ("" counts as 0).
+spec_replicas() {
+  local n
+  n=$(kc get deployment "$1" -o jsonpath='{.spec.replicas}')
+  echo "${n:-0}"
+}
+
+# event_messages: the messages of the namespace's Events, oldest first, one per line.
+event_messages() {
+  kc get events --sort-by=.lastTimestamp -o jsonpath='{range .items[*]}{.message}{"\n"}{end}'
+}
+
+# expect_event NEEDLE: some Event's message contains NEEDLE.
+expect_event() {
+  local messages
+  messages=$(event_messages)
+  [[ $messages == *"$1"* ]] || fail "no event contains '$1'; the events are:"$'\n'"$messages"
+  log "ok: an event contains '$1'"
+}
+
+# expect_no_event NEEDLE: no Event's message contains NEEDLE.
+expect_no_event() {
+  local messages
+  messages=$(event_messages)
+  [[ $messages != *"$1"* ]] || fail "an event contains '$1', which should not happen; the events are:"$'\n'"$messages"
+  log "ok: no event contains '$1'"
+}
+
+# count_events NEEDLE: how many Events' messages contain NEEDLE.
+count_events() {
+  event_messages | grep -cF -- "$1" || true
 }
 
 # vs_weight HOST [ROUTE]: the weight of destination HOST in http route ROUTE (default: the last

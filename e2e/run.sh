@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Runs e2e scenarios one after another and prints a summary.
+# Runs e2e scenarios, several at a time, and prints a summary.
 #
 #   e2e/run.sh                 every scenario (e2e/[0-9][0-9]-*.sh)
 #   e2e/run.sh 01 02           the scenarios whose names start with 01 and 02
 #   e2e/run.sh 05-confirm-promotion e2e/08-steps-pause.sh
 #
 # In sandbox mode (no E2E_KUBECONFIG) the binaries are built once here, then every scenario starts
-# its own sandbox and operator. E2E_FAIL_FAST=1 stops at the first failure. Each scenario's output
-# also goes to $E2E_LOG_DIR/<scenario>.log (default: a new directory under /tmp).
+# its own sandbox and operator, so scenarios can run side by side: at most E2E_JOBS at a time
+# (default 4; the scenarios mostly wait on analysis intervals, and four keep a 2-core machine well
+# below saturation — see e2e/README.md). In cluster mode they share the namespace `test`, so they run
+# one at a time whatever E2E_JOBS says.
+#
+# Each scenario's output goes to $E2E_LOG_DIR/<scenario>.log (default: a new directory under /tmp)
+# and is printed whole when the scenario ends, so the outputs of concurrent scenarios never
+# interleave. A scenario that exits 77 was skipped (it needs something this mode lacks).
+# E2E_FAIL_FAST=1 starts no new scenario after the first failure. Exits non-zero if any failed.
 set -Eeuo pipefail
 
 E2E_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -31,11 +38,22 @@ else
   done
 fi
 
+jobs_limit=${E2E_JOBS:-4}
+if ! [[ $jobs_limit =~ ^[1-9][0-9]*$ ]]; then
+  echo "E2E_JOBS must be a whole number of at least 1, got '$jobs_limit'" >&2
+  exit 2
+fi
+mode=sandbox
+if [[ -n ${E2E_KUBECONFIG:-} ]]; then
+  mode=cluster
+  jobs_limit=1
+fi
+
 missing=()
-for tool in kubectl curl; do
+for tool in kubectl curl python3; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
-if [[ -z ${E2E_KUBECONFIG:-} ]]; then
+if [[ $mode == sandbox ]]; then
   command -v prometheus >/dev/null || missing+=(prometheus)
   command -v "${CARGO:-cargo}" >/dev/null || missing+=(cargo)
 fi
@@ -44,7 +62,7 @@ if ((${#missing[@]} > 0)); then
   exit 2
 fi
 
-if [[ -z ${E2E_KUBECONFIG:-} && ${E2E_SKIP_BUILD:-} != 1 ]]; then
+if [[ $mode == sandbox && ${E2E_SKIP_BUILD:-} != 1 ]]; then
   echo "building serin and serin-operator"
   (cd "$REPO_DIR" && "${CARGO:-cargo}" build -q -p serin-cli -p serin-operator)
 fi
@@ -53,27 +71,87 @@ export E2E_SKIP_BUILD=1
 LOG_DIR=${E2E_LOG_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/serin-e2e-logs.XXXXXX")}
 mkdir -p "$LOG_DIR"
 
-results=()
+names=()
+for script in "${scenarios[@]}"; do
+  names+=("$(basename "$script" .sh)")
+done
+
+declare -A pid_index=() # running scenario: pid -> index in scenarios
+status=()               # index -> PASS | FAIL | SKIP | (empty: not run)
+took=()                 # index -> seconds
+started_at=()
 failed=0
 total_started=$(date +%s)
-for script in "${scenarios[@]}"; do
-  name=$(basename "$script" .sh)
+
+# Stops the scenarios still running (each one's own trap stops its sandbox and operator).
+stop_running() {
+  local pid i
+  for pid in "${!pid_index[@]}"; do
+    kill -TERM "$pid" 2>/dev/null || true
+  done
+  for ((i = 0; i < 150 && ${#pid_index[@]} > 0; i++)); do
+    for pid in "${!pid_index[@]}"; do
+      kill -0 "$pid" 2>/dev/null || unset "pid_index[$pid]"
+    done
+    sleep 0.2
+  done
+}
+trap 'echo "interrupted: stopping the running scenarios" >&2; stop_running; exit 130' INT
+trap 'stop_running; exit 143' TERM
+
+# Records and prints a finished scenario.
+finish() {
+  local i=$1 rc=$2 name=${names[$1]}
+  took[i]=$(($(date +%s) - started_at[i]))
+  case $rc in
+    0) status[i]=PASS ;;
+    77) status[i]=SKIP ;;
+    *)
+      status[i]=FAIL
+      failed=$((failed + 1))
+      ;;
+  esac
   echo
-  echo "=================== $name ==================="
-  started=$(date +%s)
-  status=PASS
-  if ! "$script" 2>&1 | tee "$LOG_DIR/$name.log"; then
-    status=FAIL
-    failed=$((failed + 1))
-  fi
-  results+=("$(printf '%-26s %s  %4ss' "$name" "$status" $(($(date +%s) - started)))")
-  if [[ $status == FAIL && ${E2E_FAIL_FAST:-} == 1 ]]; then
+  echo "=================== $name: ${status[i]} in ${took[i]}s (log $LOG_DIR/$name.log) ==================="
+  cat "$LOG_DIR/$name.log"
+}
+
+# Waits for one running scenario to end and finishes it.
+reap_one() {
+  local pid rc=0
+  wait -n -p pid "${!pid_index[@]}" || rc=$?
+  [[ -n ${pid:-} && -n ${pid_index[$pid]:-} ]] || return 0
+  finish "${pid_index[$pid]}" "$rc"
+  unset "pid_index[$pid]"
+}
+
+echo "running ${#scenarios[@]} scenario(s), at most $jobs_limit at a time ($mode mode); logs in $LOG_DIR"
+for i in "${!scenarios[@]}"; do
+  if ((failed > 0)) && [[ ${E2E_FAIL_FAST:-} == 1 ]]; then
     break
   fi
+  while ((${#pid_index[@]} >= jobs_limit)); do
+    reap_one
+  done
+  if ((failed > 0)) && [[ ${E2E_FAIL_FAST:-} == 1 ]]; then
+    break
+  fi
+  started_at[i]=$(date +%s)
+  SCENARIO=${names[i]} "${scenarios[i]}" >"$LOG_DIR/${names[i]}.log" 2>&1 </dev/null &
+  pid_index[$!]=$i
+  echo "$(date +%H:%M:%S) started ${names[i]}"
+done
+while ((${#pid_index[@]} > 0)); do
+  reap_one
 done
 
 echo
-echo "=================== e2e summary ($( [[ -n ${E2E_KUBECONFIG:-} ]] && echo cluster || echo sandbox) mode) ==================="
-printf '%s\n' "${results[@]}"
-echo "${#results[@]} run, $failed failed, $(($(date +%s) - total_started))s in all; logs in $LOG_DIR"
-((failed == 0))
+echo "=================== e2e summary ($mode mode, at most $jobs_limit at a time) ==================="
+run=0
+for i in "${!scenarios[@]}"; do
+  [[ -n ${status[i]:-} ]] || continue
+  run=$((run + 1))
+  printf '%-26s %s  %4ss\n' "${names[i]}" "${status[i]}" "${took[i]}"
+done
+echo "$run run, $failed failed, $(($(date +%s) - total_started))s in all; logs in $LOG_DIR"
+((failed == 0 && run == ${#scenarios[@]}))
