@@ -8,11 +8,11 @@ use crate::plan::{
 };
 use crate::readiness::{Readiness, deployment_readiness};
 use crate::replicas::{
-    CanaryScale, TrafficRoutedInput, dynamic_abort_weight, scale_from_zero,
-    traffic_routed_replicas, traffic_weight_to_replicas,
+    CanaryScale, TrafficRoutedInput, scale_from_zero, traffic_routed_replicas,
+    traffic_weight_to_replicas,
 };
 use crate::revision::pod_template_hash;
-use crate::weights::{max_weight, next_step_weight, weight_ladder};
+use crate::weights::{max_weight, next_step_weight};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -75,6 +75,15 @@ enum Request {
     Retry,
 }
 
+/// One side of the traffic split.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// `<target>-primary`, the stable version.
+    Primary,
+    /// The target Deployment, the version under analysis.
+    Canary,
+}
+
 /// What caused a rollback, for its event and alert.
 enum RollbackCause {
     Threshold(i32),
@@ -101,6 +110,9 @@ struct Tick<'a> {
     hash: String,
     configs: BTreeMap<String, String>,
     pending: Pending,
+    /// Leave pending requests for a later tick instead of acknowledging them as having nothing to
+    /// do (set while traffic is still moving after a rollback or a failed promotion).
+    defer_requests: bool,
 }
 
 impl<'a> Tick<'a> {
@@ -141,6 +153,7 @@ impl<'a> Tick<'a> {
             hash: String::new(),
             configs: BTreeMap::new(),
             pending,
+            defer_requests: false,
         }
     }
 
@@ -412,6 +425,146 @@ impl<'a> Tick<'a> {
         })
     }
 
+    fn dynamic_stable_scale(&self) -> bool {
+        self.analysis.dynamic_stable_scale.unwrap_or(false)
+    }
+
+    fn side_id(&self, side: Side) -> String {
+        match side {
+            Side::Primary => self.primary_id.clone(),
+            Side::Canary => self.target_id.clone(),
+        }
+    }
+
+    fn side_deployment(&self, side: Side) -> Option<&'a Deployment> {
+        match side {
+            Side::Primary => self.obs.primary.as_ref(),
+            Side::Canary => self.obs.target.as_ref(),
+        }
+    }
+
+    /// The side's `spec.replicas` once this tick's actions are carried out.
+    fn planned_replicas(&self, side: Side) -> i32 {
+        let planned = self.actions.iter().rev().find_map(|a| match (side, a) {
+            (Side::Primary, Action::ScalePrimary(n)) | (Side::Canary, Action::ScaleTarget(n)) => {
+                Some(*n)
+            }
+            _ => None,
+        });
+        planned
+            .or_else(|| {
+                self.side_deployment(side)
+                    .and_then(|d| d.spec.as_ref())
+                    .and_then(|s| s.replicas)
+            })
+            .unwrap_or(0)
+    }
+
+    /// The side's available pods, as observed.
+    fn available_replicas(&self, side: Side) -> i32 {
+        self.side_deployment(side)
+            .and_then(|d| d.status.as_ref())
+            .and_then(|s| s.available_replicas)
+            .unwrap_or(0)
+    }
+
+    fn scale(&mut self, side: Side, replicas: i32) {
+        self.actions.push(match side {
+            Side::Primary => Action::ScalePrimary(replicas),
+            Side::Canary => Action::ScaleTarget(replicas),
+        });
+    }
+
+    /// The traffic rule, holding form: `side` may take more traffic (`share`, for the event) only
+    /// once it has `needed` available pods. Scales it up to `needed` when it is smaller, and returns
+    /// false (with a Waiting event) until those pods are available.
+    fn side_can_take(&mut self, side: Side, needed: i32, share: &str) -> bool {
+        let id = self.side_id(side);
+        if self.planned_replicas(side) < needed {
+            self.scale(side, needed);
+            self.normal(
+                reason::WAITING,
+                format!("Scaling {id} to {needed} replicas before routing {share} to it"),
+            );
+            return false;
+        }
+        let available = self.available_replicas(side);
+        if available < needed {
+            self.normal(
+                reason::WAITING,
+                format!(
+                    "Waiting for {id} to have {needed} available replicas ({available} now) before routing {share} to it"
+                ),
+            );
+            return false;
+        }
+        true
+    }
+
+    /// The traffic rule, draining form: moves the router toward `goal` (the canary's weight, 0 or
+    /// 100) no faster than the side receiving the traffic can serve it. That side is scaled to the
+    /// release's full size, and until all of those pods are available it gets only the share they
+    /// can serve (`available / full`). The primary is checked only with `dynamicStableScale` (it
+    /// is never scaled down otherwise); the canary always, as `setCanaryScale` or a preview may have
+    /// made it small. Returns true once the caller may route all traffic to `goal`.
+    ///
+    /// `cause` starts the events; `reason` is the reason of a partial move. A tick that can move
+    /// nothing records a Waiting event only when `announce_wait` is set or it scales the side.
+    fn shift_toward(
+        &mut self,
+        goal: i32,
+        cause: &str,
+        reason: &'static str,
+        announce_wait: bool,
+    ) -> bool {
+        let current = self.obs.routes.map_or(0, |r| r.canary);
+        if current == goal {
+            return true;
+        }
+        let side = if goal < current {
+            Side::Primary
+        } else {
+            Side::Canary
+        };
+        if side == Side::Primary && !self.dynamic_stable_scale() {
+            return true;
+        }
+        let full = self.full_replicas().max(1);
+        let scaled = self.planned_replicas(side) < full;
+        if scaled {
+            self.scale(side, full);
+        }
+        let available = self.available_replicas(side);
+        if !scaled && available >= full {
+            return true;
+        }
+        let servable = (i64::from(available.max(0)) * 100 / i64::from(full)).min(100) as i32;
+        let next = match side {
+            Side::Primary => (100 - servable).max(goal).min(current),
+            Side::Canary => servable.min(goal).max(current),
+        };
+        let id = self.side_id(side);
+        if next != current {
+            self.set_routes(100 - next, next, false);
+            self.status.canary_weight = next;
+            let moved = if next < current { "lowered" } else { "raised" };
+            self.normal(
+                reason,
+                format!(
+                    "{cause}: {id} has {available} of {full} replicas available, canary weight {moved} to {next}"
+                ),
+            );
+        } else if announce_wait || scaled {
+            self.normal(
+                reason::WAITING,
+                format!(
+                    "{cause}: waiting for {id} to have {full} available replicas ({available} now) before routing all traffic to it"
+                ),
+            );
+        }
+        false
+    }
+
     fn spec_changed(&self) -> bool {
         match self.old.last_applied_spec.as_deref() {
             None => true,
@@ -542,6 +695,9 @@ impl<'a> Tick<'a> {
     /// Initialized, Succeeded or Failed: react to a new revision or a manual request at once.
     fn idle(&mut self) -> Step {
         let failed = self.phase() == Some(Phase::Failed);
+        if failed {
+            self.finish_traffic_move()?;
+        }
         let mut retry = false;
         if failed && self.pending.retry.is_some() {
             self.handled(Request::Retry);
@@ -1060,20 +1216,38 @@ impl<'a> Tick<'a> {
 
     /// Scales the canary as the latest setCanaryScale says (full size when there is none).
     fn scale_canary_for(&mut self, index: usize, weight: i32) {
+        let wanted = self.canary_size(index, weight);
+        if self.planned_replicas(Side::Canary) != wanted {
+            self.actions.push(Action::ScaleTarget(wanted));
+        }
+    }
+
+    /// Replicas of the canary at `weight` under the setCanaryScale in effect before step `index`
+    /// (full size when there is none).
+    fn canary_size(&self, index: usize, weight: i32) -> i32 {
         let full = self.full_replicas();
-        let wanted = match self.canary_scale_before(index) {
+        match self.canary_scale_before(index) {
             None => full,
             Some(CanaryScale::Replicas(n)) => n,
             Some(CanaryScale::Weight(w)) => traffic_weight_to_replicas(full, w),
             Some(CanaryScale::MatchTrafficWeight) => traffic_weight_to_replicas(full, weight),
-        };
-        let planned = self.actions.iter().rev().find_map(|a| match a {
-            Action::ScaleTarget(n) => Some(*n),
-            _ => None,
-        });
-        if planned.or(self.target_replicas()) != Some(wanted) {
-            self.actions.push(Action::ScaleTarget(wanted));
         }
+    }
+
+    /// Before a `setWeight` moves traffic, the side that gains it must have the pods for its new
+    /// share: the canary as many as the setCanaryScale in effect gives it at that weight, the
+    /// primary (with `dynamicStableScale`) the pods for what it gets back. False while waiting.
+    fn sides_ready_for_weight(&mut self, index: usize, from: i32, to: i32) -> bool {
+        if to > from {
+            let needed = self.canary_size(index, to);
+            return self.side_can_take(Side::Canary, needed, &format!("{to}% of traffic"));
+        }
+        if to < from && self.dynamic_stable_scale() {
+            let needed = traffic_weight_to_replicas(self.full_replicas(), 100 - to);
+            let share = format!("{}% of traffic", 100 - to);
+            return self.side_can_take(Side::Primary, needed, &share);
+        }
+        true
     }
 
     fn describe_step(&self, index: usize) -> String {
@@ -1156,6 +1330,9 @@ impl<'a> Tick<'a> {
                     && self.phase() == Some(Phase::Progressing)
                     && !self.traffic_increase_approved()?
                 {
+                    return Err(Halt::Done);
+                }
+                if !self.sides_ready_for_weight(index, weight, target_weight) {
                     return Err(Halt::Done);
                 }
                 self.set_routes(100 - target_weight, target_weight, false);
@@ -1262,16 +1439,9 @@ impl<'a> Tick<'a> {
         if !self.manual_promotion_released() {
             return Err(Halt::Done);
         }
+        // The preview may be smaller than the release: all of its pods first, then all traffic.
         let full = self.full_replicas();
-        if self.target_replicas().unwrap_or(0) < full {
-            self.actions.push(Action::ScaleTarget(full));
-            self.normal(
-                reason::WAITING,
-                format!(
-                    "Scaling {} to {full} replicas before routing traffic to it",
-                    self.target_id
-                ),
-            );
+        if !self.side_can_take(Side::Canary, full, "all traffic") {
             return Err(Halt::Done);
         }
         if routes.mirrored {
@@ -1331,6 +1501,12 @@ impl<'a> Tick<'a> {
 
     /// Promoting: traffic goes back to the (now updated) primary, at once or by `stepWeightPromotion`.
     fn shift_traffic_to_primary(&mut self, routes: Routes) -> Step {
+        if self.dynamic_stable_scale()
+            && routes.canary > 0
+            && !self.side_can_take(Side::Primary, self.full_replicas(), "all traffic")
+        {
+            return Err(Halt::Done);
+        }
         let step = self.analysis.step_weight_promotion.unwrap_or(0);
         if step <= 0 || routes.canary <= 0 {
             self.normal(reason::PROMOTING, "Routing all traffic to primary");
@@ -1381,6 +1557,10 @@ impl<'a> Tick<'a> {
     }
 
     fn promote_without_analysis(&mut self) -> Step {
+        let cause = format!("Skipping the analysis of {}", self.target_id);
+        if !self.shift_toward(0, &cause, reason::SKIPPED, true) {
+            return Err(Halt::Done);
+        }
         self.set_routes(100, 0, false);
         self.copy_template_to_primary();
         if self.canary.spec.autoscaler_ref.is_some() {
@@ -1408,8 +1588,14 @@ impl<'a> Tick<'a> {
         Err(Halt::Done)
     }
 
-    /// A new revision arrived mid-analysis: start over with all traffic on the primary.
+    /// A new revision arrived mid-analysis: start over with all traffic on the primary, once the
+    /// primary (with `dynamicStableScale`, scaled back to full size first) can serve it. Until then
+    /// the status keeps the old revision, so the next tick comes back here.
     fn restart(&mut self) -> Step {
+        let cause = format!("New revision of {} detected", self.target_id);
+        if !self.shift_toward(0, &cause, reason::NEW_REVISION, true) {
+            return Err(Halt::Done);
+        }
         self.normal(
             reason::NEW_REVISION,
             format!(
@@ -1422,8 +1608,13 @@ impl<'a> Tick<'a> {
         Err(Halt::Done)
     }
 
-    /// The target went back to the promoted revision mid-analysis: nothing is left to release.
+    /// The target went back to the promoted revision mid-analysis: nothing is left to release. All
+    /// traffic returns to the primary once it can serve it, and only then is the canary scaled down.
     fn abandon_for_promoted(&mut self) -> Step {
+        let cause = format!("Target {} is back on the promoted revision", self.target_id);
+        if !self.shift_toward(0, &cause, reason::NEW_REVISION, true) {
+            return Err(Halt::Done);
+        }
         self.normal(reason::NEW_REVISION, format!(
             "Target {} is back on the promoted revision: stopping the analysis and routing all traffic to primary",
             self.target_id
@@ -1436,6 +1627,11 @@ impl<'a> Tick<'a> {
         Err(Halt::Done)
     }
 
+    /// Rolls the release back: the canary fails at once (events, alert, post-rollout hooks, phase
+    /// Failed with weight 0), and traffic returns to the primary as fast as the primary can serve
+    /// it. With `dynamicStableScale` that can take several reconciles, which the Failed phase
+    /// finishes (see [`Tick::finish_traffic_move`]); the canary is scaled down only after all
+    /// traffic has left it.
     fn rollback(&mut self, cause: RollbackCause) -> Step {
         match &cause {
             RollbackCause::Threshold(n) => {
@@ -1491,17 +1687,11 @@ impl<'a> Tick<'a> {
                 self.alert(Severity::Error, "Canary aborted by user", false);
             }
         }
-        if self.drain_canary_gradually()? {
-            return Err(Halt::Done);
-        }
-        self.set_routes(100, 0, false);
-        self.warning(
-            reason::ROLLED_BACK,
-            format!("Canary failed! Scaling down {}", self.canary_id),
-        );
-        let delay = self.analysis.abort_scale_down_delay_seconds;
-        if delay.is_none() {
-            self.actions.push(Action::ScaleTarget(0));
+        let cause = format!("Rolling back {}", self.canary_id);
+        let drained = self.shift_toward(0, &cause, reason::ROLLED_BACK, true);
+        if drained {
+            self.set_routes(100, 0, false);
+            self.scale_down_failed_canary();
         }
         self.sync(Phase::Failed, 0);
         if self.pending.abort.is_some() {
@@ -1511,58 +1701,85 @@ impl<'a> Tick<'a> {
             hook_type: HookType::PostRollout,
             phase: Phase::Failed,
         });
-        self.requeue = delay
-            .filter(|d| *d > 0)
-            .map(|d| Duration::from_secs(d as u64));
+        self.requeue = if drained {
+            self.abort_scale_down_requeue()
+        } else {
+            Some(self.interval())
+        };
         Err(Halt::Done)
     }
 
-    /// With `dynamicStableScale`, the primary may be too small to take all traffic back at once:
-    /// scale it up and step the canary's weight down as primary pods become available.
-    /// Returns true while draining.
-    fn drain_canary_gradually(&mut self) -> Result<bool, Halt> {
-        if !self.analysis.dynamic_stable_scale.unwrap_or(false) {
-            return Ok(false);
+    /// `Canary failed! Scaling down`: once no traffic is left on a failed canary, scale it to zero,
+    /// at once or (with `abortScaleDownDelaySeconds`) later.
+    fn scale_down_failed_canary(&mut self) {
+        self.warning(
+            reason::ROLLED_BACK,
+            format!("Canary failed! Scaling down {}", self.canary_id),
+        );
+        if self.analysis.abort_scale_down_delay_seconds.is_none() {
+            self.actions.push(Action::ScaleTarget(0));
         }
-        let full = self.full_replicas();
-        let primary_available = self
-            .obs
-            .primary
-            .as_ref()
-            .and_then(|p| p.status.as_ref())
-            .and_then(|s| s.available_replicas)
-            .unwrap_or(0);
-        if primary_available >= full {
-            return Ok(false);
-        }
-        if self.primary_replicas() != Some(full) {
-            self.actions.push(Action::ScalePrimary(full));
-        }
-        // The canary here runs at full size, so what matters is the pods its current traffic needs.
-        let current = self.obs.routes.map_or(0, |r| r.canary);
-        let canary_needs = traffic_weight_to_replicas(full, current);
-        let weight = dynamic_abort_weight(
-            full,
-            &weight_ladder(&self.analysis),
-            primary_available,
-            canary_needs,
-            self.analysis
-                .abort_scale_down_delay_seconds
-                .is_some_and(|d| d > 0),
-        )
-        .min(current);
-        if weight == 0 {
-            return Ok(false);
-        }
-        self.set_routes(100 - weight, weight, false);
-        self.status.canary_weight = weight;
-        self.normal(reason::ROLLED_BACK, format!(
-            "Rolling back {}: {} has {primary_available} of {full} replicas available, canary weight lowered to {weight}",
-            self.canary_id, self.primary_id
-        ));
-        Ok(true)
     }
 
+    /// When to come back for a delayed scale-down of a failed canary, if there is one.
+    fn abort_scale_down_requeue(&self) -> Option<Duration> {
+        self.analysis
+            .abort_scale_down_delay_seconds
+            .filter(|d| *d > 0)
+            .map(|d| Duration::from_secs(d as u64))
+    }
+
+    /// Failed, with the router not yet where the failure put it: a rollback waiting for the primary
+    /// (`status.canaryWeight` 0) or a failed promotion waiting for the canary (100). Moves traffic
+    /// on as the receiving side's pods become available; once it is all there, a rolled-back
+    /// canary is scaled down. Requests wait until then. Returns `Ok(())` when nothing is moving.
+    fn finish_traffic_move(&mut self) -> Step {
+        let goal = self.old.canary_weight;
+        let Some(routes) = self.obs.routes else {
+            return Ok(());
+        };
+        if routes.canary == goal {
+            return Ok(());
+        }
+        self.defer_requests = true;
+        let (cause, why) = if goal < routes.canary {
+            (
+                format!("Rolling back {}", self.canary_id),
+                reason::ROLLED_BACK,
+            )
+        } else {
+            (
+                format!("Promotion of {} failed", self.target_id),
+                reason::PROMOTION_FAILED,
+            )
+        };
+        let arrived = self.shift_toward(goal, &cause, why, false);
+        self.status.canary_weight = goal;
+        if !arrived {
+            self.requeue = Some(self.interval());
+            return Err(Halt::Done);
+        }
+        self.set_routes(100 - goal, goal, false);
+        if goal == 0 {
+            self.scale_down_failed_canary();
+            self.status.step_start_time = Some(self.now_time());
+            self.requeue = self.abort_scale_down_requeue();
+        } else {
+            self.normal(
+                reason::PROMOTION_FAILED,
+                format!("Routing all traffic to {}", self.target_id),
+            );
+            self.requeue = None;
+        }
+        // What waited (a request, a new revision) is taken up on the next reconcile.
+        if self.pending.any() || self.spec_changed() || self.configs_changed() {
+            self.requeue = Some(Duration::from_secs(1));
+        }
+        Err(Halt::Done)
+    }
+
+    /// The primary did not roll out the promoted version: traffic stays on (or moves to) the
+    /// canary, as fast as the canary's available pods can serve it.
     fn failed_promotion(&mut self, err: String) -> Step {
         self.warning(
             reason::PROMOTION_FAILED,
@@ -1576,13 +1793,17 @@ impl<'a> Tick<'a> {
             format!("Promotion failed, primary not ready: {err}"),
             false,
         );
-        self.set_routes(0, 100, false);
+        let cause = format!("Promotion of {} failed", self.target_id);
+        let moved = self.shift_toward(100, &cause, reason::PROMOTION_FAILED, true);
+        if moved {
+            self.set_routes(0, 100, false);
+        }
         self.sync(Phase::Failed, 100);
         self.actions.push(Action::NotifyHooks {
             hook_type: HookType::PostRollout,
             phase: Phase::Failed,
         });
-        self.requeue = None;
+        self.requeue = (!moved).then(|| self.interval());
         Err(Halt::Done)
     }
 
@@ -1623,7 +1844,9 @@ impl<'a> Tick<'a> {
     }
 
     fn finish(mut self) -> Plan {
-        self.acknowledge_ignored_requests();
+        if !self.defer_requests {
+            self.acknowledge_ignored_requests();
+        }
         self.requeue_for_pause_end();
         self.status.observed_generation = self.canary.metadata.generation;
         if significant(&self.old) != significant(&self.status) {

@@ -10,7 +10,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 ///
 /// Neither side is rounded down to zero for weights strictly between 0 and 100 (unless there is a
 /// single replica and no surge); with `max_surge > 0` the pair may total `replicas + 1`. On equal
-/// distance the larger canary wins.
+/// distance the larger canary wins. No strategy uses it yet (it is for a canary without a mesh,
+/// sized by replica ratio).
 ///
 /// ```
 /// use serin_core::replicas::weighted_split;
@@ -96,7 +97,7 @@ pub fn resolve_int_or_percent(value: &IntOrString, replicas: i32, round_up: bool
 
 /// Resolves a rolling update's `(maxSurge, maxUnavailable)` against `replicas` (defaults 25% each):
 /// surge rounds up, unavailable rounds down, both zero means one may be unavailable, and
-/// unavailable never exceeds `replicas`.
+/// unavailable never exceeds `replicas`. No strategy uses it yet.
 pub fn resolve_surge_and_unavailable(
     max_surge: Option<&IntOrString>,
     max_unavailable: Option<&IntOrString>,
@@ -176,6 +177,10 @@ pub fn traffic_routed_replicas(input: TrafficRoutedInput) -> (i32, i32) {
 /// `step_weights` are the weights of the release's steps in order; `canary_available` 0 means the
 /// canary has no pods left and traffic can go straight back. When `abort_delay_set` (an explicit
 /// `abortScaleDownDelaySeconds` above 0) the canary's own availability is not counted.
+///
+/// Kept as Argo's reference arithmetic; the engine does not use it, because the weight it gives can
+/// send the stable side more traffic than its available pods serve (Argo holds such a weight with a
+/// separate check). A Serin rollback gives the primary the share its available pods can serve.
 pub fn dynamic_abort_weight(
     replicas: i32,
     step_weights: &[i32],

@@ -165,9 +165,17 @@ fn set_canary_scale_replicas_and_match_traffic_weight() {
         first.actions
     );
     assert_eq!(world.target_replicas(), 2);
+    // 60% needs 6 canary pods (matchTrafficWeight): they come first, and traffic holds at 20%.
     let second = world.advance(15).clone();
-    assert_eq!(second.routes.unwrap().canary, 60);
+    assert_eq!(second.routes.unwrap().canary, 20);
     assert!(second.actions.contains(&Action::ScaleTarget(6)));
+    assert_eq!(
+        second.events,
+        vec!["Normal: Scaling podinfo.test to 6 replicas before routing 60% of traffic to it"]
+    );
+    assert_eq!(second.reasons, vec![serin_core::plan::reason::WAITING]);
+    let third = world.advance(15).clone();
+    assert_eq!(third.routes.unwrap().canary, 60);
     assert!(world.run_until(15, 10, |w| w.phase() == Some(Phase::Succeeded)));
     assert_eq!(world.primary_replicas(), 10);
 }
@@ -232,9 +240,17 @@ fn dynamic_stable_scale_rollback_waits_for_the_primary() {
             mirrored: false
         })
     );
-    assert_eq!(first.phase, Some(Phase::Progressing));
-    assert!(world.run_until(15, 5, |w| w.phase() == Some(Phase::Failed)));
-    assert_eq!(world.routes, Some(Routes::PRIMARY_ONLY));
+    // The release has failed; only the traffic is still on its way back.
+    assert_eq!(first.phase, Some(Phase::Failed));
+    assert!(!first.actions.contains(&Action::ScaleTarget(0)));
+    assert!(world.run_until(15, 5, |w| w.routes == Some(Routes::PRIMARY_ONLY)));
+    let back = world.log.last().unwrap().clone();
+    assert_eq!(
+        back.events,
+        vec!["Warning: Canary failed! Scaling down podinfo.test"]
+    );
+    assert!(back.actions.contains(&Action::ScaleTarget(0)));
+    assert_eq!(world.phase(), Some(Phase::Failed));
     assert_eq!(world.primary_replicas(), 10);
     assert_eq!(world.target_replicas(), 0);
 }
