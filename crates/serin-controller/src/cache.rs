@@ -67,8 +67,11 @@ pub struct Feeds {
     pub secrets: Feed<Secret>,
     /// Autoscalers (trigger the Canaries that reference them).
     pub autoscalers: Feed<HorizontalPodAutoscaler>,
+    /// MetricTemplates (trigger the Canaries whose metrics reference them, so a Canary waiting for a
+    /// missing or invalid template moves on once it is fixed).
+    pub metric_templates: Feed<MetricTemplate>,
     /// The feeds only read at tick time: VirtualServices, Services, DestinationRules,
-    /// MetricTemplates, AlertProviders.
+    /// AlertProviders.
     pub passive: Vec<std::pin::Pin<Box<dyn Stream<Item = ()> + Send>>>,
 }
 
@@ -154,11 +157,11 @@ impl Caches {
             config_maps: config_map_feed,
             secrets: secret_feed,
             autoscalers: autoscaler_feed,
+            metric_templates: template_feed,
             passive: vec![
                 passive(vs_feed, "VirtualServices"),
                 passive(service_feed, "Services"),
                 passive(rule_feed, "DestinationRules"),
-                passive(template_feed, "MetricTemplates"),
                 passive(provider_feed, "AlertProviders"),
             ],
         };

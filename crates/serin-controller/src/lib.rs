@@ -7,6 +7,7 @@
 pub mod autoscaler;
 pub mod cache;
 pub mod configs;
+pub mod leadership;
 pub mod metrics;
 pub mod reconcile;
 pub mod workloads;

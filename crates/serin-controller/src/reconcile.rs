@@ -16,7 +16,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use serin_api::{Canary, Phase};
+use serin_api::{Canary, MetricTemplate, Phase};
 use serin_core::plan::{
     Action, Check, Decision, EventType, MetricReading, Observation, Outcome, Plan, Routes, Verdict,
 };
@@ -375,11 +375,22 @@ impl Tick<'_> {
                     let namespace = template.namespace().unwrap_or(self.namespace.clone());
                     self.caches.secret_text(&namespace, &reference.name)
                 });
+                let own_server = match canary.spec.metrics_server.as_deref() {
+                    Some(address) => match PrometheusClient::new(address) {
+                        Ok(client) => Some(client),
+                        Err(error) => {
+                            return Outcome::Metric(MetricReading::Error(format!(
+                                "spec.metricsServer: {error}"
+                            )));
+                        }
+                    },
+                    None => None,
+                };
                 let inputs = MetricInputs {
                     context: self.query_context(),
                     template: template.as_deref(),
                     secret: secret.as_ref(),
-                    metrics_server: &self.ctx.metrics_server,
+                    metrics_server: own_server.as_ref().unwrap_or(&self.ctx.metrics_server),
                 };
                 Outcome::Metric(serin_metrics::read(metric, inputs).await)
             }
@@ -878,7 +889,7 @@ async fn tick(canary: &Arc<Canary>, shared: &Shared) -> Result<Requeue, Error> {
     let label = target_json.as_ref().map(|t| selector_label(t, &labels));
     let mut blocked = match &label {
         Some(Err(error)) => Some(error.to_string()),
-        _ => None,
+        _ => template_problem(canary, caches, &namespace),
     };
     let mut autoscaler_min_replicas = None;
     if let Some(reference) = &canary.spec.autoscaler_ref {
@@ -950,7 +961,10 @@ async fn tick(canary: &Arc<Canary>, shared: &Shared) -> Result<Requeue, Error> {
             .patch_status(
                 &canary.name_any(),
                 &PatchParams::default(),
-                &Patch::Merge(json!({"status": plan.status})),
+                &Patch::Merge(json!({"status": status_patch(
+                    &serde_json::to_value(&canary.status)?,
+                    &serde_json::to_value(&plan.status)?,
+                )})),
             )
             .await?;
         shared.wrote(canary, &written);
@@ -960,6 +974,56 @@ async fn tick(canary: &Arc<Canary>, shared: &Shared) -> Result<Requeue, Error> {
         Some(after) => Requeue::requeue(after),
         None => Requeue::await_change(),
     })
+}
+
+/// A JSON merge patch from `old` to `new`: what `new` holds, plus `null` for every field `old`
+/// has and `new` dropped (a merge patch leaves absent fields as they are, so a cleared
+/// `status.message` would otherwise stay).
+fn status_patch(old: &Value, new: &Value) -> Value {
+    match (old, new) {
+        (Value::Object(old), Value::Object(new)) => {
+            let mut patch = serde_json::Map::new();
+            for (key, value) in new {
+                let value = match old.get(key) {
+                    Some(before) => status_patch(before, value),
+                    None => value.clone(),
+                };
+                patch.insert(key.clone(), value);
+            }
+            for key in old.keys().filter(|key| !new.contains_key(*key)) {
+                patch.insert(key.clone(), Value::Null);
+            }
+            Value::Object(patch)
+        }
+        _ => new.clone(),
+    }
+}
+
+/// Why the MetricTemplates the analysis references cannot be queried (missing, or invalid), if
+/// so: the release waits for the template to be fixed instead of failing checks and rolling back.
+fn template_problem(canary: &Canary, caches: &Caches, namespace: &str) -> Option<String> {
+    let analysis = canary.spec.analysis()?;
+    for (i, metric) in analysis.metrics().iter().enumerate() {
+        let Some(reference) = &metric.template_ref else {
+            continue;
+        };
+        let template_namespace = reference.namespace.as_deref().unwrap_or(namespace);
+        let id = format!("{}.{template_namespace}", reference.name);
+        let Some(template) = caches.metric_template(template_namespace, &reference.name) else {
+            return Some(format!(
+                "MetricTemplate {id} in spec.analysis.metrics[{i}].templateRef not found; create it or fix templateRef"
+            ));
+        };
+        let errors = serin_api::validate::validate_metric_template(&template);
+        if !errors.is_empty() {
+            let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            return Some(format!(
+                "MetricTemplate {id} (spec.analysis.metrics[{i}].templateRef) is invalid: {}",
+                list.join("; ")
+            ));
+        }
+    }
+    None
 }
 
 /// Everything a tick tells: events (to the API, the log and the event webhooks), alerts, and the
@@ -1132,6 +1196,31 @@ fn canaries_of_deployment(
         .collect()
 }
 
+/// The Canaries whose metrics reference `template`.
+fn canaries_of_template(
+    canaries: &kube::runtime::reflector::Store<Canary>,
+    template: &MetricTemplate,
+) -> Vec<ObjectRef<Canary>> {
+    let name = template.name_any();
+    let template_namespace = template.namespace();
+    canaries
+        .state()
+        .into_iter()
+        .filter(|canary| {
+            canary.spec.analysis().is_some_and(|analysis| {
+                analysis.metrics().iter().any(|metric| {
+                    metric.template_ref.as_ref().is_some_and(|reference| {
+                        reference.name == name
+                            && reference.namespace.clone().or_else(|| canary.namespace())
+                                == template_namespace
+                    })
+                })
+            })
+        })
+        .map(|canary| ObjectRef::from_obj(&*canary))
+        .collect()
+}
+
 /// The Canaries whose target uses the config `kind`/`name`.
 fn canaries_of_config(
     canaries: &kube::runtime::reflector::Store<Canary>,
@@ -1176,8 +1265,13 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     for feed in feeds.passive {
         background.spawn(feed.for_each(|_| async {}));
     }
-    let (deployment_canaries, config_canaries, secret_canaries, hpa_canaries) =
-        (store.clone(), store.clone(), store.clone(), store.clone());
+    let (deployment_canaries, config_canaries, secret_canaries, hpa_canaries, template_canaries) = (
+        store.clone(),
+        store.clone(),
+        store.clone(),
+        store.clone(),
+        store.clone(),
+    );
     let (config_caches, secret_caches) = (caches.clone(), caches.clone());
     let shared = Arc::new(Shared {
         ctx,
@@ -1249,6 +1343,9 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
                     .collect::<Vec<_>>()
             },
         )
+        .watches_stream(feeds.metric_templates, move |template: MetricTemplate| {
+            canaries_of_template(&template_canaries, &template)
+        })
         .run(reconcile, retry_later, shared)
         .for_each(|_| async {})
         .await;
@@ -1259,6 +1356,19 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
 mod tests {
     use super::contains;
     use serde_json::json;
+
+    #[test]
+    fn a_status_patch_clears_what_the_new_status_dropped() {
+        let old = json!({"phase": "Initializing", "message": "MetricTemplate x.test not found",
+                         "handledRequests": {"promote": "1", "abort": "2"}});
+        let new = json!({"phase": "Initialized", "handledRequests": {"promote": "1"}});
+        assert_eq!(
+            super::status_patch(&old, &new),
+            json!({"phase": "Initialized", "message": null,
+                   "handledRequests": {"promote": "1", "abort": null}})
+        );
+        assert_eq!(super::status_patch(&json!(null), &new), new);
+    }
 
     #[test]
     fn a_routing_object_with_server_defaults_still_contains_what_was_applied() {

@@ -32,6 +32,12 @@ struct Flags {
     /// Namespace of the leader-election Lease.
     #[arg(long, default_value = "default")]
     leader_election_namespace: String,
+    /// Seconds a leader's Lease lasts without renewal; another replica may take over after that.
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(i32).range(3..))]
+    leader_election_lease_seconds: i32,
+    /// This replica's identity in the Lease (default: the host name and the process id).
+    #[arg(long, env = "POD_NAME")]
+    leader_election_identity: Option<String>,
     /// Address of the admin server (`/healthz`, `/readyz`, `/metrics`).
     #[arg(long, default_value = "0.0.0.0:8080")]
     admin_address: SocketAddr,
@@ -64,9 +70,36 @@ async fn main() -> anyhow::Result<()> {
         "--mesh-provider {}: only istio is supported by this build",
         flags.mesh_provider
     );
-    let client = kube::Client::try_default()
+    let mut config = kube::Config::infer()
         .await
         .context("connecting to Kubernetes (KUBECONFIG or the in-cluster service account)")?;
+    let identity = flags
+        .leader_election_identity
+        .clone()
+        .unwrap_or_else(default_identity);
+    // The identity in the User-Agent lets the API server's request counts tell replicas apart.
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_str(&format!(
+            "serin-operator/{} ({identity})",
+            env!("CARGO_PKG_VERSION")
+        ))
+        .context("--leader-election-identity must be printable ASCII")?,
+    ));
+    let leadership = if flags.leader_elect {
+        serin_controller::leadership::Leadership::elected(
+            &identity,
+            &flags.leader_election_namespace,
+            LEASE_NAME,
+        )
+    } else {
+        serin_controller::leadership::Leadership::unelected()
+    };
+    // Only the lease manager writes unguarded: everything else is refused once the lease is lost.
+    let lease_client = kube::Client::try_from(config.clone())?;
+    let client = kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&leadership.write_guard())
+        .build();
     let metrics_server = serin_metrics::PrometheusClient::new(&flags.metrics_server)
         .map_err(|e| anyhow::anyhow!("--metrics-server: {e}"))?;
     let mut ctx = serin_controller::Context::new(client.clone(), metrics_server);
@@ -88,19 +121,18 @@ async fn main() -> anyhow::Result<()> {
         flags.mesh_provider.clone(),
     )
     .await?;
+    let mut lost_lease = None;
     if flags.leader_elect {
-        let manager =
-            kube_lease_manager::LeaseManagerBuilder::new(client.clone(), "serin-operator")
-                .with_namespace(&flags.leader_election_namespace)
-                .build()
-                .await
-                .context("setting up leader election")?;
-        let (mut leader, _lease) = manager.watch().await;
-        serin_controller::log("info", "", "waiting to become the leader");
-        while !*leader.borrow_and_update() {
-            leader.changed().await.context("leader election stopped")?;
-        }
-        serin_controller::log("info", "", "leading");
+        lost_lease = Some(
+            lead(
+                lease_client,
+                &flags.leader_election_namespace,
+                &identity,
+                flags.leader_election_lease_seconds,
+                &leadership,
+            )
+            .await?,
+        );
     }
     ready.store(true, Ordering::Relaxed);
     serin_controller::log(
@@ -111,12 +143,104 @@ async fn main() -> anyhow::Result<()> {
             flags.namespace.as_deref().unwrap_or("all namespaces")
         ),
     );
-    tokio::select! {
-        _ = serin_controller::run(Arc::new(ctx), flags.namespace) => {}
-        _ = tokio::signal::ctrl_c() => serin_controller::log("info", "", "stopping"),
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("listening for SIGTERM")?;
+    let lost = async {
+        match lost_lease {
+            Some(lost) => lost.await,
+            None => std::future::pending().await,
+        }
+    };
+    // Returning drops the controller with its reconciles in flight: a lost lease abandons them.
+    let stopped_by = tokio::select! {
+        _ = serin_controller::run(Arc::new(ctx), flags.namespace) => None,
+        _ = tokio::signal::ctrl_c() => Some("interrupt"),
+        _ = terminate.recv() => Some("SIGTERM"),
+        reason = lost => {
+            admin.abort();
+            anyhow::bail!("{reason}; stopping so that a restart competes for the lease again");
+        }
+    };
+    if let Some(signal) = stopped_by {
+        serin_controller::log("info", "", &format!("stopping ({signal})"));
     }
     admin.abort();
     Ok(())
+}
+
+/// The Lease replicas compete for.
+const LEASE_NAME: &str = "serin-operator";
+
+fn default_identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "serin-operator".into());
+    format!("{host}-{}", std::process::id())
+}
+
+/// Waits until this replica holds the Lease and its guard lets writes through, then returns a
+/// future that ends (with the reason) when the lease is lost.
+async fn lead(
+    client: kube::Client,
+    namespace: &str,
+    identity: &str,
+    lease_seconds: i32,
+    leadership: &serin_controller::leadership::Leadership,
+) -> anyhow::Result<impl std::future::Future<Output = String> + use<>> {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, reflector, watcher};
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(client.clone(), namespace);
+    let (store, writer) = reflector::store();
+    let lease_watch = watcher(
+        leases,
+        watcher::Config::default().fields(&format!("metadata.name={LEASE_NAME}")),
+    )
+    .default_backoff()
+    .reflect(writer)
+    .for_each(|_| async {});
+    let lease_watch = tokio::spawn(lease_watch);
+    leadership.watch_lease(store);
+    // Renewals come a third of the lease before its expiry, so a late one still lands in time.
+    let grace = (lease_seconds / 3).max(1);
+    let manager = kube_lease_manager::LeaseManagerBuilder::new(client, LEASE_NAME)
+        .with_namespace(namespace)
+        .with_identity(identity)
+        .with_duration(lease_seconds as u64)
+        .with_grace(grace as u64)
+        .build()
+        .await
+        .context("setting up leader election")?;
+    let (mut leader, manager_task) = manager.watch().await;
+    serin_controller::log(
+        "info",
+        "",
+        &format!("waiting to hold the Lease {namespace}/{LEASE_NAME} as {identity}"),
+    );
+    while !*leader.borrow_and_update() {
+        leader.changed().await.context("leader election stopped")?;
+    }
+    leadership.set_leading(true);
+    // The guard reads the Lease from the watch: wait until it shows this replica's renewal.
+    while !leadership.may_write() {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    serin_controller::log("info", "", &format!("leading as {identity}"));
+    let leadership = leadership.clone();
+    Ok(async move {
+        let reason = loop {
+            if leader.changed().await.is_err() {
+                break "leader election stopped".to_string();
+            }
+            if !*leader.borrow_and_update() {
+                break "lost the Lease".to_string();
+            }
+        };
+        leadership.set_leading(false);
+        lease_watch.abort();
+        drop(manager_task);
+        reason
+    })
 }
 
 fn comma_list(text: &str) -> Vec<String> {

@@ -10,6 +10,7 @@ use std::time::Duration;
 #[derive(Default)]
 pub struct Metrics {
     requests: Mutex<BTreeMap<(String, String, u16), u64>>,
+    writes_by_client: Mutex<BTreeMap<(String, String, String), u64>>,
     watches_started: AtomicU64,
     watches_active: AtomicU64,
 }
@@ -22,6 +23,34 @@ impl Metrics {
         *requests
             .entry((verb.to_string(), resource.to_string(), code))
             .or_insert(0) += 1;
+    }
+
+    /// Counts one write (any verb but GET, LIST and WATCH) of `verb` on `resource` sent by `client`
+    /// (its User-Agent), so a test can tell which of several processes wrote.
+    pub fn record_write(&self, client: &str, verb: &str, resource: &str) {
+        if matches!(verb, "GET" | "LIST" | "WATCH") {
+            return;
+        }
+        let mut writes = self
+            .writes_by_client
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *writes
+            .entry((client.to_string(), verb.to_string(), resource.to_string()))
+            .or_insert(0) += 1;
+    }
+
+    /// Writes sent by clients whose User-Agent contains `client`, whatever the answer.
+    pub fn writes_by(&self, client: &str) -> u64 {
+        let writes = self
+            .writes_by_client
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        writes
+            .iter()
+            .filter(|((c, _, _), _)| c.contains(client))
+            .map(|(_, n)| n)
+            .sum()
     }
 
     /// A watch stream started.
@@ -67,6 +96,19 @@ impl Metrics {
                 "sandbox_apiserver_request_total{{verb=\"{verb}\",resource=\"{resource}\",code=\"{code}\"}} {n}\n"
             ));
         }
+        drop(requests);
+        out.push_str("# HELP sandbox_apiserver_client_write_total Write requests by client (User-Agent), verb and resource.\n# TYPE sandbox_apiserver_client_write_total counter\n");
+        let writes = self
+            .writes_by_client
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for ((client, verb, resource), n) in writes.iter() {
+            let client = client.replace('\\', "\\\\").replace('"', "\\\"");
+            out.push_str(&format!(
+                "sandbox_apiserver_client_write_total{{client=\"{client}\",verb=\"{verb}\",resource=\"{resource}\"}} {n}\n"
+            ));
+        }
+        drop(writes);
         out.push_str(&format!(
             "# HELP sandbox_apiserver_watches_total Watch streams started.\n# TYPE sandbox_apiserver_watches_total counter\nsandbox_apiserver_watches_total {}\n",
             self.watches_started.load(Ordering::Relaxed)

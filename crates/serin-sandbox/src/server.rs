@@ -255,6 +255,11 @@ async fn route(
     state
         .metrics
         .record(verb, &resource, response.status().as_u16());
+    let client = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("unknown");
+    state.metrics.record_write(client, verb, &resource);
     Ok(response)
 }
 
