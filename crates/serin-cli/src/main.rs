@@ -1,5 +1,6 @@
-//! `serin`: Serin's command line. Today it runs the local sandbox; the release commands
-//! (get, promote, abort, ...) arrive with the operator.
+//! `serin`: Serin's command line: the local sandbox (`serin sandbox up`) and the end-to-end demo
+//! (`serin demo`). Release commands (get, promote, abort, ...) are not built yet; until then the
+//! README's manual-request annotations do their job with kubectl.
 
 mod demo;
 
