@@ -17,6 +17,9 @@
 #                      where `kubectl logs` finds the operator in cluster mode (serin-system, serin-operator)
 #   E2E_INTERVAL       the Canaries' analysis interval (default 10s, the shortest the operator runs:
 #                      serin_api::MIN_INTERVAL_SECONDS raises shorter ones to 10s)
+#   E2E_OPERATOR_METRICS_SERVER
+#                      the operator's --metrics-server in sandbox mode (default: the sandbox's
+#                      Prometheus); a scenario sets it to prove a Canary's own spec.metricsServer is used
 #   E2E_SKIP_BUILD=1   use the binaries in target/debug as they are
 #   E2E_KEEP=1         keep the work directory (logs, kubeconfig) after a passing run
 #   E2E_WORK_ROOT      where work directories are made (default: $TMPDIR or /tmp)
@@ -374,7 +377,7 @@ start_operator() {
     port=$(free_port)
     env -u http_proxy -u no_proxy -u HTTPS_PROXY -u https_proxy \
       KUBECONFIG="$KUBECONFIG" HTTP_PROXY="$PROXY_URL" NO_PROXY=127.0.0.1,localhost \
-      "$OPERATOR_BIN" --namespace "$NS" --metrics-server "$PROMETHEUS_URL" \
+      "$OPERATOR_BIN" --namespace "$NS" --metrics-server "${E2E_OPERATOR_METRICS_SERVER:-$PROMETHEUS_URL}" \
       --admin-address "127.0.0.1:$port" >"$WORK/operator.log" 2>&1 &
     OPERATOR_PID=$!
     deadline=$(($(date +%s) + 30))
