@@ -21,10 +21,7 @@ pub fn free_form_list(_: &mut SchemaGenerator) -> Schema {
 /// Adds `canaryAnalysis`, Flagger's deprecated spelling of `analysis`, to the Canary spec's schema,
 /// so an API server keeps the field (the Rust type folds it into `analysis` when it is read).
 pub fn with_canary_analysis_alias(schema: &mut Schema) {
-    let Some(properties) = schema
-        .get_mut("properties")
-        .and_then(|p| p.as_object_mut())
-    else {
+    let Some(properties) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) else {
         return;
     };
     let Some(mut alias) = properties.get("analysis").cloned() else {

@@ -4,8 +4,8 @@
 use crate::duration::{parse_interval, parse_pause_duration};
 use crate::mesh::{HttpMatchRequest, StringMatch};
 use crate::{
-    AlertProvider, AnalysisSpelling, Canary, CanaryAnalysis, CanaryMetric, CanarySpec, CanaryStep, HookType,
-    MetricTemplate, Strategy,
+    AlertProvider, AnalysisSpelling, Canary, CanaryAnalysis, CanaryMetric, CanarySpec, CanaryStep,
+    HookType, MetricTemplate, Strategy,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::{BTreeMap, HashSet};
@@ -124,7 +124,10 @@ impl Report {
     /// would let a user believe a setting is in force when it is not.
     fn not_supported(&mut self, path: &str, set: bool, instead: &str) {
         if set {
-            self.add(path, format!("is not supported yet, and would be ignored; {instead}"));
+            self.add(
+                path,
+                format!("is not supported yet, and would be ignored; {instead}"),
+            );
         }
     }
 
@@ -805,12 +808,17 @@ pub fn validate_metric_template(template: &MetricTemplate) -> Vec<FieldError> {
     let mut r = Report::default();
     let provider = &template.spec.provider;
     if provider.type_ != "prometheus" {
-        let known = crate::metric_template::METRIC_PROVIDER_TYPES.contains(&provider.type_.as_str());
+        let known =
+            crate::metric_template::METRIC_PROVIDER_TYPES.contains(&provider.type_.as_str());
         r.add(
             "spec.provider.type",
             format!(
                 "{} provider {:?}; write prometheus (the only metrics provider Serin queries yet)",
-                if known { "not supported yet:" } else { "unknown" },
+                if known {
+                    "not supported yet:"
+                } else {
+                    "unknown"
+                },
                 provider.type_,
             ),
         );

@@ -168,7 +168,10 @@ fn provider_is_istio_until_other_routers_are_built() {
 #[test]
 fn fields_the_operator_would_ignore_are_rejected() {
     let cases = [
-        (json!({"ingressRef": {"name": "podinfo"}}), "spec.ingressRef"),
+        (
+            json!({"ingressRef": {"name": "podinfo"}}),
+            "spec.ingressRef",
+        ),
         (json!({"routeRef": {"name": "podinfo"}}), "spec.routeRef"),
         (
             json!({"upstreamRef": {"name": "podinfo"}}),
@@ -186,7 +189,10 @@ fn fields_the_operator_would_ignore_are_rejected() {
             json!({"service": {"mirror": [{"backendRef": {"name": "podinfo-canary"}}]}}),
             "spec.service.mirror",
         ),
-        (json!({"service": {"meshName": "global"}}), "spec.service.meshName"),
+        (
+            json!({"service": {"meshName": "global"}}),
+            "spec.service.meshName",
+        ),
         (
             json!({"service": {"backends": ["backend.test"]}}),
             "spec.service.backends",
@@ -227,7 +233,9 @@ fn fields_the_operator_would_ignore_are_rejected() {
             errors[0].message
         );
     }
-    assert_spec_valid(json!({"analysis": {"webhooks": [{"name": "load-test", "url": "http://loadtester.test/", "disableTLS": false}]}}));
+    assert_spec_valid(
+        json!({"analysis": {"webhooks": [{"name": "load-test", "url": "http://loadtester.test/", "disableTLS": false}]}}),
+    );
     assert_spec_valid(json!({"analysis": {"dynamicStableScale": true}}));
 }
 
@@ -394,7 +402,10 @@ fn canary_analysis_alias_is_used_when_analysis_is_absent() {
     assert!(!canary.spec.skips_analysis());
     // The alias is folded into `analysis` as the object is read, so code that reads the field (the
     // router, the metric checks) sees it, and it is written back under one name only.
-    assert_eq!(canary.spec.analysis.as_ref().and_then(|a| a.step_weight), Some(10));
+    assert_eq!(
+        canary.spec.analysis.as_ref().and_then(|a| a.step_weight),
+        Some(10)
+    );
     let written = serde_json::to_value(&canary).unwrap();
     assert_eq!(written["spec"]["analysis"]["stepWeight"], json!(10));
     assert!(written["spec"].get("canaryAnalysis").is_none());
@@ -1056,11 +1067,17 @@ fn session_affinity_cookie_attributes_are_valid() {
     let sa = "spec.analysis.sessionAffinity";
     assert_eq!(
         paths(json!({"sessionAffinity": {"cookieName": "c", "sameSite": "lax", "maxAge": -1}})),
-        [sa.to_string(), format!("{sa}.sameSite"), format!("{sa}.maxAge")]
+        [
+            sa.to_string(),
+            format!("{sa}.sameSite"),
+            format!("{sa}.maxAge")
+        ]
     );
     for same_site in ["Strict", "Lax", "None"] {
         assert_eq!(
-            paths(json!({"sessionAffinity": {"cookieName": "c", "sameSite": same_site, "maxAge": 0}})),
+            paths(
+                json!({"sessionAffinity": {"cookieName": "c", "sameSite": same_site, "maxAge": 0}})
+            ),
             [sa]
         );
     }
