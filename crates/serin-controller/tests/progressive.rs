@@ -14,27 +14,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{kubectl, sandbox_with_crds};
+use common::{PODINFO, kubectl, sandbox_with_crds};
 
-const MANIFESTS: &str = r#"
-apiVersion: v1
-kind: Namespace
-metadata: {name: test}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: podinfo, namespace: test, labels: {app: podinfo}}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: podinfo}}
-  template:
-    metadata: {labels: {app: podinfo}}
-    spec:
-      containers:
-      - name: podinfod
-        image: ghcr.io/stefanprodan/podinfo:6.0.0
-        ports: [{name: http, containerPort: 9898}]
----
+/// The Canary of `common::PODINFO`.
+const CANARY: &str = r#"
 apiVersion: serin.dev/v1beta1
 kind: Canary
 metadata: {name: podinfo, namespace: test}
@@ -145,7 +128,7 @@ async fn a_healthy_release_is_promoted_and_a_faulty_one_rolled_back() {
         }),
     );
     tokio::spawn(async move { axum::serve(listener, receiver).await });
-    let manifests = MANIFESTS.replace("HOOK_ADDRESS", &hook_address.to_string());
+    let manifests = format!("{PODINFO}{CANARY}").replace("HOOK_ADDRESS", &hook_address.to_string());
     kubectl(&sandbox, &["apply", "-f", "-"], Some(&manifests));
 
     let client = Client::try_from(Config::new(sandbox.url.parse().unwrap())).unwrap();

@@ -8,27 +8,10 @@ use std::time::{Duration, Instant};
 
 #[path = "../../serin-controller/tests/common/mod.rs"]
 mod common;
-use common::{kubectl, sandbox_with_crds};
+use common::{PODINFO, kubectl, sandbox_with_crds};
 
-const MANIFESTS: &str = r#"
-apiVersion: v1
-kind: Namespace
-metadata: {name: test}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: podinfo, namespace: test, labels: {app: podinfo}}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: podinfo}}
-  template:
-    metadata: {labels: {app: podinfo}}
-    spec:
-      containers:
-      - name: podinfod
-        image: ghcr.io/stefanprodan/podinfo:6.0.0
-        ports: [{name: http, containerPort: 9898}]
----
+/// The Canary of `common::PODINFO`.
+const CANARY: &str = r#"
 apiVersion: serin.dev/v1beta1
 kind: Canary
 metadata: {name: podinfo, namespace: test}
@@ -118,7 +101,11 @@ fn signal(operator: &Operator, name: &str) {
 async fn a_frozen_leader_writes_nothing_after_another_took_over() {
     let dir = tempfile::tempdir().unwrap();
     let sandbox = sandbox_with_crds(dir.path(), false).await;
-    kubectl(&sandbox, &["apply", "-f", "-"], Some(MANIFESTS));
+    kubectl(
+        &sandbox,
+        &["apply", "-f", "-"],
+        Some(&format!("{PODINFO}{CANARY}")),
+    );
     let (admin_a, admin_b) = (free_port(), free_port());
     let (log_a, log_b) = (dir.path().join("a.log"), dir.path().join("b.log"));
     let mut a = start_operator(&sandbox.kubeconfig, "operator-a", admin_a, &log_a);

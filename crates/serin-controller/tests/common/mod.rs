@@ -2,6 +2,30 @@
 
 use serin_sandbox::{MeshSettings, Sandbox, SandboxOptions};
 
+/// The namespace `test` and Deployment `podinfo` (one replica of podinfo 6.0.0, label
+/// `app: podinfo`) that most tests release; a YAML stream ending in `---`, so a Canary can follow.
+#[allow(dead_code)] // not every test binary that includes this module releases podinfo
+pub const PODINFO: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: test}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: podinfo, namespace: test, labels: {app: podinfo}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: podinfo}}
+  template:
+    metadata: {labels: {app: podinfo}}
+    spec:
+      containers:
+      - name: podinfod
+        image: ghcr.io/stefanprodan/podinfo:6.0.0
+        ports: [{name: http, containerPort: 9898}]
+---
+"#;
+
 /// Runs the real kubectl against `sandbox` with `stdin` as input; panics with its stderr on failure.
 pub fn kubectl(sandbox: &Sandbox, args: &[&str], stdin: Option<&str>) -> String {
     use std::io::Write;
