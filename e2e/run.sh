@@ -151,7 +151,7 @@ run=0
 for i in "${!scenarios[@]}"; do
   [[ -n ${status[i]:-} ]] || continue
   run=$((run + 1))
-  printf '%-26s %s  %4ss\n' "${names[i]}" "${status[i]}" "${took[i]}"
+  printf '%-32s %s  %4ss\n' "${names[i]}" "${status[i]}" "${took[i]}"
 done
 echo "$run run, $failed failed, $(($(date +%s) - total_started))s in all; logs in $LOG_DIR"
 ((failed == 0 && run == ${#scenarios[@]}))
