@@ -167,6 +167,7 @@ apply_canary() {
 # apply_canary, that runs the load tester's hey against HEY_TARGET (default the canary Service) as a
 # pre-rollout hook, so the load starts one tick before the first metric check, and as a rollout
 # hook, which restarts it once it ended (the load tester runs one copy of a command per canary).
+# shellcheck disable=SC2120 # the argument is optional
 load_test_hooks() {
   local cmd="hey -z 1m -q 10 -c 2 ${1:-http://podinfo-canary.$NS:9898/}"
   cat <<HOOKS
