@@ -154,11 +154,12 @@ fn set_canary_scale_replicas_and_match_traffic_weight() {
         10,
     );
     release(&mut world);
-    assert_eq!(world.target_replicas(), 10);
+    // The new revision starts at the size the leading setCanaryScale gives it, never at full size.
+    assert_eq!(world.target_replicas(), 1);
     let first = world.advance(15).clone();
     // setCanaryScale then setWeight run in one tick; the next setCanaryScale follows the setWeight.
     assert_eq!(first.routes.unwrap().canary, 20);
-    assert!(first.actions.contains(&Action::ScaleTarget(1)));
+    assert!(!first.actions.contains(&Action::ScaleTarget(1)));
     assert!(
         first.actions.contains(&Action::ScaleTarget(2)),
         "{:?}",
