@@ -535,6 +535,18 @@ follow_canary() {
   done
 }
 
+# phase_leaves NAME PHASE SECONDS: the Canary's phase is other than PHASE within SECONDS. A tick
+# acts (copies configs, scales, routes) just before it writes its status, so a poll can see the
+# action with the previous phase; a scenario uses this to tell that from a real anomaly.
+phase_leaves() {
+  local deadline=$((SECONDS + $3))
+  while ((SECONDS <= deadline)); do
+    [[ $(kc get canary "$1" -o jsonpath='{.status.phase}') != "$2" ]] && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
 # ----- assertions ------------------------------------------------------------------------------
 
 # expect_eq WHAT EXPECTED ACTUAL
