@@ -49,10 +49,7 @@ spec:
     maxWeight: 30
     stepWeight: 10
     metrics:
-      - name: request-success-rate
-        thresholdRange:
-          min: 99
-        interval: 30s
+$(success_rate_metric)
       - name: latency
         templateRef:
           name: latency
@@ -82,10 +79,7 @@ spec:
           logCmdOutput: "true"
 EOF
 
-follow_canary podinfo 90 Initialized Failed
-expect_eq "phase after initialization" Initialized "$PHASE"
-expect_sequence phases Initializing Initialized
-expect_sequence weights 0
+expect_initialized
 expect_eq "apex Service selector" podinfo-primary "$(kc get service podinfo -o jsonpath='{.spec.selector.app}')"
 expect_eq "primary image" ghcr.io/stefanprodan/podinfo:6.0.0 "$(image_of podinfo-primary)"
 wait_for "podinfo scaled to zero after initialization" 30 deployment_has_replicas podinfo 0

@@ -11,16 +11,10 @@ apply_canary <<EOF
     maxWeight: 50
     stepWeight: 10
     metrics:
-      - name: request-success-rate
-        thresholdRange:
-          min: 99
-        interval: 30s
+$(success_rate_metric)
 $(load_test_hooks)
 EOF
-follow_canary podinfo 90 Initialized Failed
-expect_eq "phase after initialization" Initialized "$PHASE"
-expect_sequence phases Initializing Initialized
-expect_sequence weights 0
+expect_initialized
 
 # ERROR_RATE is the sandbox podinfo's fault switch; PODINFO_RANDOM_ERROR the real podinfo's.
 log "releasing a faulty podinfo 6.0.1 (ERROR_RATE=0.5)"

@@ -11,10 +11,7 @@ CANARY_DEADLINE=20 apply_canary "skipAnalysis: true" <<EOF
     maxWeight: 30
     stepWeight: 10
     metrics:
-      - name: request-success-rate
-        thresholdRange:
-          min: 99
-        interval: 30s
+$(success_rate_metric)
     webhooks:
       - name: load-test
         url: http://flagger-loadtester.$NS/

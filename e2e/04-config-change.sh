@@ -24,16 +24,10 @@ apply_canary <<EOF
     maxWeight: 20
     stepWeight: 10
     metrics:
-      - name: request-success-rate
-        thresholdRange:
-          min: 99
-        interval: 30s
+$(success_rate_metric)
 $(load_test_hooks)
 EOF
-follow_canary podinfo 90 Initialized Failed
-expect_eq "phase after initialization" Initialized "$PHASE"
-expect_sequence phases Initializing Initialized
-expect_sequence weights 0
+expect_initialized
 expect_eq "tracked config in the Canary's status" true \
   "$([[ -n $(kc get canary podinfo -o jsonpath='{.status.trackedConfigs}') ]] && echo true || echo false)"
 expect_eq "podinfo-config-primary data" first \

@@ -11,19 +11,13 @@ apply_canary <<EOF
     maxWeight: 20
     stepWeight: 10
     metrics:
-      - name: request-success-rate
-        thresholdRange:
-          min: 99
-        interval: 30s
+$(success_rate_metric)
 $(load_test_hooks)
       - name: promotion-gate
         type: confirm-promotion
         url: http://flagger-loadtester.$NS/gate/check
 EOF
-follow_canary podinfo 90 Initialized Failed
-expect_eq "phase after initialization" Initialized "$PHASE"
-expect_sequence phases Initializing Initialized
-expect_sequence weights 0
+expect_initialized
 
 log "releasing podinfo 6.0.1; the promotion gate is closed"
 follow_baseline podinfo

@@ -15,20 +15,14 @@ apply_canary <<EOF
           cookie:
             regex: "^(.*?;)?(canary=always)(;.*)?$"
     metrics:
-      - name: request-success-rate
-        thresholdRange:
-          min: 99
-        interval: 30s
+$(success_rate_metric)
       - name: request-duration
         thresholdRange:
           max: 500
         interval: 30s
 $(load_test_hooks "-H 'Cookie: canary=always' http://podinfo.$NS:9898/")
 EOF
-follow_canary podinfo 90 Initialized Failed
-expect_eq "phase after initialization" Initialized "$PHASE"
-expect_sequence phases Initializing Initialized
-expect_sequence weights 0
+expect_initialized
 
 # While the analysis runs (an iteration started), the first http route of the VirtualService
 # matches the cookie and sends everything to the canary; requests without it stay on the primary.

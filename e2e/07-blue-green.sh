@@ -11,20 +11,14 @@ apply_canary <<EOF
     threshold: 2
     iterations: 3
     metrics:
-      - name: request-success-rate
-        thresholdRange:
-          min: 99
-        interval: 30s
+$(success_rate_metric)
       - name: request-duration
         thresholdRange:
           max: 500
         interval: 30s
 $(load_test_hooks)
 EOF
-follow_canary podinfo 90 Initialized Failed
-expect_eq "phase after initialization" Initialized "$PHASE"
-expect_sequence phases Initializing Initialized
-expect_sequence weights 0
+expect_initialized
 
 # During the iterations (before the switch, which comes with iteration N+1) the VirtualService keeps
 # every request on the primary.

@@ -13,16 +13,10 @@ apply_canary <<EOF
       - pause: {}
       - setWeight: 40
     metrics:
-      - name: request-success-rate
-        thresholdRange:
-          min: 99
-        interval: 30s
+$(success_rate_metric)
 $(load_test_hooks)
 EOF
-follow_canary podinfo 90 Initialized Failed
-expect_eq "phase after initialization" Initialized "$PHASE"
-expect_sequence phases Initializing Initialized
-expect_sequence weights 0
+expect_initialized
 
 # Ends the follow once the release sits at the pause (step index 1, at 20%).
 at_pause() {

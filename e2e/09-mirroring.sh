@@ -13,16 +13,10 @@ apply_canary <<EOF
     mirror: true
     mirrorWeight: 50
     metrics:
-      - name: request-success-rate
-        thresholdRange:
-          min: 99
-        interval: 30s
+$(success_rate_metric)
 $(load_test_hooks "http://podinfo.$NS:9898/")
 EOF
-follow_canary podinfo 90 Initialized Failed
-expect_eq "phase after initialization" Initialized "$PHASE"
-expect_sequence phases Initializing Initialized
-expect_sequence weights 0
+expect_initialized
 
 # While the analysis runs, sample the VirtualService: mirrored to the canary, all weight on the
 # primary.

@@ -23,16 +23,10 @@ apply_canary <<EOF
     stepWeights: [10, 30, 60]
     stepWeightPromotion: 30
     metrics:
-      - name: request-success-rate
-        thresholdRange:
-          min: 99
-        interval: 30s
+$(success_rate_metric)
 $(load_test_hooks)
 EOF
-follow_canary podinfo 90 Initialized Failed
-expect_eq "phase after initialization" Initialized "$PHASE"
-expect_sequence phases Initializing Initialized
-expect_sequence weights 0
+expect_initialized
 
 # The Secret's data, decoded.
 secret_message() {

@@ -26,15 +26,10 @@ apply_canary <<EOF
       - pause: {}
       - setWeight: 60
     metrics:
-      - name: request-success-rate
-        thresholdRange:
-          min: 99
-        interval: 30s
+$(success_rate_metric)
 $(load_test_hooks)
 EOF
-follow_canary podinfo 90 Initialized Failed
-expect_eq "phase after initialization" Initialized "$PHASE"
-expect_sequence phases Initializing Initialized
+expect_initialized
 expect_eq "primary replicas" 2 "$(spec_replicas podinfo-primary)"
 
 # Ends a follow once the release sits at the pause (step index 1, at 20%).

@@ -37,15 +37,10 @@ apply_canary <<EOF
           matchTrafficWeight: true
       - setWeight: 80
     metrics:
-      - name: request-success-rate
-        thresholdRange:
-          min: 99
-        interval: 30s
+$(success_rate_metric)
 $(load_test_hooks)
 EOF
-follow_canary podinfo 90 Initialized Failed
-expect_eq "phase after initialization" Initialized "$PHASE"
-expect_sequence phases Initializing Initialized
+expect_initialized
 wait_for "podinfo scaled to zero after initialization" 30 deployment_has_replicas podinfo 0
 expect_eq "primary replicas" 4 "$(spec_replicas podinfo-primary)"
 

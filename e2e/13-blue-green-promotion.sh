@@ -28,15 +28,10 @@ apply_canary <<EOF
     previewReplicaCount: 1
     scaleDownDelaySeconds: $SCALE_DOWN_DELAY
     metrics:
-      - name: request-success-rate
-        thresholdRange:
-          min: 99
-        interval: 30s
+$(success_rate_metric)
 $(load_test_hooks)
 EOF
-follow_canary podinfo 90 Initialized Failed
-expect_eq "phase after initialization" Initialized "$PHASE"
-expect_sequence phases Initializing Initialized
+expect_initialized
 expect_eq "primary replicas" 2 "$(spec_replicas podinfo-primary)"
 
 # Every poll: the VirtualService's canary weight history (each change once), the canary's largest

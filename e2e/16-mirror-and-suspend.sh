@@ -19,15 +19,10 @@ apply_canary <<EOF
     stepWeight: 20
     mirror: true
     metrics:
-      - name: request-success-rate
-        thresholdRange:
-          min: 99
-        interval: 30s
+$(success_rate_metric)
 $(load_test_hooks)
 EOF
-follow_canary podinfo 90 Initialized Failed
-expect_eq "phase after initialization" Initialized "$PHASE"
-expect_sequence phases Initializing Initialized
+expect_initialized
 
 # vs_state: the route's primary and canary weights and its mirror host, as "P/C mirror:HOST".
 vs_state() {

@@ -44,10 +44,7 @@ ${3:-}
           cookie:
             regex: "^(.*?;)?(canary=always)(;.*)?$"
     metrics:
-      - name: request-success-rate
-        thresholdRange:
-          min: 99
-        interval: 30s
+$(success_rate_metric)
       - name: not-found-rate
         templateRef:
           name: not-found-rate

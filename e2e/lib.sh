@@ -186,6 +186,17 @@ load_test_hooks() {
 HOOKS
 }
 
+# success_rate_metric: the builtin request-success-rate check (at least 99% over 30s) as an entry of
+# `metrics:`, indented for apply_canary.
+success_rate_metric() {
+  cat <<'METRIC'
+      - name: request-success-rate
+        thresholdRange:
+          min: 99
+        interval: 30s
+METRIC
+}
+
 # The value of a top-level string field of a flat JSON file (endpoints.json).
 json_field() {
   sed -n "s/.*\"$2\"[[:space:]]*:[[:space:]]*\"\([^\"]*\)\".*/\1/p" "$1" | head -n 1
@@ -548,6 +559,15 @@ phase_leaves() {
 }
 
 # ----- assertions ------------------------------------------------------------------------------
+
+# expect_initialized: the Canary podinfo goes from Initializing to Initialized with weight 0 (the
+# first thing every scenario checks after applying it).
+expect_initialized() {
+  follow_canary podinfo 90 Initialized Failed
+  expect_eq "phase after initialization" Initialized "$PHASE"
+  expect_sequence phases Initializing Initialized
+  expect_sequence weights 0
+}
 
 # expect_eq WHAT EXPECTED ACTUAL
 expect_eq() {

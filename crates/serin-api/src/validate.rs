@@ -199,21 +199,17 @@ fn validate_spec(spec: &CanarySpec, r: &mut Report) {
             format!("unknown provider {provider:?}; write istio, the only provider Serin supports yet"),
         ),
     }
-    r.not_supported(
-        "spec.ingressRef",
-        spec.ingress_ref.is_some(),
-        "it belongs to Flagger's nginx provider; remove it (Serin routes with an Istio VirtualService)",
-    );
-    r.not_supported(
-        "spec.routeRef",
-        spec.route_ref.is_some(),
-        "it belongs to Flagger's APISIX provider; remove it (Serin routes with an Istio VirtualService)",
-    );
-    r.not_supported(
-        "spec.upstreamRef",
-        spec.upstream_ref.is_some(),
-        "it belongs to Flagger's Gloo provider; remove it (Serin routes with an Istio VirtualService)",
-    );
+    for (field, set, provider) in [
+        ("ingressRef", spec.ingress_ref.is_some(), "nginx"),
+        ("routeRef", spec.route_ref.is_some(), "APISIX"),
+        ("upstreamRef", spec.upstream_ref.is_some(), "Gloo"),
+    ] {
+        r.not_supported(
+            &format!("spec.{field}"),
+            set,
+            &format!("it belongs to Flagger's {provider} provider; remove it (Serin routes with an Istio VirtualService)"),
+        );
+    }
     if let Some(url) = spec.metrics_server.as_deref() {
         r.prometheus_address("spec.metricsServer", url);
     }
@@ -350,31 +346,36 @@ fn validate_service(spec: &CanarySpec, r: &mut Report) {
             format!("unknown value {td:?}; write PreferClose, PreferSameZone or PreferSameNode"),
         );
     }
-    r.not_supported(
-        "spec.service.gatewayRefs",
-        svc.gateway_refs.is_some(),
-        "the Gateway API router is not built; remove gatewayRefs and list Istio gateways in spec.service.gateways",
-    );
-    r.not_supported(
-        "spec.service.backendTimeout",
-        svc.backend_timeout.is_some(),
-        "it belongs to the Gateway API router, which is not built; remove it and use spec.service.timeout",
-    );
-    r.not_supported(
-        "spec.service.mirror",
-        svc.mirror.is_some(),
-        "it holds Gateway API mirror filters, which the Istio router does not use; remove it (spec.analysis.mirror mirrors to the canary)",
-    );
-    r.not_supported(
-        "spec.service.meshName",
-        svc.mesh_name.is_some(),
-        "it belongs to Flagger's App Mesh provider; remove it",
-    );
-    r.not_supported(
-        "spec.service.backends",
-        svc.backends.is_some(),
-        "it belongs to Flagger's App Mesh provider; remove it",
-    );
+    let unsupported = [
+        (
+            "gatewayRefs",
+            svc.gateway_refs.is_some(),
+            "the Gateway API router is not built; remove gatewayRefs and list Istio gateways in spec.service.gateways",
+        ),
+        (
+            "backendTimeout",
+            svc.backend_timeout.is_some(),
+            "it belongs to the Gateway API router, which is not built; remove it and use spec.service.timeout",
+        ),
+        (
+            "mirror",
+            svc.mirror.is_some(),
+            "it holds Gateway API mirror filters, which the Istio router does not use; remove it (spec.analysis.mirror mirrors to the canary)",
+        ),
+        (
+            "meshName",
+            svc.mesh_name.is_some(),
+            "it belongs to Flagger's App Mesh provider; remove it",
+        ),
+        (
+            "backends",
+            svc.backends.is_some(),
+            "it belongs to Flagger's App Mesh provider; remove it",
+        ),
+    ];
+    for (field, set, instead) in unsupported {
+        r.not_supported(&format!("spec.service.{field}"), set, instead);
+    }
     if svc.delegation.unwrap_or(false) {
         if svc.hosts.as_ref().is_some_and(|h| !h.is_empty()) {
             r.add(
