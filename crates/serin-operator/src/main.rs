@@ -222,7 +222,19 @@ async fn lead(
     }
     leadership.set_leading(true);
     // The guard reads the Lease from the watch: wait until it shows this replica's renewal.
+    let waiting_since = std::time::Instant::now();
+    let mut warned = false;
     while !leadership.may_write() {
+        if !warned && waiting_since.elapsed() > std::time::Duration::from_secs(10) {
+            serin_controller::log(
+                "warn",
+                "",
+                &format!(
+                    "holding the Lease {namespace}/{LEASE_NAME}, but its watch has not shown the renewal for 10s: may the operator watch leases.coordination.k8s.io?"
+                ),
+            );
+            warned = true;
+        }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     serin_controller::log("info", "", &format!("leading as {identity}"));
