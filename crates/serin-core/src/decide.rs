@@ -813,14 +813,14 @@ impl<'a> Tick<'a> {
             self.primary_replicas(),
             self.obs.autoscaler_min_replicas,
         );
+        self.status.desired_replicas = Some(full);
         let first_size = match self.strategy() {
             Strategy::BlueGreen => self.analysis.preview_replica_count.unwrap_or(full),
-            Strategy::Steps => self.first_steps_size(full),
+            Strategy::Steps => self.first_steps_size(),
             _ => full,
         };
         self.actions.push(Action::ScaleTarget(first_size));
         self.sync(Phase::Progressing, 0);
-        self.status.desired_replicas = Some(full);
         Err(Halt::Done)
     }
 
@@ -1204,20 +1204,15 @@ impl<'a> Tick<'a> {
 
     /// The canary's size when a release with steps starts: what the `setCanaryScale` steps before
     /// the first other step give it (at the first `setWeight`'s weight for `matchTrafficWeight`),
-    /// so it never runs larger than they say; `full` without them.
-    fn first_steps_size(&self, full: i32) -> i32 {
+    /// so it never runs larger than they say.
+    fn first_steps_size(&self) -> i32 {
         let steps = self.analysis.steps();
         let leading = steps
             .iter()
             .take_while(|s| s.set_canary_scale.is_some())
             .count();
         let first_weight = steps.iter().find_map(|s| s.set_weight).unwrap_or(0);
-        match self.canary_scale_before(leading) {
-            None => full,
-            Some(CanaryScale::Replicas(n)) => n,
-            Some(CanaryScale::Weight(w)) => traffic_weight_to_replicas(full, w),
-            Some(CanaryScale::MatchTrafficWeight) => traffic_weight_to_replicas(full, first_weight),
-        }
+        self.canary_size(leading, first_weight)
     }
 
     /// The `setCanaryScale` in effect before step `index`, if any.

@@ -171,40 +171,6 @@ pub fn traffic_routed_replicas(input: TrafficRoutedInput) -> (i32, i32) {
     (canary, stable)
 }
 
-/// Canary weight while an abort with dynamic stable scale drains the canary: the highest step weight
-/// whose pods fit in what the stable side cannot yet serve, else 0.
-///
-/// `step_weights` are the weights of the release's steps in order; `canary_available` 0 means the
-/// canary has no pods left and traffic can go straight back. When `abort_delay_set` (an explicit
-/// `abortScaleDownDelaySeconds` above 0) the canary's own availability is not counted.
-///
-/// Kept as Argo's reference arithmetic; the engine does not use it, because the weight it gives can
-/// send the stable side more traffic than its available pods serve (Argo holds such a weight with a
-/// separate check). A Serin rollback gives the primary the share its available pods can serve.
-pub fn dynamic_abort_weight(
-    replicas: i32,
-    step_weights: &[i32],
-    stable_available: i32,
-    canary_available: i32,
-    abort_delay_set: bool,
-) -> i32 {
-    if canary_available <= 0 {
-        return 0;
-    }
-    let expected_canary = replicas - stable_available;
-    let canary_replicas = if abort_delay_set {
-        expected_canary
-    } else {
-        expected_canary.max(canary_available)
-    };
-    step_weights
-        .iter()
-        .rev()
-        .copied()
-        .find(|w| traffic_weight_to_replicas(replicas, *w) < canary_replicas)
-        .unwrap_or(0)
-}
-
 /// Replicas to give the target when a new revision is scaled up from zero (Flagger's rule): its own
 /// `spec.replicas` if above 0; else the HPA's `minReplicas` when it has one above 1; else the
 /// primary's replicas if above 0; else 1.
@@ -351,29 +317,14 @@ mod tests {
     #[test]
     fn dynamic_stable_scale_matches_argo_vectors() {
         let m = CanaryScale::MatchTrafficWeight;
-        let steps = [20, 60];
-        // Rows 1-3: aborted with canary pods still available, so the weight steps down through the steps.
-        for (canary_available, stable_available) in [(6, 4), (1, 4), (2, 4)] {
-            let w = dynamic_abort_weight(10, &steps, stable_available, canary_available, false);
-            assert_eq!(w, 20);
-            assert_eq!(routed(w, Some((60, 40)), true, m, true), (6, 8));
-        }
-        // Row 4: aborted with no canary ReplicaSet: weight 0, stable back to all replicas.
-        let w = dynamic_abort_weight(10, &steps, 0, 0, false);
-        assert_eq!(routed(w, Some((60, 40)), true, m, true), (6, 10));
+        // Rows 1-4 (aborts): the stable side's size follows the traffic it gets back.
+        assert_eq!(routed(20, Some((60, 40)), true, m, true), (6, 8));
+        assert_eq!(routed(0, Some((60, 40)), true, m, true), (6, 10));
         // Rows 5-8.
         assert_eq!(routed(10, Some((10, 90)), false, m, true), (1, 9));
         assert_eq!(routed(20, Some((10, 90)), false, m, true), (2, 9));
         assert_eq!(routed(0, Some((20, 80)), true, m, true), (2, 10));
         assert_eq!(routed(0, Some((10, 90)), true, m, true), (1, 10));
-    }
-
-    #[test]
-    fn abort_weight_with_scale_down_delay() {
-        let steps = [10, 50];
-        assert_eq!(dynamic_abort_weight(10, &steps, 9, 5, false), 10);
-        assert_eq!(dynamic_abort_weight(10, &steps, 5, 5, true), 10);
-        assert_eq!(dynamic_abort_weight(10, &steps, 9, 5, true), 0);
     }
 
     #[test]

@@ -34,26 +34,6 @@ pub fn next_step_weight(analysis: &CanaryAnalysis, current: i32) -> i32 {
     }
 }
 
-/// The canary weights a progressive canary passes through, in order (used to step traffic back
-/// down during an abort).
-pub fn weight_ladder(analysis: &CanaryAnalysis) -> Vec<i32> {
-    if let Some(steps) = analysis.steps.as_deref() {
-        return steps.iter().filter_map(|s| s.set_weight).collect();
-    }
-    let max = max_weight(analysis);
-    let mut ladder = Vec::new();
-    let mut current = 0;
-    while current < max {
-        let step = next_step_weight(analysis, current);
-        if step <= 0 {
-            break;
-        }
-        current = (current + step).min(100);
-        ladder.push(current);
-    }
-    ladder
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,6 +45,25 @@ mod tests {
             step_weights: ladder,
             ..Default::default()
         }
+    }
+
+    /// The canary weights a progressive canary passes through, in order.
+    fn weight_ladder(analysis: &CanaryAnalysis) -> Vec<i32> {
+        if let Some(steps) = analysis.steps.as_deref() {
+            return steps.iter().filter_map(|s| s.set_weight).collect();
+        }
+        let max = max_weight(analysis);
+        let mut ladder = Vec::new();
+        let mut current = 0;
+        while current < max {
+            let step = next_step_weight(analysis, current);
+            if step <= 0 {
+                break;
+            }
+            current = (current + step).min(100);
+            ladder.push(current);
+        }
+        ladder
     }
 
     #[test]
