@@ -879,6 +879,13 @@ impl CanaryAnalysis {
     }
 }
 
+impl CrossNamespaceObjectReference {
+    /// The referent's namespace: its own, else `default` (the Canary's).
+    pub fn namespace_or<'a>(&'a self, default: &'a str) -> &'a str {
+        self.namespace.as_deref().unwrap_or(default)
+    }
+}
+
 impl CanaryWebhook {
     /// The hook type, with an empty or absent type read as `rollout`.
     pub fn hook_type(&self) -> Option<crate::HookType> {

@@ -357,18 +357,16 @@ impl Tick<'_> {
             Check::Metric { name } => {
                 let metric = canary
                     .spec
-                    .analysis
-                    .as_ref()
-                    .and_then(|a| a.metrics.as_ref())
-                    .and_then(|metrics| metrics.iter().find(|m| &m.name == name));
+                    .analysis()
+                    .and_then(|a| a.metrics().iter().find(|m| &m.name == name));
                 let Some(metric) = metric else {
                     return Outcome::Metric(MetricReading::Error(format!(
                         "metric {name} is not in analysis.metrics"
                     )));
                 };
                 let template = metric.template_ref.as_ref().and_then(|reference| {
-                    let namespace = reference.namespace.as_deref().unwrap_or(&self.namespace);
-                    self.caches.metric_template(namespace, &reference.name)
+                    self.caches
+                        .metric_template(reference.namespace_or(&self.namespace), &reference.name)
                 });
                 let secret = template.as_ref().and_then(|template| {
                     let reference = template.spec.provider.secret_ref.as_ref()?;
@@ -1007,7 +1005,7 @@ fn template_problem(canary: &Canary, caches: &Caches, namespace: &str) -> Option
         let Some(reference) = &metric.template_ref else {
             continue;
         };
-        let template_namespace = reference.namespace.as_deref().unwrap_or(namespace);
+        let template_namespace = reference.namespace_or(namespace);
         let id = format!("{}.{template_namespace}", reference.name);
         let Some(template) = caches.metric_template(template_namespace, &reference.name) else {
             return Some(format!(
@@ -1100,7 +1098,7 @@ async fn send_alert(ctx: &Context, caches: &Caches, canary: &Canary, alert: &ser
         serin_webhooks::alert::AlertMessage::from_alert(canary, alert, ctx.cluster_name.as_deref());
     for recipient in serin_webhooks::alert::recipients(canary, alert.severity) {
         let reference = &recipient.provider_ref;
-        let provider_namespace = reference.namespace.as_deref().unwrap_or(&namespace);
+        let provider_namespace = reference.namespace_or(&namespace);
         let Some(provider) = caches.alert_provider(provider_namespace, &reference.name) else {
             log(
                 "error",
@@ -1210,9 +1208,10 @@ fn canaries_of_template(
             canary.spec.analysis().is_some_and(|analysis| {
                 analysis.metrics().iter().any(|metric| {
                     metric.template_ref.as_ref().is_some_and(|reference| {
+                        let canary_namespace = canary.namespace().unwrap_or_default();
                         reference.name == name
-                            && reference.namespace.clone().or_else(|| canary.namespace())
-                                == template_namespace
+                            && Some(reference.namespace_or(&canary_namespace))
+                                == template_namespace.as_deref()
                     })
                 })
             })

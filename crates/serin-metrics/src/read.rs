@@ -80,11 +80,11 @@ pub async fn read(metric: &CanaryMetric, inputs: MetricInputs<'_>) -> MetricRead
     context.interval = metric.interval.clone().unwrap_or_else(|| "1m".into());
     context.variables = metric.template_variables.clone().unwrap_or_default();
     if let Some(reference) = &metric.template_ref {
-        let namespace = reference
-            .namespace
-            .clone()
-            .unwrap_or_else(|| context.namespace.clone());
-        let label = format!("{}.{namespace}", reference.name);
+        let label = format!(
+            "{}.{}",
+            reference.name,
+            reference.namespace_or(&context.namespace)
+        );
         let Some(template) = inputs.template else {
             return MetricReading::Error(format!(
                 "Metric template {label} error: not found; create the MetricTemplate or fix templateRef"
