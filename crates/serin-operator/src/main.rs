@@ -32,9 +32,10 @@ struct Flags {
     /// Namespace of the leader-election Lease.
     #[arg(long, default_value = "default")]
     leader_election_namespace: String,
-    /// Seconds a leader's Lease lasts without renewal; another replica may take over after that.
-    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(i32).range(3..))]
-    leader_election_lease_seconds: i32,
+    /// How long a leader's Lease lasts without renewal (e.g. `15s`); another replica may take over
+    /// after that. Whole seconds, at least 3.
+    #[arg(long, default_value = "15s", value_parser = lease_duration)]
+    leader_election_lease_duration: u64,
     /// This replica's identity in the Lease (default: the host name and the process id).
     #[arg(long, env = "POD_NAME")]
     leader_election_identity: Option<String>,
@@ -128,7 +129,7 @@ async fn main() -> anyhow::Result<()> {
                 lease_client,
                 &flags.leader_election_namespace,
                 &identity,
-                flags.leader_election_lease_seconds,
+                flags.leader_election_lease_duration,
                 &leadership,
             )
             .await?,
@@ -171,6 +172,17 @@ async fn main() -> anyhow::Result<()> {
 /// The Lease replicas compete for.
 const LEASE_NAME: &str = "serin-operator";
 
+/// `--leader-election-lease-duration` in whole seconds.
+fn lease_duration(text: &str) -> Result<u64, String> {
+    let duration = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if duration.subsec_nanos() != 0 || duration.as_secs() < 3 {
+        return Err(format!(
+            "{text:?}: write whole seconds, at least 3s, e.g. 15s"
+        ));
+    }
+    Ok(duration.as_secs())
+}
+
 fn default_identity() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
@@ -184,7 +196,7 @@ async fn lead(
     client: kube::Client,
     namespace: &str,
     identity: &str,
-    lease_seconds: i32,
+    lease_seconds: u64,
     leadership: &serin_controller::leadership::Leadership,
 ) -> anyhow::Result<impl std::future::Future<Output = String> + use<>> {
     use futures::StreamExt;
@@ -206,8 +218,8 @@ async fn lead(
     let manager = kube_lease_manager::LeaseManagerBuilder::new(client, LEASE_NAME)
         .with_namespace(namespace)
         .with_identity(identity)
-        .with_duration(lease_seconds as u64)
-        .with_grace(grace as u64)
+        .with_duration(lease_seconds)
+        .with_grace(grace)
         .build()
         .await
         .context("setting up leader election")?;

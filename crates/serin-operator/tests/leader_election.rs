@@ -21,8 +21,8 @@ spec:
   analysis: {interval: 10s, threshold: 2, stepWeight: 20, maxWeight: 60}
 "#;
 
-/// Seconds a Lease lasts here: short, so the test does not wait long for a take-over.
-const LEASE_SECONDS: &str = "6";
+/// How long a Lease lasts here: short, so the test does not wait long for a take-over.
+const LEASE_DURATION: &str = "6s";
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -76,8 +76,8 @@ fn start_operator(
             "--admin-address",
             &format!("127.0.0.1:{admin}"),
             "--leader-elect",
-            "--leader-election-lease-seconds",
-            LEASE_SECONDS,
+            "--leader-election-lease-duration",
+            LEASE_DURATION,
             "--leader-election-identity",
             identity,
         ])
