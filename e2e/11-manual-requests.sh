@@ -12,9 +12,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 setup
 
 ABORT_DELAY=20
-log "podinfo runs 2 replicas"
-kc scale deployment podinfo --replicas=2 >/dev/null
-kc rollout status deployment/podinfo --timeout=60s >/dev/null
+scale_podinfo 2
 
 log "creating the Canary with steps and abortScaleDownDelaySeconds $ABORT_DELAY"
 apply_canary <<EOF

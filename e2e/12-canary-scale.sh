@@ -15,9 +15,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 setup
 
 PAUSE=15
-log "podinfo runs 4 replicas"
-kc scale deployment podinfo --replicas=4 >/dev/null
-kc rollout status deployment/podinfo --timeout=90s >/dev/null
+scale_podinfo 4
 
 log "creating the Canary with setCanaryScale steps and a ${PAUSE}s pause"
 apply_canary <<EOF

@@ -15,9 +15,7 @@ setup
 
 SCALE_DOWN_DELAY=25
 AUTO_PROMOTION=15
-log "podinfo runs 2 replicas"
-kc scale deployment podinfo --replicas=2 >/dev/null
-kc rollout status deployment/podinfo --timeout=60s >/dev/null
+scale_podinfo 2
 
 log "creating the blue/green Canary (autoPromotionEnabled false, previewReplicaCount 1, scaleDownDelaySeconds $SCALE_DOWN_DELAY)"
 apply_canary <<EOF

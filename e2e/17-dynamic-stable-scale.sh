@@ -11,9 +11,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 setup
 
 FULL=4
-log "podinfo runs $FULL replicas"
-kc scale deployment podinfo --replicas=$FULL >/dev/null
-kc rollout status deployment/podinfo --timeout=90s >/dev/null
+scale_podinfo $FULL
 
 log "creating the Canary with dynamicStableScale"
 apply_canary <<EOF

@@ -445,6 +445,13 @@ setup() {
   log "podinfo 6.0.0 and the load tester are running"
 }
 
+# scale_podinfo N: podinfo (the target) runs N replicas, rolled out, before its Canary is made.
+scale_podinfo() {
+  log "podinfo runs $1 replicas"
+  kc scale deployment podinfo --replicas="$1" >/dev/null
+  kc rollout status deployment/podinfo --timeout=90s >/dev/null
+}
+
 # ----- following a Canary ----------------------------------------------------------------------
 
 # Filled by follow_canary: the phases and weights seen, in order (each change once), and the last
