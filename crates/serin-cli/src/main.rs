@@ -50,7 +50,12 @@ enum SandboxAction {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
-        Command::Demo => demo::run().await,
+        Command::Demo => {
+            // The in-process operator's lines (its events, warnings) interleave with the demo's story.
+            serin_controller::init_logging(serin_controller::LogFormat::Text, "info")
+                .map_err(anyhow::Error::msg)?;
+            demo::run().await
+        }
         Command::Sandbox {
             action:
                 SandboxAction::Up {

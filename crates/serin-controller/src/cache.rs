@@ -122,7 +122,7 @@ fn passive<K: Send + 'static>(
 ) -> std::pin::Pin<Box<dyn Stream<Item = ()> + Send>> {
     Box::pin(feed.map(move |item| {
         if let Err(error) = item {
-            crate::log("error", "", &format!("watching {kind}: {error}"));
+            tracing::error!("watching {kind}: {error}");
         }
     }))
 }
@@ -177,13 +177,9 @@ impl Caches {
                     .await
                     .map_or(true, |ready| ready.is_err())
                 {
-                    crate::log(
-                        "warn",
-                        "",
-                        &format!(
-                            "the {} cache is not filled after {limit:?}: is the CRD installed and may the operator list it?",
-                            $kind
-                        ),
+                    tracing::warn!(
+                        "the {} cache is not filled after {limit:?}: is the CRD installed and may the operator list it?",
+                        $kind
                     );
                 }
             };

@@ -10,6 +10,8 @@ pub mod configs;
 pub mod leadership;
 pub mod metrics;
 pub mod reconcile;
+pub mod telemetry;
 pub mod workloads;
 
-pub use reconcile::{Context, Error, LogFormat, log, run, set_log_format};
+pub use reconcile::{Context, Error, run};
+pub use telemetry::{LogFormat, init_logging};

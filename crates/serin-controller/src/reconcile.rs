@@ -35,43 +35,6 @@ pub const FIELD_MANAGER: &str = "serin";
 /// The finalizer that holds a Canary with `revertOnDeletion` until its target is restored.
 pub const FINALIZER: &str = "finalizer.serin.dev";
 
-/// How the operator writes its log lines (`--log-format`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum LogFormat {
-    /// `<time> <level> <canary>: <message>`.
-    #[default]
-    Text,
-    /// One JSON object per line: `level`, `ts`, `msg`, `canary`.
-    Json,
-}
-
-static JSON_LOGS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Sets how every log line of this process is written (`--log-format`); text until called.
-pub fn set_log_format(format: LogFormat) {
-    JSON_LOGS.store(
-        format == LogFormat::Json,
-        std::sync::atomic::Ordering::Relaxed,
-    );
-}
-
-/// Writes one log line to stderr in the process's format; `subject` is what it is about (a
-/// Canary's `name.namespace`, a watched kind), empty for the operator itself.
-pub fn log(level: &str, subject: &str, message: &str) {
-    let ts = now();
-    if JSON_LOGS.load(std::sync::atomic::Ordering::Relaxed) {
-        let mut line = json!({"level": level, "ts": ts.to_string(), "msg": message});
-        if !subject.is_empty() {
-            line["canary"] = json!(subject);
-        }
-        eprintln!("{line}");
-    } else if subject.is_empty() {
-        eprintln!("{ts} {level} {message}");
-    } else {
-        eprintln!("{ts} {level} {subject}: {message}");
-    }
-}
-
 /// What every reconcile shares.
 pub struct Context {
     /// The Kubernetes client.
@@ -488,7 +451,7 @@ impl Tick<'_> {
                 .await
             {
                 if let Err(error) = run.result {
-                    log("warn", &canary_id(canary), &error.to_string());
+                    tracing::warn!("{error}");
                 }
             }
             return Ok(());
@@ -638,6 +601,7 @@ fn canary_id(canary: &Canary) -> String {
 }
 
 /// Reconciles one Canary; a failure is shown in its status and as a Warning event, then retried.
+#[tracing::instrument(name = "reconcile", skip_all, fields(canary = %canary.name_any(), namespace = canary.namespace().unwrap_or_default()))]
 async fn reconcile(canary: Arc<Canary>, shared: Arc<Shared>) -> Result<Requeue, Error> {
     shared
         .filled
@@ -811,12 +775,8 @@ async fn restore_virtual_service(
         return Ok(());
     }
     let Some(spec) = original_spec(&current) else {
-        log(
-            "warn",
-            &canary_id(canary),
-            &format!(
-                "VirtualService {name}.{namespace}: original configuration not found, unable to revert"
-            ),
+        tracing::warn!(
+            "VirtualService {name}.{namespace}: original configuration not found, unable to revert"
         );
         return Ok(());
     };
@@ -836,7 +796,7 @@ async fn restore_virtual_service(
 async fn report_failure(canary: &Canary, shared: &Shared, error: &Error) {
     let ctx = &shared.ctx;
     let message = format!("reconcile failed, retrying: {error}");
-    log("error", &canary_id(canary), &message);
+    tracing::error!("{message}");
     if canary.status.as_ref().and_then(|s| s.message.as_deref()) == Some(message.as_str()) {
         return;
     }
@@ -1070,29 +1030,32 @@ async fn record_plan(canary: &Arc<Canary>, shared: &Shared, plan: &Plan, started
     let alerts = plan.alerts.clone();
     let ctx = shared.ctx.clone();
     let caches = shared.caches.clone();
-    tokio::spawn(async move {
-        let id = canary_id(&updated);
-        for event in &events {
-            let millis = now().as_millisecond();
-            for run in ctx
-                .webhooks
-                .send_event(&updated, event, millis, ctx.event_webhook.as_deref())
-                .await
-            {
-                if let Err(error) = run.result {
-                    log("warn", &id, &format!("event webhook: {error}"));
+    // The task keeps the reconcile's span, so its log lines name the Canary.
+    let span = tracing::Span::current();
+    tokio::spawn(tracing::Instrument::instrument(
+        async move {
+            for event in &events {
+                let millis = now().as_millisecond();
+                for run in ctx
+                    .webhooks
+                    .send_event(&updated, event, millis, ctx.event_webhook.as_deref())
+                    .await
+                {
+                    if let Err(error) = run.result {
+                        tracing::warn!("event webhook: {error}");
+                    }
                 }
             }
-        }
-        for alert in &alerts {
-            send_alert(&ctx, &caches, &updated, alert).await;
-        }
-    });
+            for alert in &alerts {
+                send_alert(&ctx, &caches, &updated, alert).await;
+            }
+        },
+        span,
+    ));
 }
 
 /// Posts `alert` to every AlertProvider of the canary whose severity admits it.
 async fn send_alert(ctx: &Context, caches: &Caches, canary: &Canary, alert: &serin_core::Alert) {
-    let id = canary_id(canary);
     let namespace = canary.namespace().unwrap_or_default();
     let message =
         serin_webhooks::alert::AlertMessage::from_alert(canary, alert, ctx.cluster_name.as_deref());
@@ -1100,13 +1063,10 @@ async fn send_alert(ctx: &Context, caches: &Caches, canary: &Canary, alert: &ser
         let reference = &recipient.provider_ref;
         let provider_namespace = reference.namespace_or(&namespace);
         let Some(provider) = caches.alert_provider(provider_namespace, &reference.name) else {
-            log(
-                "error",
-                &id,
-                &format!(
-                    "alert {}: AlertProvider {}.{provider_namespace} not found; create it or fix spec.analysis.alerts[].providerRef",
-                    recipient.name, reference.name
-                ),
+            tracing::error!(
+                "alert {}: AlertProvider {}.{provider_namespace} not found; create it or fix spec.analysis.alerts[].providerRef",
+                recipient.name,
+                reference.name
             );
             continue;
         };
@@ -1126,7 +1086,7 @@ async fn send_alert(ctx: &Context, caches: &Caches, canary: &Canary, alert: &ser
             Err(error) => Err(error),
         };
         if let Err(error) = sent {
-            log("error", &id, &format!("alert {}: {error}", recipient.name));
+            tracing::error!("alert {}: {error}", recipient.name);
         }
     }
 }
@@ -1136,11 +1096,16 @@ async fn send_alert(ctx: &Context, caches: &Caches, canary: &Canary, alert: &ser
 /// logged and does not stop the release. `reason` says what happened (see
 /// `serin_core::plan::reason`).
 async fn record(ctx: &Context, canary: &Canary, type_: EventType, reason: &str, message: &str) {
-    let (kind, level) = match type_ {
-        EventType::Normal => ("Normal", "info"),
-        EventType::Warning => ("Warning", "warn"),
+    let kind = match type_ {
+        EventType::Normal => {
+            tracing::info!(reason, "{message}");
+            "Normal"
+        }
+        EventType::Warning => {
+            tracing::warn!(reason, "{message}");
+            "Warning"
+        }
     };
-    log(level, &canary_id(canary), message);
     let namespace = canary.namespace().unwrap_or_else(|| "default".into());
     let now = now().to_string();
     let object = serde_json::from_value::<k8s_openapi::api::core::v1::Event>(json!({
@@ -1164,11 +1129,7 @@ async fn record(ctx: &Context, canary: &Canary, type_: EventType, reason: &str, 
         Err(error) => Err(error.to_string()),
     };
     if let Err(error) = written {
-        log(
-            "error",
-            &canary_id(canary),
-            &format!("writing event: {error}"),
-        );
+        tracing::error!("writing event: {error}");
     }
 }
 

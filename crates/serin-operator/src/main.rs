@@ -52,9 +52,13 @@ struct Flags {
     /// Canaries reconciled at the same time.
     #[arg(long, default_value_t = 4)]
     concurrency: u16,
-    /// Log line format: `text` or `json`.
+    /// Log line format: `text`, or `json` for one JSON object per line.
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
+    /// Log level (`trace`, `debug`, `info`, `warn`, `error`) or directives such as
+    /// `info,kube=debug`; `RUST_LOG`, when set, takes precedence.
+    #[arg(long, default_value = "info")]
+    log_level: String,
     /// URL that receives every event of Canaries without an `event` webhook.
     #[arg(long, env = "EVENT_WEBHOOK_URL")]
     event_webhook: Option<String>,
@@ -64,8 +68,27 @@ struct Flags {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
     let flags = Flags::parse();
+    let format = match flags.log_format.as_str() {
+        "json" => serin_controller::LogFormat::Json,
+        _ => serin_controller::LogFormat::Text,
+    };
+    if let Err(error) = serin_controller::init_logging(format, &flags.log_level) {
+        eprintln!("serin-operator: {error}");
+        return std::process::ExitCode::from(2);
+    }
+    match operate(flags).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the operator until a signal stops it or leadership is lost.
+async fn operate(flags: Flags) -> anyhow::Result<()> {
     anyhow::ensure!(
         flags.mesh_provider == "istio",
         "--mesh-provider {}: only istio is supported by this build",
@@ -110,10 +133,6 @@ async fn main() -> anyhow::Result<()> {
     ctx.concurrency = flags.concurrency.max(1);
     ctx.event_webhook = flags.event_webhook.filter(|url| !url.is_empty());
     ctx.cluster_name = flags.cluster_name;
-    serin_controller::set_log_format(match flags.log_format.as_str() {
-        "json" => serin_controller::LogFormat::Json,
-        _ => serin_controller::LogFormat::Text,
-    });
     let ready = Arc::new(AtomicBool::new(false));
     let admin = admin_server(
         flags.admin_address,
@@ -136,13 +155,9 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     ready.store(true, Ordering::Relaxed);
-    serin_controller::log(
-        "info",
-        "",
-        &format!(
-            "watching Canaries in {}",
-            flags.namespace.as_deref().unwrap_or("all namespaces")
-        ),
+    tracing::info!(
+        "watching Canaries in {}",
+        flags.namespace.as_deref().unwrap_or("all namespaces")
     );
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("listening for SIGTERM")?;
@@ -163,7 +178,7 @@ async fn main() -> anyhow::Result<()> {
         }
     };
     if let Some(signal) = stopped_by {
-        serin_controller::log("info", "", &format!("stopping ({signal})"));
+        tracing::info!("stopping ({signal})");
     }
     admin.abort();
     Ok(())
@@ -224,11 +239,7 @@ async fn lead(
         .await
         .context("setting up leader election")?;
     let (mut leader, manager_task) = manager.watch().await;
-    serin_controller::log(
-        "info",
-        "",
-        &format!("waiting to hold the Lease {namespace}/{LEASE_NAME} as {identity}"),
-    );
+    tracing::info!("waiting to hold the Lease {namespace}/{LEASE_NAME} as {identity}");
     while !*leader.borrow_and_update() {
         leader.changed().await.context("leader election stopped")?;
     }
@@ -238,18 +249,14 @@ async fn lead(
     let mut warned = false;
     while !leadership.may_write() {
         if !warned && waiting_since.elapsed() > std::time::Duration::from_secs(10) {
-            serin_controller::log(
-                "warn",
-                "",
-                &format!(
-                    "holding the Lease {namespace}/{LEASE_NAME}, but its watch has not shown the renewal for 10s: may the operator watch leases.coordination.k8s.io?"
-                ),
+            tracing::warn!(
+                "holding the Lease {namespace}/{LEASE_NAME}, but its watch has not shown the renewal for 10s: may the operator watch leases.coordination.k8s.io?"
             );
             warned = true;
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    serin_controller::log("info", "", &format!("leading as {identity}"));
+    tracing::info!("leading as {identity}");
     let leadership = leadership.clone();
     Ok(async move {
         let reason = loop {

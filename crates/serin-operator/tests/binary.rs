@@ -1,5 +1,5 @@
 //! The `serin-operator` binary as a user starts it, against the sandbox: its flags
-//! (`--log-format json`, `--include-label-prefix`, `--namespace`) take effect, and its admin server
+//! (`--log-format json`, `--log-level`, `--include-label-prefix`, `--namespace`) take effect, and its admin server
 //! answers `/healthz`, `/readyz` and `/metrics` while it initializes a Canary.
 
 use std::io::{Read, Write};
@@ -84,6 +84,8 @@ async fn flags_take_effect_and_the_admin_server_answers() {
             &format!("127.0.0.1:{admin}"),
             "--log-format",
             "json",
+            "--log-level",
+            "info,kube=debug",
             "--include-label-prefix",
             "app.kubernetes.io",
         ])
@@ -160,20 +162,44 @@ async fn flags_take_effect_and_the_admin_server_answers() {
         .collect();
     for line in &lines {
         assert!(
-            line["level"].is_string() && line["ts"].is_string() && line["msg"].is_string(),
-            "every line has level, ts and msg: {line}"
+            line["level"].is_string()
+                && line["timestamp"].is_string()
+                && line["message"].is_string(),
+            "every line has level, timestamp and message: {line}"
         );
     }
-    let messages: Vec<&str> = lines.iter().filter_map(|l| l["msg"].as_str()).collect();
+    let messages: Vec<&str> = lines.iter().filter_map(|l| l["message"].as_str()).collect();
     assert!(
         messages.contains(&"watching Canaries in test"),
         "{messages:?}"
     );
+    // A tick's lines carry the Canary in the reconcile span, so `jq 'select(.span.canary == "podinfo")'`
+    // finds them; kube's own lines inside a reconcile carry it in their span list.
+    let of_podinfo = |line: &serde_json::Value| {
+        line["spans"].as_array().is_some_and(|spans| {
+            spans.iter().any(|span| {
+                span["name"] == "reconcile"
+                    && span["canary"] == "podinfo"
+                    && span["namespace"] == "test"
+            })
+        })
+    };
     assert!(
         lines
             .iter()
-            .any(|l| l["msg"] == "Initialization done! podinfo.test"
-                && l["canary"] == "podinfo.test"),
-        "{messages:?}"
+            .any(|l| l["message"] == "Initialization done! podinfo.test"
+                && l["span"]["canary"] == "podinfo"
+                && l["span"]["namespace"] == "test"
+                && l["reason"] == "Initialized"
+                && of_podinfo(l)),
+        "{log}"
+    );
+    let kube_lines_of_a_tick = lines
+        .iter()
+        .filter(|l| l["target"].as_str().is_some_and(|t| t.starts_with("kube")) && of_podinfo(l))
+        .count();
+    assert!(
+        kube_lines_of_a_tick > 0,
+        "kube's debug lines inside a reconcile carry the Canary: {log}"
     );
 }
