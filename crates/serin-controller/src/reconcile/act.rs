@@ -1,0 +1,391 @@
+//! Acting on a plan: the workloads (primary Deployment, scaling, promotion), the `-primary` config
+//! copies and autoscaler, and the routing objects (Services, DestinationRules, the VirtualService),
+//! applied only when they changed. Routing objects the user made before the Canary are adopted,
+//! keeping the VirtualService's original spec for `revertOnDeletion`.
+
+use super::{Error, FIELD_MANAGER, Tick};
+use crate::autoscaler::primary_autoscaler;
+use crate::cache::{self, virtual_services};
+use crate::configs;
+use crate::workloads::{primary_from, template_for};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::GroupVersionKind;
+use serde_json::{Value, json};
+use serin_api::Canary;
+use serin_core::plan::{Action, Routes};
+use serin_router::istio::{destination_rules, set_routes, virtual_service};
+use serin_router::owner_reference;
+use serin_router::services::services;
+use std::sync::Arc;
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+/// Creates or updates `object` with server-side apply, taking over fields other managers own.
+async fn apply(
+    client: &Client,
+    namespace: &str,
+    api: &ApiResource,
+    object: &Value,
+) -> Result<(), Error> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, api);
+    let name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(object),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Creates `object` unless it exists already (the cache may not have seen our own creation yet,
+/// and creating twice must not roll the object a second time).
+async fn create(
+    client: &Client,
+    namespace: &str,
+    api: &ApiResource,
+    object: &Value,
+) -> Result<(), Error> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, api);
+    let object: DynamicObject = serde_json::from_value(object.clone())?;
+    match api.create(&PostParams::default(), &object).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Whether `actual` holds everything `wanted` says: every field of an object, arrays element by
+/// element; fields the API server adds (defaults, status, resourceVersion) do not matter.
+fn contains(actual: &Value, wanted: &Value) -> bool {
+    match (actual, wanted) {
+        (Value::Object(actual), Value::Object(wanted)) => wanted
+            .iter()
+            .all(|(key, value)| actual.get(key).is_some_and(|a| contains(a, value))),
+        (Value::Array(actual), Value::Array(wanted)) => {
+            actual.len() == wanted.len() && actual.iter().zip(wanted).all(|(a, w)| contains(a, w))
+        }
+        _ => actual == wanted,
+    }
+}
+
+/// Where the spec of a VirtualService that existed before its Canary is kept, to be restored
+/// when the Canary is deleted with `revertOnDeletion` (Flagger's annotation, so a VirtualService
+/// adopted by Flagger is restored too).
+pub(super) const ORIGINAL_CONFIGURATION: &str = "flagger.kubernetes.io/original-configuration";
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Whether `object`'s controlling owner is the Canary with `uid`.
+pub(super) fn controlled_by(object: &Value, uid: &str) -> bool {
+    object["metadata"]["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|owner| owner["controller"] == json!(true) && owner["uid"] == json!(uid))
+}
+
+/// `desired` for a routing object the user made before the Canary (typically the apex Service or
+/// the VirtualService): it takes over the spec but not the ownership, so deleting the Canary does
+/// not delete it; a VirtualService also keeps its original spec in an annotation.
+fn adopted(desired: &Value, existing: &Value) -> Value {
+    let mut desired = desired.clone();
+    if let Some(metadata) = desired["metadata"].as_object_mut() {
+        metadata.remove("ownerReferences");
+    }
+    if desired["kind"] == "VirtualService" {
+        let annotations = &existing["metadata"]["annotations"];
+        let original = match annotations[ORIGINAL_CONFIGURATION].as_str() {
+            Some(kept) => Some(kept.to_string()),
+            None if annotations[LAST_APPLIED].is_string() => None,
+            None => Some(json!({"spec": existing["spec"]}).to_string()),
+        };
+        if let Some(original) = original {
+            desired["metadata"]["annotations"][ORIGINAL_CONFIGURATION] = json!(original);
+        }
+    }
+    desired
+}
+
+/// The spec a VirtualService had before its Canary adopted it: from kubectl's last-applied
+/// configuration, else from the annotation [`adopted`] wrote.
+pub(super) fn original_spec(virtual_service: &Value) -> Option<Value> {
+    let annotations = &virtual_service["metadata"]["annotations"];
+    [LAST_APPLIED, ORIGINAL_CONFIGURATION]
+        .iter()
+        .filter_map(|key| annotations[*key].as_str())
+        .filter_map(|text| serde_json::from_str::<Value>(text).ok())
+        .map(|configuration| configuration["spec"].clone())
+        .find(Value::is_object)
+}
+
+fn digest(object: &Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    object.to_string().hash(&mut hasher);
+    hasher.finish()
+}
+
+impl Tick<'_> {
+    /// Applies a Service, DestinationRule or VirtualService, unless this operator applied the same
+    /// object last time and the cache shows it unchanged since: most ticks would rewrite identical
+    /// routing objects otherwise.
+    async fn apply_routing(&self, api: &ApiResource, object: &Value) -> Result<(), Error> {
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        let cached = self.caches.routing_object(kind, &self.namespace, name);
+        let uid = self.canary["metadata"]["uid"].as_str().unwrap_or_default();
+        let object = &match &cached {
+            Some(existing) if !controlled_by(existing, uid) => adopted(object, existing),
+            _ => object.clone(),
+        };
+        let key = format!("{kind}/{name}");
+        let wanted = digest(object);
+        let last = self
+            .applied
+            .lock()
+            .expect("never poisoned")
+            .get(&self.canary_key)
+            .and_then(|objects| objects.get(&key).copied());
+        if last == Some(wanted) {
+            let mut body = object.clone();
+            if let Some(fields) = body.as_object_mut() {
+                fields.remove("apiVersion");
+                fields.remove("kind");
+            }
+            if cached.is_some_and(|cached| contains(&cached, &body)) {
+                return Ok(());
+            }
+        }
+        apply(&self.ctx.client, &self.namespace, api, object).await?;
+        self.applied
+            .lock()
+            .expect("never poisoned")
+            .entry(self.canary_key.clone())
+            .or_default()
+            .insert(key, wanted);
+        Ok(())
+    }
+
+    /// Applies the `-primary` copies of the tracked configs; with `only_missing`, creates the
+    /// copies that do not exist yet and leaves the others as they are, since during an analysis
+    /// the primary must keep running on the promoted data.
+    async fn copy_configs(&self, only_missing: bool) -> Result<(), Error> {
+        let owner = owner_reference(&self.canary);
+        for copy in configs::primary_copies(self.caches, &self.namespace, &self.tracked, &owner) {
+            let name = copy["metadata"]["name"].as_str().unwrap_or_default();
+            let (api, exists) = match copy["kind"].as_str() {
+                Some("Secret") => (
+                    resource("", "v1", "Secret", "secrets"),
+                    self.caches.secret(&self.namespace, name).is_some(),
+                ),
+                _ => (
+                    resource("", "v1", "ConfigMap", "configmaps"),
+                    self.caches.config_map(&self.namespace, name).is_some(),
+                ),
+            };
+            if only_missing && exists {
+                continue;
+            }
+            apply(&self.ctx.client, &self.namespace, &api, &copy).await?;
+        }
+        Ok(())
+    }
+
+    /// The target's `autoscalerRef` HorizontalPodAutoscaler, when it has one.
+    fn target_autoscaler(
+        &self,
+        canary: &Canary,
+    ) -> Option<Arc<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler>> {
+        let reference = canary.spec.autoscaler_ref.as_ref()?;
+        self.caches.autoscaler(&self.namespace, &reference.name)
+    }
+
+    /// Carries out one action of the plan.
+    pub(super) async fn act(
+        &self,
+        canary: &Canary,
+        action: &Action,
+        routes: Option<Routes>,
+    ) -> Result<(), Error> {
+        if let Action::NotifyHooks { hook_type, phase } = action {
+            // Post-rollout style notifications: their outcome does not change the release.
+            for run in self
+                .ctx
+                .webhooks
+                .notify_hooks(canary, *hook_type, *phase)
+                .await
+            {
+                if let Err(error) = run.result {
+                    tracing::warn!("{error}");
+                }
+            }
+            return Ok(());
+        }
+        let client = &self.ctx.client;
+        let namespace = &self.namespace;
+        let deployments = resource("apps", "v1", "Deployment", "deployments");
+        let autoscalers = resource(
+            "autoscaling",
+            "v2",
+            "HorizontalPodAutoscaler",
+            "horizontalpodautoscalers",
+        );
+        let (Some(target), Some((key, value))) = (&self.target, &self.label) else {
+            return Ok(());
+        };
+        let target_name = target["metadata"]["name"].as_str().unwrap_or_default();
+        let primary_name = format!("{target_name}-primary");
+        let primary_value = format!("{value}-primary");
+        let deployment_api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+        let merge = |body: Value| Patch::Merge(body);
+        let owner = owner_reference(&self.canary);
+        match action {
+            Action::EnsurePrimary { sync_template } => {
+                self.copy_configs(!sync_template).await?;
+                let template = template_for(&target["spec"], key, &primary_value, &self.tracked);
+                match self.caches.deployment(namespace, &primary_name) {
+                    None => {
+                        let primary = primary_from(
+                            target,
+                            key,
+                            value,
+                            &owner,
+                            template,
+                            &self.ctx.include_label_prefix,
+                        );
+                        create(client, namespace, &deployments, &primary).await?;
+                    }
+                    Some(primary) if *sync_template => {
+                        let primary = serde_json::to_value(primary)?;
+                        if primary["spec"]["template"]["spec"] != template["spec"] {
+                            deployment_api
+                                .patch(
+                                    &primary_name,
+                                    &PatchParams::default(),
+                                    &merge(json!({"spec": {"template": template}})),
+                                )
+                                .await?;
+                        }
+                    }
+                    Some(_) => {}
+                }
+                if let Some(hpa) = self.target_autoscaler(canary) {
+                    let primary_hpa = primary_autoscaler(canary, &hpa, &owner)?;
+                    let name = primary_hpa["metadata"]["name"].as_str().unwrap_or_default();
+                    if self.caches.autoscaler(namespace, name).is_none() {
+                        create(client, namespace, &autoscalers, &primary_hpa).await?;
+                    }
+                }
+            }
+            Action::EnsureRouting => {
+                let labels: Vec<&str> = self
+                    .ctx
+                    .selector_labels
+                    .iter()
+                    .map(String::as_str)
+                    .collect();
+                let service_api = resource("", "v1", "Service", "services");
+                for service in services(&self.canary, target, &labels)? {
+                    self.apply_routing(&service_api, &service).await?;
+                }
+                for rule in destination_rules(&self.canary) {
+                    self.apply_routing(&cache::destination_rules(), &rule)
+                        .await?;
+                }
+                let mut vs = virtual_service(&self.canary)?;
+                if let Some(current) = routes {
+                    vs["spec"] = set_routes(&self.canary, current)?;
+                }
+                self.apply_routing(&virtual_services(), &vs).await?;
+            }
+            Action::ScaleTarget(replicas) => {
+                deployment_api
+                    .patch(
+                        target_name,
+                        &PatchParams::default(),
+                        &merge(json!({"spec": {"replicas": replicas}})),
+                    )
+                    .await?;
+            }
+            Action::ScalePrimary(replicas) => {
+                deployment_api
+                    .patch(
+                        &primary_name,
+                        &PatchParams::default(),
+                        &merge(json!({"spec": {"replicas": replicas}})),
+                    )
+                    .await?;
+            }
+            Action::SetRoutes(next) => {
+                let mut vs = virtual_service(&self.canary)?;
+                vs["spec"] = set_routes(&self.canary, *next)?;
+                self.apply_routing(&virtual_services(), &vs).await?;
+            }
+            Action::Promote { replicas } => {
+                self.copy_configs(false).await?;
+                let mut spec = json!({"template": template_for(&target["spec"], key, &primary_value, &self.tracked)});
+                for field in [
+                    "progressDeadlineSeconds",
+                    "minReadySeconds",
+                    "revisionHistoryLimit",
+                    "strategy",
+                ] {
+                    if !target["spec"][field].is_null() {
+                        spec[field] = target["spec"][field].clone();
+                    }
+                }
+                if let Some(replicas) = replicas {
+                    spec["replicas"] = json!(replicas);
+                }
+                deployment_api
+                    .patch(
+                        &primary_name,
+                        &PatchParams::default(),
+                        &merge(json!({"spec": spec})),
+                    )
+                    .await?;
+            }
+            Action::SyncPrimaryAutoscaler => {
+                if let Some(hpa) = self.target_autoscaler(canary) {
+                    let primary_hpa = primary_autoscaler(canary, &hpa, &owner)?;
+                    apply(client, namespace, &autoscalers, &primary_hpa).await?;
+                }
+            }
+            Action::NotifyHooks { .. } => {}
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::contains;
+    use serde_json::json;
+
+    #[test]
+    fn a_routing_object_with_server_defaults_still_contains_what_was_applied() {
+        let applied = json!({"metadata": {"name": "podinfo"},
+            "spec": {"ports": [{"port": 9898, "targetPort": "http"}], "selector": {"app": "podinfo"}}});
+        let served = json!({"metadata": {"name": "podinfo", "resourceVersion": "12", "uid": "u"},
+            "spec": {"ports": [{"port": 9898, "targetPort": "http", "protocol": "TCP"}],
+                     "selector": {"app": "podinfo"}, "type": "ClusterIP"}});
+        assert!(contains(&served, &applied));
+    }
+
+    #[test]
+    fn an_edited_or_shortened_routing_object_no_longer_contains_it() {
+        let applied = json!({"spec": {"http": [{"route": [{"weight": 90}, {"weight": 10}]}]}});
+        let edited = json!({"spec": {"http": [{"route": [{"weight": 100}, {"weight": 0}]}]}});
+        let shortened = json!({"spec": {"http": [{"route": [{"weight": 90}]}]}});
+        assert!(!contains(&edited, &applied));
+        assert!(!contains(&shortened, &applied));
+        assert!(!contains(&json!({}), &applied));
+    }
+}

@@ -1,0 +1,360 @@
+//! One reconcile of a Canary, in the order a tick runs: `observe` reads the Canary's world from
+//! the watch caches, serin-core decides, `checks` runs the metric queries and webhooks the
+//! decision asks for, `act` writes the workloads, configs, autoscalers and routing objects, and
+//! `record` writes the one status change, the events, event webhooks, alerts and the operator's
+//! metrics. `finalize` handles `revertOnDeletion`; `triggers` maps changes of other objects to
+//! the Canaries they concern.
+
+mod act;
+mod checks;
+mod finalize;
+mod observe;
+mod record;
+mod triggers;
+
+use crate::cache::Caches;
+use crate::metrics::OperatorMetrics;
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
+use kube::runtime::controller::{self, Action as Requeue, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use serde_json::Value;
+use serin_api::{Canary, MetricTemplate};
+use serin_core::plan::{Check, Decision, MetricReading, Outcome, Verdict};
+use serin_core::revision::ConfigKind;
+use serin_metrics::PrometheusClient;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The field manager of everything the operator writes.
+pub const FIELD_MANAGER: &str = "serin";
+
+/// The finalizer that holds a Canary with `revertOnDeletion` until its target is restored.
+pub const FINALIZER: &str = "finalizer.serin.dev";
+
+/// What every reconcile shares.
+pub struct Context {
+    /// The Kubernetes client.
+    pub client: Client,
+    /// The metrics server for builtin and inline metric queries (`--metrics-server`).
+    pub metrics_server: PrometheusClient,
+    /// Labels that identify a target's pods, in order of preference (`--selector-labels`).
+    pub selector_labels: Vec<String>,
+    /// Prefixes of the target labels copied to the primary; empty or `*` copies all
+    /// (`--include-label-prefix`).
+    pub include_label_prefix: Vec<String>,
+    /// Whether the ConfigMaps and Secrets a target uses are part of its revision and copied to
+    /// `-primary` (`--enable-config-tracking`).
+    pub config_tracking: bool,
+    /// Canaries reconciled at once (`--concurrency`).
+    pub concurrency: u16,
+    /// Where events go when a Canary has no `event` webhook (`--event-webhook`).
+    pub event_webhook: Option<String>,
+    /// Cluster name added to alerts (`--cluster-name`).
+    pub cluster_name: Option<String>,
+    /// Calls the Canaries' webhooks and alert providers (proxy settings from the environment).
+    pub webhooks: serin_webhooks::WebhookClient,
+    /// The canary metrics served at `/metrics`.
+    pub metrics: Arc<OperatorMetrics>,
+}
+
+impl Context {
+    /// A context for `client`, querying `metrics_server`, with Flagger's defaults for the rest.
+    pub fn new(client: Client, metrics_server: PrometheusClient) -> Self {
+        Context {
+            client,
+            metrics_server,
+            selector_labels: serin_router::services::DEFAULT_SELECTOR_LABELS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            include_label_prefix: Vec::new(),
+            config_tracking: true,
+            concurrency: 4,
+            event_webhook: None,
+            cluster_name: None,
+            webhooks: serin_webhooks::WebhookClient::new(serin_webhooks::ClientOptions::from_env()),
+            metrics: Arc::default(),
+        }
+    }
+}
+
+/// Why a reconcile stopped early (it is retried, and the reason shown in the Canary's status).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The API server refused or failed a request.
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// The routing objects could not be built.
+    #[error("{0}")]
+    Router(#[from] serin_router::RouterError),
+    /// An object could not be converted.
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+}
+
+fn now() -> Timestamp {
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    Timestamp::from_millisecond(millis).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+/// The controller's shared state: the context and the watch caches.
+struct Shared {
+    ctx: Arc<Context>,
+    caches: Caches,
+    filled: tokio::sync::OnceCell<()>,
+    /// For each Canary this operator wrote, the resourceVersion the write was based on.
+    written_over: std::sync::Mutex<std::collections::HashMap<(String, String), String>>,
+    /// Digests of the routing objects last applied for each Canary.
+    applied: AppliedRouting,
+}
+
+/// Per Canary (namespace, name), the digest of each routing object (kind/name) last applied.
+type AppliedRouting =
+    std::sync::Mutex<std::collections::HashMap<(String, String), BTreeMap<String, u64>>>;
+
+impl Shared {
+    fn canary_key(canary: &Canary) -> (String, String) {
+        (canary.namespace().unwrap_or_default(), canary.name_any())
+    }
+
+    /// Remembers that `canary` (as read) has just been written to, giving `written`; a write
+    /// the API server found to change nothing leaves the version as it was and is not remembered.
+    fn wrote(&self, canary: &Canary, written: &Canary) {
+        if let Some(version) = canary.resource_version()
+            && written.resource_version().as_ref() != Some(&version)
+        {
+            self.written_over
+                .lock()
+                .expect("never poisoned")
+                .insert(Self::canary_key(canary), version);
+        }
+    }
+
+    /// Drops what was remembered about Canaries for which `keep` is false (they are gone).
+    fn forget_unless(&self, keep: impl Fn(&(String, String)) -> bool) {
+        self.written_over
+            .lock()
+            .expect("never poisoned")
+            .retain(|key, _| keep(key));
+        self.applied
+            .lock()
+            .expect("never poisoned")
+            .retain(|key, _| keep(key));
+    }
+
+    /// Whether `canary` is the version this operator has already written over: a change it
+    /// caused elsewhere (a scaled Deployment, say) can trigger a reconcile before the Canary's own
+    /// watch delivers the write, and deciding on the old status would repeat the last transition.
+    fn is_stale(&self, canary: &Canary) -> bool {
+        let mut written_over = self.written_over.lock().expect("never poisoned");
+        let key = Self::canary_key(canary);
+        match written_over.get(&key) {
+            Some(version) if canary.resource_version().as_ref() == Some(version) => true,
+            Some(_) => {
+                written_over.remove(&key);
+                false
+            }
+            None => false,
+        }
+    }
+}
+
+/// What one tick observed and acts with: the Canary as JSON, its target and the selector label,
+/// and the configs its target uses.
+struct Tick<'a> {
+    ctx: &'a Context,
+    caches: &'a Caches,
+    applied: &'a AppliedRouting,
+    canary_key: (String, String),
+    canary: Value,
+    namespace: String,
+    target: Option<Value>,
+    label: Option<(String, String)>,
+    tracked: BTreeSet<(ConfigKind, String)>,
+}
+
+fn canary_id(canary: &Canary) -> String {
+    format!(
+        "{}.{}",
+        canary.name_any(),
+        canary.namespace().unwrap_or_default()
+    )
+}
+
+/// Reconciles one Canary; a failure is shown in its status and as a Warning event, then retried.
+#[tracing::instrument(name = "reconcile", skip_all, fields(canary = %canary.name_any(), namespace = canary.namespace().unwrap_or_default()))]
+async fn reconcile(canary: Arc<Canary>, shared: Arc<Shared>) -> Result<Requeue, Error> {
+    shared
+        .filled
+        .get_or_init(|| shared.caches.wait_until_ready(Duration::from_secs(10)))
+        .await;
+    if shared.is_stale(&canary) {
+        // The Canary's watch event for that write triggers the next reconcile; this is a backstop.
+        return Ok(Requeue::requeue(Duration::from_secs(2)));
+    }
+    shared.ctx.metrics.count_reconcile();
+    let result = if canary.metadata.deletion_timestamp.is_some() {
+        finalize::finalize(&canary, &shared).await
+    } else {
+        // One write per reconcile: a finalizer change is followed by a tick on the next one.
+        match finalize::sync_finalizer(&canary, &shared).await {
+            Ok(false) => tick(&canary, &shared).await,
+            Ok(true) => Ok(Requeue::requeue(Duration::from_secs(2))),
+            Err(error) => Err(error),
+        }
+    };
+    if let Err(error) = &result {
+        record::report_failure(&canary, &shared, error).await;
+    }
+    result
+}
+
+/// One tick: observe, decide (running the checks it asks for), act, record.
+async fn tick(canary: &Arc<Canary>, shared: &Shared) -> Result<Requeue, Error> {
+    let started = Instant::now();
+    let (tick, mut observation) = observe::observe(canary, shared)?;
+    let routes = observation.routes;
+    let now = now();
+    let plan = loop {
+        match serin_core::decide(&observation, now) {
+            Decision::Check(check) => {
+                let outcome = tick.run_check(canary, &check).await;
+                if let (Check::Metric { name }, Outcome::Metric(MetricReading::Value(value))) =
+                    (&check, &outcome)
+                {
+                    shared.ctx.metrics.record_metric(
+                        &canary.spec.target_ref.name,
+                        &tick.namespace,
+                        name,
+                        *value,
+                    );
+                }
+                observation.verdicts.push(Verdict { check, outcome });
+            }
+            Decision::Plan(plan) => break *plan,
+        }
+    };
+    for action in &plan.actions {
+        tick.act(canary, action, routes).await?;
+    }
+    record::write_status(canary, shared, &plan).await?;
+    record::record_plan(canary, shared, &plan, started).await;
+    Ok(match plan.requeue_after {
+        Some(after) => Requeue::requeue(after),
+        None => Requeue::await_change(),
+    })
+}
+
+fn retry_later(_canary: Arc<Canary>, _error: &Error, _shared: Arc<Shared>) -> Requeue {
+    Requeue::requeue(Duration::from_secs(5))
+}
+
+/// Runs the controller over the Canaries of `namespace` (all namespaces when `None`) until the
+/// stream of changes ends.
+pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
+    let canaries: Api<Canary> = match &namespace {
+        Some(namespace) => Api::namespaced(ctx.client.clone(), namespace),
+        None => Api::all(ctx.client.clone()),
+    };
+    let (caches, feeds) = Caches::new(&ctx.client, namespace.as_deref());
+    let controller = Controller::new(canaries, watcher::Config::default())
+        .with_config(controller::Config::default().concurrency(ctx.concurrency.max(1)));
+    let store = controller.store();
+    let mut background = tokio::task::JoinSet::new();
+    for feed in feeds.passive {
+        background.spawn(feed.for_each(|_| async {}));
+    }
+    let (deployment_canaries, config_canaries, secret_canaries, hpa_canaries, template_canaries) = (
+        store.clone(),
+        store.clone(),
+        store.clone(),
+        store.clone(),
+        store.clone(),
+    );
+    let (config_caches, secret_caches) = (caches.clone(), caches.clone());
+    let shared = Arc::new(Shared {
+        ctx,
+        caches,
+        filled: tokio::sync::OnceCell::new(),
+        written_over: Default::default(),
+        applied: Default::default(),
+    });
+    let totals_store = store.clone();
+    let totals_shared = shared.clone();
+    background.spawn(async move {
+        loop {
+            let mut totals: BTreeMap<String, usize> = BTreeMap::new();
+            let mut present = std::collections::HashSet::new();
+            for canary in totals_store.state() {
+                *totals
+                    .entry(canary.namespace().unwrap_or_default())
+                    .or_default() += 1;
+                present.insert(Shared::canary_key(&canary));
+            }
+            totals_shared.ctx.metrics.set_totals(&totals);
+            // Canaries deleted without a finalizer leave nothing else to clean.
+            totals_shared.forget_unless(|key| present.contains(key));
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        }
+    });
+    controller
+        .watches_stream(feeds.deployments, move |deployment: Deployment| {
+            triggers::canaries_of_deployment(
+                &deployment_canaries,
+                deployment.namespace(),
+                &deployment.name_any(),
+            )
+        })
+        .watches_stream(feeds.config_maps, move |config_map| {
+            triggers::canaries_of_config(
+                &config_canaries,
+                &config_caches,
+                config_map.namespace(),
+                ConfigKind::ConfigMap,
+                &config_map.name_any(),
+            )
+        })
+        .watches_stream(feeds.secrets, move |secret| {
+            triggers::canaries_of_config(
+                &secret_canaries,
+                &secret_caches,
+                secret.namespace(),
+                ConfigKind::Secret,
+                &secret.name_any(),
+            )
+        })
+        .watches_stream(
+            feeds.autoscalers,
+            move |hpa: k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler| {
+                let name = hpa.name_any();
+                hpa_canaries
+                    .state()
+                    .into_iter()
+                    .filter(|canary| {
+                        canary.namespace() == hpa.namespace()
+                            && canary
+                                .spec
+                                .autoscaler_ref
+                                .as_ref()
+                                .is_some_and(|r| r.name == name)
+                    })
+                    .map(|canary| ObjectRef::from_obj(&*canary))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .watches_stream(feeds.metric_templates, move |template: MetricTemplate| {
+            triggers::canaries_of_template(&template_canaries, &template)
+        })
+        .run(reconcile, retry_later, shared)
+        .for_each(|_| async {})
+        .await;
+    background.abort_all();
+}

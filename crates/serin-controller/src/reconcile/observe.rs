@@ -1,0 +1,120 @@
+//! Observing a Canary: everything decide needs, read from the watch caches without a request.
+
+use super::{Error, Shared, Tick};
+use crate::cache::Caches;
+use crate::configs;
+use kube::ResourceExt;
+use serde_json::json;
+use serin_api::Canary;
+use serin_core::plan::Observation;
+use serin_router::Names;
+use serin_router::istio::get_routes;
+use serin_router::services::selector_label;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Reads a Canary's world from the watch caches (its target and primary, the routes, the tracked
+/// configs, the autoscaler) and what blocks its release: the observation decide needs, and the
+/// tick that acts on the plan.
+pub(super) fn observe<'a>(
+    canary: &Arc<Canary>,
+    shared: &'a Shared,
+) -> Result<(Tick<'a>, Observation), Error> {
+    let ctx = &shared.ctx;
+    let caches = &shared.caches;
+    let namespace = canary.namespace().unwrap_or_else(|| "default".into());
+    let mut canary_json = serde_json::to_value(&**canary)?;
+    canary_json["apiVersion"] = json!("serin.dev/v1beta1");
+    let target_name = canary.spec.target_ref.name.clone();
+    let target = caches.deployment(&namespace, &target_name);
+    let primary = caches.deployment(&namespace, &format!("{target_name}-primary"));
+    let names = Names::of(&canary_json);
+    let routes = match caches.virtual_service(&namespace, &names.apex) {
+        Some(vs) => get_routes(&canary_json, &serde_json::to_value(&*vs)?).ok(),
+        None => None,
+    };
+    let configs = match (&target, ctx.config_tracking) {
+        (Some(target), true) => configs::observe(caches, &namespace, target),
+        _ => Ok(BTreeMap::new()),
+    };
+    let target_json = target.as_ref().map(serde_json::to_value).transpose()?;
+    let labels: Vec<&str> = ctx.selector_labels.iter().map(String::as_str).collect();
+    let label = target_json.as_ref().map(|t| selector_label(t, &labels));
+    let mut blocked = match &label {
+        Some(Err(error)) => Some(error.to_string()),
+        _ => template_problem(canary, caches, &namespace),
+    };
+    let mut autoscaler_min_replicas = None;
+    if let Some(reference) = &canary.spec.autoscaler_ref {
+        if reference.kind != "HorizontalPodAutoscaler" {
+            blocked.get_or_insert(format!(
+                "spec.autoscalerRef.kind {:?} is not supported; use HorizontalPodAutoscaler",
+                reference.kind
+            ));
+        } else {
+            match caches.autoscaler(&namespace, &reference.name) {
+                Some(hpa) => {
+                    autoscaler_min_replicas = hpa.spec.as_ref().and_then(|s| s.min_replicas);
+                }
+                None => {
+                    blocked.get_or_insert(format!(
+                        "HorizontalPodAutoscaler {}.{namespace} in spec.autoscalerRef not found; create it or remove autoscalerRef",
+                        reference.name
+                    ));
+                }
+            }
+        }
+    }
+    let tick = Tick {
+        ctx,
+        caches,
+        applied: &shared.applied,
+        canary_key: Shared::canary_key(canary),
+        canary: canary_json,
+        namespace: namespace.clone(),
+        target: target_json,
+        label: label.and_then(Result::ok),
+        tracked: configs
+            .as_ref()
+            .map(configs::tracked_names)
+            .unwrap_or_default(),
+    };
+    let observation = Observation {
+        canary: (**canary).clone(),
+        target,
+        primary,
+        configs,
+        routes,
+        autoscaler_min_replicas,
+        blocked,
+        verdicts: Vec::new(),
+    };
+    Ok((tick, observation))
+}
+
+/// Why the MetricTemplates the analysis references cannot be queried (missing, or invalid), if
+/// so: the release waits for the template to be fixed instead of failing checks and rolling back.
+fn template_problem(canary: &Canary, caches: &Caches, namespace: &str) -> Option<String> {
+    let analysis = canary.spec.analysis()?;
+    for (i, metric) in analysis.metrics().iter().enumerate() {
+        let Some(reference) = &metric.template_ref else {
+            continue;
+        };
+        let template_namespace = reference.namespace_or(namespace);
+        let id = format!("{}.{template_namespace}", reference.name);
+        let Some(template) = caches.metric_template(template_namespace, &reference.name) else {
+            return Some(format!(
+                "MetricTemplate {id} in spec.analysis.metrics[{i}].templateRef not found; create it or fix templateRef"
+            ));
+        };
+        let errors = serin_api::validate::validate_metric_template(&template);
+        if !errors.is_empty() {
+            let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            return Some(format!(
+                "MetricTemplate {id} (spec.analysis.metrics[{i}].templateRef) is invalid: {}",
+                list.join("; ")
+            ));
+        }
+    }
+    None
+}

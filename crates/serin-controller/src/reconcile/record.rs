@@ -1,0 +1,270 @@
+//! Recording a tick: the Canary's status (one write), core/v1 Events and log lines, event webhooks
+//! and alerts (sent off the tick path), the operator's metrics, and failed reconciles.
+
+use super::{Context, Error, Shared, now};
+use crate::cache::Caches;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+use serin_api::{Canary, Phase};
+use serin_core::plan::{EventType, Plan};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Writes the plan's status when it differs from the Canary's: the tick's one status write.
+pub(super) async fn write_status(
+    canary: &Canary,
+    shared: &Shared,
+    plan: &Plan,
+) -> Result<(), Error> {
+    if canary.status.as_ref() != Some(&plan.status) {
+        let canaries: Api<Canary> = Api::namespaced(
+            shared.ctx.client.clone(),
+            &canary.namespace().unwrap_or_default(),
+        );
+        let written = canaries
+            .patch_status(
+                &canary.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": status_patch(
+                    &serde_json::to_value(&canary.status)?,
+                    &serde_json::to_value(&plan.status)?,
+                )})),
+            )
+            .await?;
+        shared.wrote(canary, &written);
+    }
+    Ok(())
+}
+
+/// A JSON merge patch from `old` to `new`: what `new` holds, plus `null` for every field `old`
+/// has and `new` dropped (a merge patch leaves absent fields as they are, so a cleared
+/// `status.message` would otherwise stay).
+fn status_patch(old: &Value, new: &Value) -> Value {
+    match (old, new) {
+        (Value::Object(old), Value::Object(new)) => {
+            let mut patch = serde_json::Map::new();
+            for (key, value) in new {
+                let value = match old.get(key) {
+                    Some(before) => status_patch(before, value),
+                    None => value.clone(),
+                };
+                patch.insert(key.clone(), value);
+            }
+            for key in old.keys().filter(|key| !new.contains_key(*key)) {
+                patch.insert(key.clone(), Value::Null);
+            }
+            Value::Object(patch)
+        }
+        _ => new.clone(),
+    }
+}
+
+/// Everything a tick tells: events (to the API, the log and the event webhooks), alerts, and the
+/// operator's metrics.
+pub(super) async fn record_plan(
+    canary: &Arc<Canary>,
+    shared: &Shared,
+    plan: &Plan,
+    started: Instant,
+) {
+    let ctx = &shared.ctx;
+    let namespace = canary.namespace().unwrap_or_default();
+    let target = &canary.spec.target_ref.name;
+    let old_phase = canary.status.as_ref().and_then(|s| s.phase);
+    let phase = plan.status.phase;
+    ctx.metrics
+        .record_tick(target, &namespace, phase, plan.status.canary_weight);
+    if old_phase == Some(Phase::Progressing) {
+        ctx.metrics
+            .observe_duration(target, &namespace, started.elapsed().as_secs_f64());
+    }
+    if phase != old_phase && matches!(phase, Some(Phase::Succeeded | Phase::Failed)) {
+        let strategy = match canary.spec.analysis().map(|a| a.strategy()) {
+            Some(serin_api::Strategy::AbTesting) => "ab-testing",
+            Some(serin_api::Strategy::BlueGreen) => "blue-green",
+            _ => "canary",
+        };
+        let analysis = if canary.spec.skips_analysis() {
+            "skipped"
+        } else {
+            "completed"
+        };
+        ctx.metrics.record_release(
+            target,
+            &namespace,
+            phase == Some(Phase::Succeeded),
+            strategy,
+            analysis,
+        );
+    }
+    for event in &plan.events {
+        record(ctx, canary, event.type_, event.reason, &event.message).await;
+    }
+    if plan.events.is_empty() && plan.alerts.is_empty() {
+        return;
+    }
+    // Webhooks and chat services can be slow or down: they must not hold the next tick back.
+    let mut updated = (**canary).clone();
+    updated.status = Some(plan.status.clone());
+    let events = plan.events.clone();
+    let alerts = plan.alerts.clone();
+    let ctx = shared.ctx.clone();
+    let caches = shared.caches.clone();
+    // The task keeps the reconcile's span, so its log lines name the Canary.
+    let span = tracing::Span::current();
+    tokio::spawn(tracing::Instrument::instrument(
+        async move {
+            for event in &events {
+                let millis = now().as_millisecond();
+                for run in ctx
+                    .webhooks
+                    .send_event(&updated, event, millis, ctx.event_webhook.as_deref())
+                    .await
+                {
+                    if let Err(error) = run.result {
+                        tracing::warn!("event webhook: {error}");
+                    }
+                }
+            }
+            for alert in &alerts {
+                send_alert(&ctx, &caches, &updated, alert).await;
+            }
+        },
+        span,
+    ));
+}
+
+/// Posts `alert` to every AlertProvider of the canary whose severity admits it.
+async fn send_alert(ctx: &Context, caches: &Caches, canary: &Canary, alert: &serin_core::Alert) {
+    let namespace = canary.namespace().unwrap_or_default();
+    let message =
+        serin_webhooks::alert::AlertMessage::from_alert(canary, alert, ctx.cluster_name.as_deref());
+    for recipient in serin_webhooks::alert::recipients(canary, alert.severity) {
+        let reference = &recipient.provider_ref;
+        let provider_namespace = reference.namespace_or(&namespace);
+        let Some(provider) = caches.alert_provider(provider_namespace, &reference.name) else {
+            tracing::error!(
+                "alert {}: AlertProvider {}.{provider_namespace} not found; create it or fix spec.analysis.alerts[].providerRef",
+                recipient.name,
+                reference.name
+            );
+            continue;
+        };
+        let secret = provider
+            .spec
+            .secret_ref
+            .as_ref()
+            .and_then(|s| caches.secret_text(provider_namespace, &s.name));
+        let key = |k: &str| secret.as_ref().and_then(|s| s.get(k)).map(String::as_str);
+        let sent = match serin_webhooks::alert::Notifier::from_provider(
+            &reference.name,
+            &provider.spec,
+            key("address"),
+            key("token"),
+        ) {
+            Ok(notifier) => ctx.webhooks.post_alert(&notifier, &message).await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = sent {
+            tracing::error!("alert {}: {error}", recipient.name);
+        }
+    }
+}
+
+/// Writes a core/v1 Event about `canary` (one per message, as Flagger's recorder does, so
+/// `kubectl describe canary` lists every step) and logs it. An event that cannot be written is
+/// logged and does not stop the release. `reason` says what happened (see
+/// `serin_core::plan::reason`).
+pub(super) async fn record(
+    ctx: &Context,
+    canary: &Canary,
+    type_: EventType,
+    reason: &str,
+    message: &str,
+) {
+    let kind = match type_ {
+        EventType::Normal => {
+            tracing::info!(reason, "{message}");
+            "Normal"
+        }
+        EventType::Warning => {
+            tracing::warn!(reason, "{message}");
+            "Warning"
+        }
+    };
+    let namespace = canary.namespace().unwrap_or_else(|| "default".into());
+    let now = now().to_string();
+    let object = serde_json::from_value::<k8s_openapi::api::core::v1::Event>(json!({
+        "metadata": {"name": format!("{}.{}", canary.name_any(), uuid::Uuid::new_v4().simple()),
+                     "namespace": namespace},
+        "involvedObject": {"apiVersion": "serin.dev/v1beta1", "kind": "Canary",
+                           "name": canary.name_any(), "namespace": namespace,
+                           "uid": canary.uid(), "resourceVersion": canary.resource_version()},
+        "reason": reason, "message": message, "type": kind,
+        "source": {"component": "serin"}, "reportingComponent": "serin",
+        "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+    }));
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(ctx.client.clone(), &namespace);
+    let written = match object {
+        Ok(object) => events
+            .create(&Default::default(), &object)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        Err(error) => Err(error.to_string()),
+    };
+    if let Err(error) = written {
+        tracing::error!("writing event: {error}");
+    }
+}
+
+/// Shows a failed reconcile in the Canary's status message and as a Warning event, once per
+/// distinct message.
+pub(super) async fn report_failure(canary: &Canary, shared: &Shared, error: &Error) {
+    let ctx = &shared.ctx;
+    let message = format!("reconcile failed, retrying: {error}");
+    tracing::error!("{message}");
+    if canary.status.as_ref().and_then(|s| s.message.as_deref()) == Some(message.as_str()) {
+        return;
+    }
+    let canaries: Api<Canary> =
+        Api::namespaced(ctx.client.clone(), &canary.namespace().unwrap_or_default());
+    if let Ok(written) = canaries
+        .patch_status(
+            &canary.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"message": message}})),
+        )
+        .await
+    {
+        shared.wrote(canary, &written);
+    }
+    record(
+        ctx,
+        canary,
+        EventType::Warning,
+        serin_core::plan::reason::RECONCILE_FAILED,
+        &message,
+    )
+    .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn a_status_patch_clears_what_the_new_status_dropped() {
+        let old = json!({"phase": "Initializing", "message": "MetricTemplate x.test not found",
+                         "handledRequests": {"promote": "1", "abort": "2"}});
+        let new = json!({"phase": "Initialized", "handledRequests": {"promote": "1"}});
+        assert_eq!(
+            super::status_patch(&old, &new),
+            json!({"phase": "Initialized", "message": null,
+                   "handledRequests": {"promote": "1", "abort": null}})
+        );
+        assert_eq!(super::status_patch(&json!(null), &new), new);
+    }
+}

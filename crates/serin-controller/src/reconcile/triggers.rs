@@ -1,0 +1,81 @@
+//! Which Canaries a change of another object concerns: a target or primary Deployment, a config
+//! the target uses, or a MetricTemplate the analysis references.
+
+use crate::cache::Caches;
+use kube::ResourceExt;
+use kube::runtime::reflector::{ObjectRef, Store};
+use serin_api::{Canary, MetricTemplate};
+use serin_core::revision::ConfigKind;
+
+/// The Canaries that point at `namespace`/`name` as target or primary.
+pub(super) fn canaries_of_deployment(
+    canaries: &Store<Canary>,
+    namespace: Option<String>,
+    name: &str,
+) -> Vec<ObjectRef<Canary>> {
+    canaries
+        .state()
+        .into_iter()
+        .filter(|canary| {
+            let target = &canary.spec.target_ref.name;
+            canary.namespace() == namespace
+                && (target == name || format!("{target}-primary") == name)
+        })
+        .map(|canary| ObjectRef::from_obj(&*canary))
+        .collect()
+}
+
+/// The Canaries whose metrics reference `template`.
+pub(super) fn canaries_of_template(
+    canaries: &Store<Canary>,
+    template: &MetricTemplate,
+) -> Vec<ObjectRef<Canary>> {
+    let name = template.name_any();
+    let template_namespace = template.namespace();
+    canaries
+        .state()
+        .into_iter()
+        .filter(|canary| {
+            canary.spec.analysis().is_some_and(|analysis| {
+                analysis.metrics().iter().any(|metric| {
+                    metric.template_ref.as_ref().is_some_and(|reference| {
+                        let canary_namespace = canary.namespace().unwrap_or_default();
+                        reference.name == name
+                            && Some(reference.namespace_or(&canary_namespace))
+                                == template_namespace.as_deref()
+                    })
+                })
+            })
+        })
+        .map(|canary| ObjectRef::from_obj(&*canary))
+        .collect()
+}
+
+/// The Canaries whose target uses the config `kind`/`name`.
+pub(super) fn canaries_of_config(
+    canaries: &Store<Canary>,
+    caches: &Caches,
+    namespace: Option<String>,
+    kind: ConfigKind,
+    name: &str,
+) -> Vec<ObjectRef<Canary>> {
+    let Some(namespace) = namespace else {
+        return Vec::new();
+    };
+    canaries
+        .state()
+        .into_iter()
+        .filter(|canary| canary.namespace().as_deref() == Some(namespace.as_str()))
+        .filter(|canary| {
+            caches
+                .deployment(&namespace, &canary.spec.target_ref.name)
+                .and_then(|target| target.spec.and_then(|s| s.template.spec))
+                .is_some_and(|pod| {
+                    serin_core::revision::config_refs(&pod)
+                        .iter()
+                        .any(|r| r.kind == kind && r.name == name)
+                })
+        })
+        .map(|canary| ObjectRef::from_obj(&*canary))
+        .collect()
+}
