@@ -796,11 +796,6 @@ fn validate_webhooks(a: &CanaryAnalysis, base: &str, r: &mut Report) {
         r.url(&format!("{hp}.url"), &hook.url);
         r.interval(&format!("{hp}.timeout"), hook.timeout.as_deref());
         r.range(&format!("{hp}.retries"), hook.retries, 0, 100, "2");
-        r.not_supported(
-            &format!("{hp}.disableTLS"),
-            hook.disable_tls == Some(true),
-            "https webhooks are always verified against the system's roots; remove disableTLS or use an http:// URL",
-        );
     }
 }
 

@@ -207,10 +207,6 @@ fn fields_the_operator_would_ignore_are_rejected() {
             "spec.analysis.sessionAffinity",
         ),
         (
-            json!({"analysis": {"webhooks": [{"name": "load-test", "url": "https://loadtester.test/", "disableTLS": true}]}}),
-            "spec.analysis.webhooks[0].disableTLS",
-        ),
-        (
             json!({"metricsServer": "https://prometheus.istio-system:9090"}),
             "spec.metricsServer",
         ),
@@ -233,9 +229,12 @@ fn fields_the_operator_would_ignore_are_rejected() {
             errors[0].message
         );
     }
-    assert_spec_valid(
-        json!({"analysis": {"webhooks": [{"name": "load-test", "url": "http://loadtester.test/", "disableTLS": false}]}}),
-    );
+    // disableTLS skips certificate verification for that webhook, as in Flagger.
+    for disable_tls in [false, true] {
+        assert_spec_valid(
+            json!({"analysis": {"webhooks": [{"name": "load-test", "url": "https://loadtester.test/", "disableTLS": disable_tls}]}}),
+        );
+    }
     assert_spec_valid(json!({"analysis": {"dynamicStableScale": true}}));
 }
 

@@ -251,13 +251,10 @@ pub async fn run() -> anyhow::Result<()> {
     let mut ctx = serin_controller::Context::new(client.clone(), prometheus.clone());
     // Webhooks reach `flagger-loadtester.test` through the mesh, as an in-cluster operator would
     // through cluster DNS; loopback addresses (Prometheus, the API server) are reached directly.
-    ctx.webhooks = serin_webhooks::WebhookClient::new(serin_webhooks::ClientOptions {
-        proxy: serin_webhooks::ProxyConfig::through(
-            &format!("http://{proxy}"),
-            &["127.0.0.1", "localhost"],
-        ),
-        ..serin_webhooks::ClientOptions::direct()
-    });
+    ctx.webhooks = serin_webhooks::WebhookClient::new(serin_webhooks::ClientOptions::through(
+        &format!("http://{proxy}"),
+        "127.0.0.1,localhost",
+    )?);
     let ctx = Arc::new(ctx);
     let controller = tokio::spawn(serin_controller::run(ctx, Some("test".into())));
     let canaries: Api<Canary> = Api::namespaced(client.clone(), "test");

@@ -1,10 +1,9 @@
 //! Alert notifiers: one payload shape per chat service (Slack, Microsoft Teams, Discord, Rocket.Chat,
 //! Google Chat), the severity filter of a Canary's `alerts`, and the fields Flagger attaches.
 
-use crate::transport::trimmed_body;
+use crate::transport::{PostError, trimmed_body};
 use crate::{AlertError, WebhookClient};
-use bytes::Bytes;
-use http::Uri;
+use reqwest::Url;
 use serde_json::{Value, json};
 use serin_api::{AlertProviderSpec, Canary, CanaryAlert};
 use serin_core::Severity;
@@ -197,7 +196,7 @@ pub struct Notifier {
     pub channel: String,
     /// Sender name (Slack, Discord, Rocket.Chat).
     pub username: String,
-    /// `spec.proxy` as `host:port`, if set.
+    /// `spec.proxy` (`http://host:port`, or `host:port`), if set.
     pub proxy: Option<String>,
     /// The Secret's `token` key, sent as `Authorization: Bearer <token>`.
     pub token: Option<String>,
@@ -223,9 +222,8 @@ impl Notifier {
             .ok_or_else(|| AlertError::NoAddress {
                 provider: provider.to_string(),
             })?;
-        let usable = address.parse::<Uri>().ok().is_some_and(|u| {
-            matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some()
-        });
+        let usable = Url::parse(address)
+            .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some());
         if !usable {
             return Err(AlertError::InvalidAddress {
                 provider: provider.to_string(),
@@ -233,12 +231,13 @@ impl Notifier {
             });
         }
         let proxy = match spec.proxy.as_deref().filter(|p| !p.is_empty()) {
-            Some(proxy) => Some(crate::proxy::proxy_authority(proxy).ok_or_else(|| {
-                AlertError::InvalidProxy {
+            Some(proxy) if reqwest::Proxy::all(proxy).is_ok() => Some(proxy.to_string()),
+            Some(proxy) => {
+                return Err(AlertError::InvalidProxy {
                     provider: provider.to_string(),
                     proxy: proxy.to_string(),
-                }
-            })?),
+                });
+            }
             None => None,
         };
         let non_empty = |value: Option<&String>, default: &str| {
@@ -346,36 +345,34 @@ impl WebhookClient {
         message: &AlertMessage,
     ) -> Result<(), AlertError> {
         let url_text = notifier.post_url();
-        let url: Uri = url_text.parse().map_err(|_| AlertError::InvalidAddress {
+        let url = Url::parse(&url_text).map_err(|_| AlertError::InvalidAddress {
             provider: notifier.provider.clone(),
             address: url_text.clone(),
         })?;
-        let body = Bytes::from(notifier.payload(message).to_string());
-        let headers: Vec<(&'static str, String)> = notifier
-            .token
-            .iter()
-            .map(|token| ("authorization", format!("Bearer {token}")))
-            .collect();
-        let sent = self.transport.post(
-            &url,
-            body,
-            &headers,
-            &self.options.proxy,
-            notifier.proxy.as_deref(),
-        );
+        let sent = self
+            .transport
+            .post(
+                &url,
+                &notifier.payload(message),
+                notifier.token.as_deref(),
+                ALERT_TIMEOUT,
+                true,
+                notifier.proxy.as_deref(),
+            )
+            .await;
         let failed = |reason: String| AlertError::PostFailed {
             provider: notifier.provider.clone(),
             url: url_text.clone(),
             reason,
         };
-        match tokio::time::timeout(ALERT_TIMEOUT, sent).await {
-            Err(_) => Err(failed(format!(
+        match sent {
+            Err(PostError::Timeout) => Err(failed(format!(
                 "no answer within {}s",
                 ALERT_TIMEOUT.as_secs()
             ))),
-            Ok(Err(error)) => Err(failed(error)),
-            Ok(Ok(response)) if response.status.is_success() => Ok(()),
-            Ok(Ok(response)) => Err(failed(format!(
+            Err(PostError::Transport(error)) => Err(failed(error)),
+            Ok(response) if response.status.is_success() => Ok(()),
+            Ok(response) => Err(failed(format!(
                 "answered {}: {}",
                 response.status,
                 trimmed_body(&response.body, crate::hook::BODY_EXCERPT_CHARS)

@@ -1,9 +1,8 @@
 //! Calling a Canary's webhooks: Flagger's payload, per-attempt timeout, retries and the ≤ 202 rule.
 
-use crate::transport::{Response, trimmed_body};
+use crate::transport::{PostError, Response, trimmed_body};
 use crate::{WebhookClient, WebhookError};
-use bytes::Bytes;
-use http::{StatusCode, Uri};
+use reqwest::{StatusCode, Url};
 use serde::{Deserialize, Serialize};
 use serin_api::{Canary, CanaryStatus, CanaryWebhook, HookType, Phase};
 use serin_core::{Check, EventType, Outcome, Verdict};
@@ -110,7 +109,7 @@ pub struct HookResponse {
     /// The status (200, 201 or 202).
     pub status: StatusCode,
     /// The response body, e.g. `Approved` from the load tester's gates.
-    pub body: Bytes,
+    pub body: Vec<u8>,
     /// How many attempts it took (1 when the first one succeeded).
     pub attempts: u32,
 }
@@ -203,35 +202,33 @@ impl WebhookClient {
         hook: &CanaryWebhook,
         payload: &HookPayload,
     ) -> Result<HookResponse, WebhookError> {
-        let url: Uri = hook
-            .url
-            .parse()
+        let url = Url::parse(&hook.url)
             .ok()
-            .filter(|u: &Uri| {
-                matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some()
-            })
+            .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some())
             .ok_or_else(|| WebhookError::InvalidUrl {
                 hook: hook.name.clone(),
                 url: hook.url.clone(),
             })?;
         let timeout = hook_timeout(hook)?;
-        let body = Bytes::from(serde_json::to_vec(payload).expect("a payload always serializes"));
+        // Flagger's disableTLS skips certificate verification (InsecureSkipVerify).
+        let verify_tls = hook.disable_tls != Some(true);
         let attempts = u32::try_from(hook.retries.unwrap_or(0).max(0)).unwrap_or(0) + 1;
         let mut last = AttemptFailure::Transport("not attempted".into());
         for attempt in 1..=attempts {
             let sent = self
                 .transport
-                .post(&url, body.clone(), &[], &self.options.proxy, None);
+                .post(&url, payload, None, timeout, verify_tls, None)
+                .await;
             let mut wait = self.backoff(attempt);
-            match tokio::time::timeout(timeout, sent).await {
-                Ok(Ok(Response { status, body, .. })) if is_success_status(status) => {
+            match sent {
+                Ok(Response { status, body, .. }) if is_success_status(status) => {
                     return Ok(HookResponse {
                         status,
                         body,
                         attempts: attempt,
                     });
                 }
-                Ok(Ok(response)) if is_retryable_status(response.status) => {
+                Ok(response) if is_retryable_status(response.status) => {
                     if matches!(response.status.as_u16(), 429 | 503)
                         && let Some(seconds) = response.retry_after_seconds
                     {
@@ -239,7 +236,7 @@ impl WebhookClient {
                     }
                     last = AttemptFailure::Status(response.status);
                 }
-                Ok(Ok(response)) => {
+                Ok(response) => {
                     return Err(WebhookError::Rejected {
                         hook: hook.name.clone(),
                         url: hook.url.clone(),
@@ -247,8 +244,8 @@ impl WebhookClient {
                         body: trimmed_body(&response.body, BODY_EXCERPT_CHARS),
                     });
                 }
-                Ok(Err(error)) => last = AttemptFailure::Transport(error),
-                Err(_) => last = AttemptFailure::Timeout(timeout),
+                Err(PostError::Transport(error)) => last = AttemptFailure::Transport(error),
+                Err(PostError::Timeout) => last = AttemptFailure::Timeout(timeout),
             }
             if attempt < attempts {
                 tokio::time::sleep(wait).await;

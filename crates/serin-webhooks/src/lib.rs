@@ -17,7 +17,6 @@
 
 pub mod alert;
 pub mod hook;
-pub mod proxy;
 mod transport;
 
 pub use alert::{
@@ -26,16 +25,27 @@ pub use alert::{
 pub use hook::{
     AttemptFailure, Gate, HookPayload, HookResponse, HookRun, canary_checksum, signals_rollback,
 };
-pub use proxy::ProxyConfig;
 
-use http::StatusCode;
+use reqwest::StatusCode;
 use std::time::Duration;
 
+/// Where requests go before they reach their host.
+#[derive(Debug, Clone)]
+pub enum ProxySetting {
+    /// Straight to the host, whatever the environment says.
+    Direct,
+    /// Through the proxies reqwest reads from HTTP_PROXY, HTTPS_PROXY and ALL_PROXY, except for the
+    /// hosts in NO_PROXY (each also in lower case).
+    FromEnv,
+    /// Through this proxy, e.g. the sandbox's mesh proxy.
+    Through(Box<reqwest::Proxy>),
+}
+
 /// Settings shared by every call a [`WebhookClient`] makes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ClientOptions {
-    /// Proxy for http:// URLs (the sandbox's mesh proxy, or none).
-    pub proxy: ProxyConfig,
+    /// The proxy requests go through (the sandbox's mesh proxy, the environment's, or none).
+    pub proxy: ProxySetting,
     /// Wait before the first retry; doubled for each later one (Flagger: 1s).
     pub retry_wait_min: Duration,
     /// Longest wait between retries, also the cap on `Retry-After` (Flagger: 30s).
@@ -46,18 +56,29 @@ impl ClientOptions {
     /// Flagger's retry waits and no proxy.
     pub fn direct() -> Self {
         ClientOptions {
-            proxy: ProxyConfig::direct(),
+            proxy: ProxySetting::Direct,
             retry_wait_min: Duration::from_secs(1),
             retry_wait_max: Duration::from_secs(30),
         }
     }
 
-    /// Flagger's retry waits and the proxy from HTTP_PROXY / NO_PROXY, for the operator binary.
+    /// Flagger's retry waits and the environment's proxies (HTTP_PROXY, HTTPS_PROXY, NO_PROXY, ...),
+    /// for the operator binary.
     pub fn from_env() -> Self {
         ClientOptions {
-            proxy: ProxyConfig::from_env(),
+            proxy: ProxySetting::FromEnv,
             ..ClientOptions::direct()
         }
+    }
+
+    /// Flagger's retry waits, with every http:// request sent to `proxy` (`http://host:port`)
+    /// except those to the hosts in `no_proxy` (NO_PROXY's format: `127.0.0.1,localhost,.svc`).
+    pub fn through(proxy: &str, no_proxy: &str) -> Result<Self, reqwest::Error> {
+        let proxy = reqwest::Proxy::http(proxy)?.no_proxy(reqwest::NoProxy::from_string(no_proxy));
+        Ok(ClientOptions {
+            proxy: ProxySetting::Through(Box::new(proxy)),
+            ..ClientOptions::direct()
+        })
     }
 }
 
@@ -75,11 +96,11 @@ pub struct WebhookClient {
 }
 
 impl WebhookClient {
-    /// A client with these options; loads the system's root certificates for https:// URLs.
+    /// A client with these options; loads the platform's root certificates for https:// URLs.
     pub fn new(options: ClientOptions) -> Self {
         WebhookClient {
+            transport: transport::Transport::new(&options.proxy),
             options,
-            transport: transport::Transport::new(),
         }
     }
 

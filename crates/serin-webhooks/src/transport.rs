@@ -1,149 +1,153 @@
-//! One HTTP POST of a JSON body over a fresh HTTP/1.1 connection: direct, through an http proxy
-//! (absolute-form request), or over TLS for https:// URLs.
+//! One POST of a JSON body through reqwest: direct or through the configured proxy, over TLS for
+//! https:// URLs (rustls on aws-lc-rs, verified against the platform's roots).
 
-use crate::proxy::ProxyConfig;
-use bytes::Bytes;
-use http::{HeaderValue, Request, StatusCode, Uri, header};
-use http_body_util::{BodyExt, Full, Limited};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
+use crate::ProxySetting;
+use reqwest::{Client, StatusCode, header};
+use serde::Serialize;
 use std::sync::Arc;
-use tower_service::Service;
+use std::time::Duration;
 
 /// Largest response body read; enough for any error text worth showing a user.
 const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
 
 /// What the receiver answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Response {
+pub(crate) struct Response {
     /// The HTTP status.
     pub status: StatusCode,
     /// `Retry-After` in whole seconds, when the receiver sent one.
     pub retry_after_seconds: Option<u64>,
     /// The response body.
-    pub body: Bytes,
+    pub body: Vec<u8>,
 }
 
-/// Shared connectors; built once because loading the system's root certificates is slow.
+/// Why one POST did not get an answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PostError {
+    /// No complete answer within the time allowed.
+    Timeout,
+    /// The connection, the TLS handshake or the exchange failed.
+    Transport(String),
+}
+
+/// The two clients every call goes through; built once because loading the platform's root
+/// certificates is slow and reqwest keeps connections alive per client.
 #[derive(Clone)]
 pub(crate) struct Transport {
-    connector: HttpsConnector<HttpConnector>,
+    /// Verifies https:// certificates.
+    verified: Client,
+    /// Accepts any certificate, for webhooks with `disableTLS: true`.
+    unverified: Client,
     /// Why https:// cannot be verified (no root certificates on this machine), if so.
     tls_problem: Option<Arc<str>>,
 }
 
 impl Transport {
-    pub(crate) fn new() -> Self {
-        match hyper_rustls::HttpsConnectorBuilder::new().with_native_roots() {
-            Ok(builder) => Transport {
-                connector: builder.https_or_http().enable_http1().build(),
+    pub(crate) fn new(proxy: &ProxySetting) -> Self {
+        let unverified = builder(proxy)
+            .tls_danger_accept_invalid_certs(true)
+            .build()
+            .expect("a client that verifies nothing needs no root certificates");
+        match builder(proxy).build() {
+            Ok(verified) => Transport {
+                verified,
+                unverified,
                 tls_problem: None,
             },
-            Err(error) => {
-                // Plain http:// still works; https:// calls fail with this reason rather than
-                // the whole client refusing to start on a machine without a CA bundle.
-                let config = rustls::ClientConfig::builder()
-                    .with_root_certificates(rustls::RootCertStore::empty())
-                    .with_no_client_auth();
-                Transport {
-                    connector: hyper_rustls::HttpsConnectorBuilder::new()
-                        .with_tls_config(config)
-                        .https_or_http()
-                        .enable_http1()
-                        .build(),
-                    tls_problem: Some(
-                        format!("no trusted root certificates were found ({error})").into(),
-                    ),
-                }
-            }
+            // Plain http:// still works; https:// calls fail with this reason rather than the
+            // whole client refusing to start on a machine without a CA bundle.
+            Err(error) => Transport {
+                verified: builder(proxy)
+                    .tls_certs_only(std::iter::empty())
+                    .build()
+                    .expect("a client with an empty root store loads nothing"),
+                unverified,
+                tls_problem: Some(
+                    format!(
+                        "no trusted root certificates were found ({})",
+                        chain(&error)
+                    )
+                    .into(),
+                ),
+            },
         }
     }
 
-    /// POSTs `body` to `url` once, with `headers`; the caller bounds the time it may take.
-    /// `explicit_proxy` (an AlertProvider's `proxy`) wins over `proxy`'s HTTP_PROXY rules.
+    /// POSTs `body` as JSON to `url` once, within `timeout`. `verify_tls: false` accepts any
+    /// certificate. `explicit_proxy` (an AlertProvider's `proxy`) wins over the client's proxies.
     pub(crate) async fn post(
         &self,
-        url: &Uri,
-        body: Bytes,
-        headers: &[(&'static str, String)],
-        proxy: &ProxyConfig,
+        url: &reqwest::Url,
+        body: &impl Serialize,
+        bearer_token: Option<&str>,
+        timeout: Duration,
+        verify_tls: bool,
         explicit_proxy: Option<&str>,
-    ) -> Result<Response, String> {
-        let host = url.host().ok_or("the URL has no host")?;
-        let https = url.scheme_str() == Some("https");
-        if https && self.tls_problem.is_some() {
-            return Err(self.tls_problem.as_deref().unwrap_or_default().to_string());
+    ) -> Result<Response, PostError> {
+        if verify_tls
+            && url.scheme() == "https"
+            && let Some(problem) = &self.tls_problem
+        {
+            return Err(PostError::Transport(problem.to_string()));
         }
-        let via = match explicit_proxy {
-            Some(proxy) => Some(proxy.to_string()),
-            // HTTP_PROXY applies to http:// only, as in Go and curl.
-            None if !https => proxy.proxy_for(host).map(str::to_string),
-            None => None,
-        };
-        if https && via.is_some() {
-            return Err(
-                "https through a proxy (CONNECT) is not supported; remove the proxy or use an http:// address"
-                    .into(),
-            );
-        }
-        let (connect_to, target) = match &via {
+        let with_proxy;
+        let client = match explicit_proxy {
+            // A provider's proxy needs a client of its own; alerts are rare enough to build it per post.
             Some(proxy) => {
-                let proxy_uri: Uri = format!("http://{proxy}")
-                    .parse()
-                    .map_err(|e| format!("proxy {proxy:?} is not a host:port ({e})"))?;
-                (proxy_uri, url.clone())
+                let proxy = reqwest::Proxy::all(proxy)
+                    .map_err(|e| PostError::Transport(format!("proxy {proxy:?}: {}", chain(&e))))?;
+                with_proxy = builder(&ProxySetting::Direct)
+                    .proxy(proxy)
+                    .build()
+                    .map_err(|e| PostError::Transport(chain(&e)))?;
+                &with_proxy
             }
-            None => {
-                let origin_form: Uri = url
-                    .path_and_query()
-                    .map(|p| p.as_str())
-                    .unwrap_or("/")
-                    .parse()
-                    .map_err(|e| format!("bad path ({e})"))?;
-                (url.clone(), origin_form)
+            None if verify_tls => &self.verified,
+            None => &self.unverified,
+        };
+        let mut request = client.post(url.clone()).json(body).timeout(timeout);
+        if let Some(token) = bearer_token {
+            request = request.bearer_auth(token);
+        }
+        let where_to = match explicit_proxy {
+            Some(proxy) => format!("proxy {proxy}"),
+            None => match url.port() {
+                Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
+                None => url.host_str().unwrap_or_default().to_string(),
+            },
+        };
+        let failed = |error: reqwest::Error| {
+            if error.is_timeout() {
+                PostError::Timeout
+            } else if error.is_connect()
+                && url.scheme() == "https"
+                && let Some(problem) = certificate_problem(&error)
+            {
+                PostError::Transport(format!(
+                    "the certificate of {where_to} is not trusted: {problem}"
+                ))
+            } else if error.is_connect() {
+                PostError::Transport(format!("cannot connect to {where_to}: {}", chain(&error)))
+            } else {
+                PostError::Transport(format!("request to {where_to} failed: {}", chain(&error)))
             }
         };
-        let where_to = via
-            .as_deref()
-            .map(|proxy| format!("proxy {proxy}"))
-            .unwrap_or_else(|| url.authority().map(|a| a.to_string()).unwrap_or_default());
-        let io = self
-            .connector
-            .clone()
-            .call(connect_to)
-            .await
-            .map_err(|e| format!("cannot connect to {where_to}: {}", chain(&*e)))?;
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
-            .await
-            .map_err(|e| format!("HTTP handshake with {where_to} failed: {e}"))?;
-        // The connection task ends when the response is read and the sender dropped.
-        tokio::spawn(connection);
-        let authority = url.authority().map(|a| a.as_str()).unwrap_or(host);
-        let mut request = Request::post(target)
-            .header(header::HOST, authority)
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(Full::new(body))
-            .map_err(|e| format!("cannot build the request ({e})"))?;
-        for (name, value) in headers {
-            let value = HeaderValue::from_str(value)
-                .map_err(|_| format!("header {name} has characters HTTP does not allow"))?;
-            request.headers_mut().insert(*name, value);
-        }
-        let response = sender
-            .send_request(request)
-            .await
-            .map_err(|e| format!("request to {where_to} failed: {}", chain(&e)))?;
+        let mut response = request.send().await.map_err(failed)?;
         let status = response.status();
         let retry_after_seconds = response
             .headers()
             .get(header::RETRY_AFTER)
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.trim().parse().ok());
-        let body = Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
-            .collect()
-            .await
-            .map_err(|e| format!("reading the response from {where_to} failed: {e}"))?
-            .to_bytes();
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(failed)? {
+            if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+                return Err(PostError::Transport(format!(
+                    "reading the response from {where_to} failed: longer than {MAX_RESPONSE_BYTES} bytes"
+                )));
+            }
+            body.extend_from_slice(&chunk);
+        }
         Ok(Response {
             status,
             retry_after_seconds,
@@ -152,7 +156,20 @@ impl Transport {
     }
 }
 
-/// An error and its causes on one line, so "connection refused" is not hidden behind a wrapper.
+/// The settings both clients share: the proxy, no redirects (a 3xx answer is a failed call, as
+/// before), HTTP/1.1.
+fn builder(proxy: &ProxySetting) -> reqwest::ClientBuilder {
+    let builder = Client::builder().redirect(reqwest::redirect::Policy::none());
+    match proxy {
+        ProxySetting::Direct => builder.no_proxy(),
+        // reqwest reads HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and NO_PROXY when no proxy is set.
+        ProxySetting::FromEnv => builder,
+        ProxySetting::Through(proxy) => builder.proxy(proxy.as_ref().clone()),
+    }
+}
+
+/// An error and its causes on one line, so "connection refused" or the certificate problem is not
+/// hidden behind reqwest's "error sending request".
 fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
@@ -167,6 +184,17 @@ fn chain(error: &(dyn std::error::Error + 'static)) -> String {
         source = cause.source();
     }
     text
+}
+
+/// The innermost cause of a failed TLS handshake when it is about the server's certificate, e.g.
+/// rustls' "invalid peer certificate: UnknownIssuer".
+fn certificate_problem(error: &(dyn std::error::Error + 'static)) -> Option<String> {
+    // Error chains are short; the bound guards against a cycle.
+    let innermost = std::iter::successors(Some(error), |e| e.source())
+        .take(9)
+        .last()?;
+    let text = innermost.to_string();
+    text.contains("certificate").then_some(text)
 }
 
 /// The body as text for an error message: whitespace-trimmed and cut to `limit` characters.

@@ -1,5 +1,5 @@
 //! Webhook calls against real receivers on 127.0.0.1: payloads, the success rule, timeouts,
-//! retries, gates through the load tester, and proxies.
+//! retries, gates through the load tester, proxies, and https with and without `disableTLS`.
 
 mod common;
 
@@ -8,7 +8,7 @@ use serde_json::json;
 use serin_api::{CanaryWebhook, HookType, Phase};
 use serin_core::{Check, Event, EventType, Outcome};
 use serin_webhooks::{
-    ClientOptions, Gate, HookPayload, ProxyConfig, WebhookClient, WebhookError, canary_checksum,
+    ClientOptions, Gate, HookPayload, WebhookClient, WebhookError, canary_checksum,
     signals_rollback,
 };
 use std::time::{Duration, Instant};
@@ -414,13 +414,11 @@ async fn confirm_rollout_through_the_load_tester_halts_until_the_gate_is_opened(
 async fn http_proxy_gets_absolute_form_requests_and_no_proxy_hosts_are_called_directly() {
     let proxy = Receiver::start(200, "via proxy").await;
     let direct = Receiver::start(200, "direct").await;
-    let options = ClientOptions {
-        proxy: ProxyConfig::through(
-            &format!("http://{}", proxy.address),
-            &["localhost", "127.0.0.0/8"],
-        ),
-        ..ClientOptions::direct()
-    };
+    let options = ClientOptions::through(
+        &format!("http://{}", proxy.address),
+        "localhost,127.0.0.0/8",
+    )
+    .unwrap();
     let client = WebhookClient::new(options);
 
     // A mesh name only the proxy can resolve.
@@ -451,6 +449,50 @@ async fn http_proxy_gets_absolute_form_requests_and_no_proxy_hosts_are_called_di
         1,
         "NO_PROXY kept the loopback call off the proxy"
     );
+}
+
+#[tokio::test]
+async fn an_https_hook_with_a_self_signed_certificate_fails_verification_and_names_the_problem() {
+    let receiver = Receiver::start_tls(200, "ok").await;
+    let url = receiver.https_url("/gate");
+    let error = client()
+        .call(&hook("secure", url.clone()), &payload())
+        .await
+        .unwrap_err();
+    let text = error.to_string();
+    assert!(
+        text.contains("webhook secure")
+            && text.contains(&url)
+            && text.contains(&format!(
+                "the certificate of {} is not trusted: invalid peer certificate",
+                receiver.address
+            )),
+        "{text}"
+    );
+    assert!(
+        receiver.seen().is_empty(),
+        "no request crossed the TLS handshake"
+    );
+}
+
+#[tokio::test]
+async fn disable_tls_skips_certificate_verification_for_that_hook_only() {
+    let receiver = Receiver::start_tls(202, "accepted").await;
+    let client = client();
+    let mut insecure = hook("insecure", receiver.https_url("/gate"));
+    insecure.disable_tls = Some(true);
+    let response = client.call(&insecure, &payload()).await.unwrap();
+    assert_eq!(response.status.as_u16(), 202);
+    assert_eq!(&response.body[..], b"accepted");
+    let request = receiver.last();
+    assert_eq!(request.path, "/gate");
+    assert_eq!(request.content_type.as_deref(), Some("application/json"));
+    assert_eq!(request.body, serde_json::to_vec(&payload()).unwrap());
+
+    // The same client still verifies the hooks that do not opt out.
+    let verified = hook("verified", receiver.https_url("/gate"));
+    assert!(client.call(&verified, &payload()).await.is_err());
+    assert_eq!(receiver.seen().len(), 1);
 }
 
 fn payload() -> HookPayload {

@@ -72,6 +72,38 @@ impl Receiver {
         Receiver { address, script }
     }
 
+    /// Answers every request on `listener` with `status` and `body`.
+    pub fn on(listener: std::net::TcpListener, status: u16, body: &str) -> Receiver {
+        let script = Arc::new(Mutex::new(Script {
+            fallback: (status, body.to_string()),
+            ..Script::default()
+        }));
+        let app = Router::new().fallback(record).with_state(script.clone());
+        listener.set_nonblocking(true).unwrap();
+        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Receiver { address, script }
+    }
+
+    /// Answers every request with `status` and `body` over https, with the self-signed certificate
+    /// for 127.0.0.1 in tests/fixtures.
+    pub async fn start_tls(status: u16, body: &str) -> Receiver {
+        let script = Arc::new(Mutex::new(Script {
+            fallback: (status, body.to_string()),
+            ..Script::default()
+        }));
+        let app = Router::new().fallback(record).with_state(script.clone());
+        let listener = TlsListener::bind().await;
+        let address = listener.tcp.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Receiver { address, script }
+    }
+
+    pub fn https_url(&self, path: &str) -> String {
+        format!("https://{}{path}", self.address)
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.address)
     }
@@ -82,6 +114,57 @@ impl Receiver {
 
     pub fn last(&self) -> Captured {
         self.seen().pop().expect("the receiver got a request")
+    }
+}
+
+/// A loopback listener that completes a TLS handshake before handing a connection to axum.
+struct TlsListener {
+    tcp: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+}
+
+impl TlsListener {
+    async fn bind() -> TlsListener {
+        use tokio_rustls::rustls::pki_types::pem::PemObject;
+        use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+        let certificate =
+            CertificateDer::from_pem_file(format!("{fixtures}/self-signed-127.0.0.1.crt")).unwrap();
+        let key =
+            PrivateKeyDer::from_pem_file(format!("{fixtures}/self-signed-127.0.0.1.key")).unwrap();
+        // The provider is named because the tree may enable more than one.
+        let provider = tokio_rustls::rustls::crypto::aws_lc_rs::default_provider();
+        let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(Arc::new(provider))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![certificate], key)
+            .unwrap();
+        TlsListener {
+            tcp: tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+            acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+        }
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Ok((tcp, address)) = self.tcp.accept().await else {
+                continue;
+            };
+            // A client that rejects the certificate aborts the handshake; wait for the next one.
+            if let Ok(tls) = self.acceptor.accept(tcp).await {
+                return (tls, address);
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.tcp.local_addr()
     }
 }
 
