@@ -828,8 +828,8 @@ impl CanaryAnalysis {
     pub fn interval_seconds(&self) -> u64 {
         self.interval
             .as_deref()
-            .and_then(crate::duration::parse_interval)
-            .unwrap_or(DEFAULT_INTERVAL_SECONDS)
+            .and_then(|text| crate::duration::parse_go_duration(text).ok())
+            .map_or(DEFAULT_INTERVAL_SECONDS, |interval| interval.as_secs())
             .max(MIN_INTERVAL_SECONDS)
     }
 

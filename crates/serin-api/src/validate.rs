@@ -1,7 +1,7 @@
 //! Checks a Canary (and MetricTemplate, AlertProvider) and reports every problem with its field path
 //! and what to write instead.
 
-use crate::duration::{parse_interval, parse_pause_duration};
+use crate::duration::{parse_go_duration, parse_pause_duration};
 use crate::mesh::{HttpMatchRequest, StringMatch};
 use crate::{
     AlertProvider, AnalysisSpelling, Canary, CanaryAnalysis, CanaryMetric, CanarySpec, CanaryStep,
@@ -87,12 +87,22 @@ impl Report {
 
     fn interval(&mut self, path: &str, value: Option<&str>) {
         if let Some(text) = value
-            && parse_interval(text).is_none()
+            && parse_go_duration(text).is_err()
         {
-            self.add(
-                path,
-                format!("cannot parse {text:?}; write a number followed by s, m or h, e.g. \"30s\" or \"1m\""),
-            );
+            self.add(path, interval_hint(text));
+        }
+    }
+
+    /// A metric's interval goes into PromQL as a range (`[1m]`), where Prometheus takes whole
+    /// numbers with h, m, s or ms but no fractions or smaller units.
+    fn metric_interval(&mut self, path: &str, value: Option<&str>) {
+        if let Some(text) = value
+            && (parse_go_duration(text).is_err()
+                || !text
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || b"hms".contains(&b)))
+        {
+            self.add(path, interval_hint(text));
         }
     }
 
@@ -185,6 +195,12 @@ pub fn validate(canary: &Canary) -> Vec<FieldError> {
     let mut report = Report::default();
     validate_spec(&canary.spec, &mut report);
     report.errors
+}
+
+fn interval_hint(text: &str) -> String {
+    format!(
+        "cannot parse {text:?}; write a number followed by s, m or h, e.g. \"30s\", \"1m\" or \"1m30s\""
+    )
 }
 
 fn validate_spec(spec: &CanarySpec, r: &mut Report) {
@@ -708,7 +724,7 @@ fn validate_metrics(metrics: &[CanaryMetric], base: &str, r: &mut Report) {
                 ),
             );
         }
-        r.interval(&format!("{mp}.interval"), m.interval.as_deref());
+        r.metric_interval(&format!("{mp}.interval"), m.interval.as_deref());
         match (&m.template_ref, &m.query) {
             (Some(_), Some(_)) => r.add(
                 format!("{mp}.query"),

@@ -2,7 +2,6 @@
 //! built-in generator. Flags follow Go's `flag` package: `-n 10`, `--n 10` and `-n=10` are the same,
 //! and the first word that is not a flag is the URL.
 
-use crate::duration::parse_go_duration;
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, USER_AGENT};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
@@ -164,8 +163,8 @@ pub fn parse_hey_args(args: &[String]) -> Result<LoadPlan, String> {
                     })?
             }
             "z" => {
-                duration =
-                    parse_go_duration(&value).map_err(|error| format!("hey flag -z: {error}"))?
+                duration = humantime::parse_duration(&value)
+                    .map_err(|error| format!("hey flag -z: `{value}`: {error}"))?
             }
             "m" => method = value.to_ascii_uppercase(),
             "d" => body = Some(value),
@@ -443,6 +442,20 @@ mod tests {
     }
 
     #[test]
+    fn reads_the_go_durations_hey_users_write() {
+        for (flag, expected) in [
+            ("10s", Duration::from_secs(10)),
+            ("1m30s", Duration::from_secs(90)),
+            ("1h0m0s", Duration::from_secs(3600)),
+            ("2.5s", Duration::from_millis(2500)),
+            ("500ms", Duration::from_millis(500)),
+        ] {
+            let plan = parse(&format!("-z {flag} http://a/")).unwrap();
+            assert_eq!(plan.duration, Some(expected), "-z {flag}");
+        }
+    }
+
+    #[test]
     fn accepts_go_flag_spellings() {
         let plan = parse("--n=10 -c=2 -h2 -disable-keepalive=true http://a").unwrap();
         assert_eq!((plan.requests, plan.concurrency), (10, 2));
@@ -476,7 +489,7 @@ mod tests {
         assert!(
             parse("-z 10 http://a/")
                 .unwrap_err()
-                .contains("without a unit")
+                .contains("time unit needed")
         );
         assert!(
             parse("https://a/")

@@ -15,7 +15,6 @@
 
 #![deny(missing_docs)]
 
-pub mod duration;
 pub mod hey;
 pub mod histogram;
 pub mod load;

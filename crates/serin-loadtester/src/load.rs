@@ -2,7 +2,6 @@
 //! sending requests as fast as the target answers or at `-q` per second, until `-n` requests are
 //! done or `-z` (capped by the task timeout) has passed.
 
-use crate::duration::format_go_duration;
 use crate::hey::LoadPlan;
 use crate::histogram::Histogram;
 use crate::proxy::ProxyConfig;
@@ -94,7 +93,10 @@ impl LoadReport {
             let _ = writeln!(
                 out,
                 "\nStopped by the time limit after {}",
-                format_go_duration(self.elapsed)
+                // Whole milliseconds: a run is not timed to the nanosecond.
+                humantime::format_duration(Duration::from_millis(
+                    u64::try_from(self.elapsed.as_millis()).unwrap_or(u64::MAX)
+                ))
             );
         }
         out

@@ -2,7 +2,6 @@
 
 use anyhow::Context;
 use clap::Parser;
-use serin_loadtester::duration::parse_go_duration;
 use serin_loadtester::log::{LogLevel, Logger};
 use serin_loadtester::proxy::ProxyConfig;
 use serin_loadtester::{Options, serve};
@@ -19,8 +18,8 @@ struct Args {
     /// Address to listen on; 0.0.0.0 so other pods can reach it.
     #[arg(long, default_value = "0.0.0.0")]
     address: std::net::IpAddr,
-    /// Longest a task may run (Go duration: 30s, 10m, 1h).
-    #[arg(long, default_value = "1h", value_parser = parse_go_duration)]
+    /// Longest a task may run (30s, 10m, 1h, 1h30m).
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
     timeout: Duration,
     /// debug, info, warn or error.
     #[arg(long, default_value = "info")]
@@ -48,7 +47,7 @@ async fn main() -> anyhow::Result<()> {
         namespace_filter: args.namespace_regexp,
     };
     let port = args.port.to_string();
-    let timeout = serin_loadtester::duration::format_go_duration(args.timeout);
+    let timeout = humantime::format_duration(args.timeout).to_string();
     logger.info(
         "Starting load tester",
         &[("port", &port), ("timeout", &timeout)],

@@ -287,10 +287,7 @@ async fn admin_server(
     metrics: Arc<serin_controller::metrics::OperatorMetrics>,
     mesh_provider: String,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let info = format!(
-        "# HELP serin_info Build and mesh provider of the operator.\n# TYPE serin_info gauge\nserin_info{{version=\"{}\",mesh_provider=\"{mesh_provider}\"}} 1\n",
-        env!("CARGO_PKG_VERSION")
-    );
+    metrics.set_info(env!("CARGO_PKG_VERSION"), &mesh_provider);
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .with_context(|| format!("binding the admin server to {address}"))?;
@@ -315,8 +312,16 @@ async fn admin_server(
         .route(
             "/metrics",
             axum::routing::get(move || {
-                let text = format!("{info}{}", metrics.render());
-                async move { text }
+                let text = metrics.render();
+                async move {
+                    (
+                        [(
+                            axum::http::header::CONTENT_TYPE,
+                            serin_controller::metrics::CONTENT_TYPE,
+                        )],
+                        text,
+                    )
+                }
             }),
         );
     Ok(tokio::spawn(async move {

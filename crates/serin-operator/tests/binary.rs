@@ -137,6 +137,8 @@ async fn flags_take_effect_and_the_admin_server_answers() {
                             && body.contains(
                                 r#"serin_canary_status{name="podinfo",namespace="test"} 1"#,
                             )
+                            && body.contains(r#"mesh_provider="istio"} 1"#)
+                            && body.ends_with("# EOF\n")
                     })
                 },
             );

@@ -262,9 +262,9 @@ pub enum Decision {
     },
 }
 
-/// Parses an Istio duration (`5s`, `250ms`, `1.5s`, `1m`).
+/// Parses an Istio duration (`5s`, `250ms`, `1.5s`, `1m`): a Go duration, as Istio reads it.
 pub fn parse_duration(text: &str) -> Option<Duration> {
-    serin_loadtester::duration::parse_go_duration(text).ok()
+    serin_api::duration::parse_go_duration(text).ok()
 }
 
 /// Expands a host as written in an object of `namespace` (or by a client in `namespace`) to its
@@ -967,6 +967,15 @@ mod tests {
                      "headers": {"response": {"add": {"Set-Cookie": "flagger-cookie=abc; Max-Age=60"}}}}],
                  "retries": {"attempts": 3, "perTryTimeout": "1s", "retryOn": "gateway-error,connect-failure"},
                  "timeout": "5s"}]}})
+    }
+
+    #[test]
+    fn istio_durations_are_go_durations() {
+        assert_eq!(parse_duration("0.5s"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_duration("5"), None);
+        assert_eq!(parse_duration("-1s"), None);
     }
 
     fn forward(decision: Decision) -> Forward {

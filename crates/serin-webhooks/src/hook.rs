@@ -94,8 +94,8 @@ pub fn hook_timeout(hook: &CanaryWebhook) -> Result<Duration, WebhookError> {
     if text.chars().count() < 2 {
         return Ok(DEFAULT_HOOK_TIMEOUT);
     }
-    serin_api::duration::parse_interval(text)
-        .map(Duration::from_secs)
+    serin_api::duration::parse_go_duration(text)
+        .ok()
         .filter(|d| !d.is_zero())
         .ok_or_else(|| WebhookError::InvalidTimeout {
             hook: hook.name.clone(),
@@ -407,6 +407,15 @@ mod tests {
         assert_eq!(
             hook_timeout(&hook(Some("2m"))).unwrap(),
             Duration::from_secs(120)
+        );
+        // Go durations, as Flagger reads them.
+        assert_eq!(
+            hook_timeout(&hook(Some("1m30s"))).unwrap(),
+            Duration::from_secs(90)
+        );
+        assert_eq!(
+            hook_timeout(&hook(Some("500ms"))).unwrap(),
+            Duration::from_millis(500)
         );
         let error = hook_timeout(&hook(Some("soon"))).unwrap_err().to_string();
         assert!(

@@ -125,7 +125,7 @@ pub enum WebhookError {
     },
     /// `timeout` cannot be read.
     #[error(
-        "webhook {hook}: timeout {timeout:?} cannot be read; write digits and a unit s, m or h in spec.analysis.webhooks[].timeout, e.g. \"30s\""
+        "webhook {hook}: timeout {timeout:?} cannot be read; write numbers with units ms, s, m or h in spec.analysis.webhooks[].timeout, e.g. \"30s\" or \"1m30s\""
     )]
     InvalidTimeout {
         /// The webhook's name.
