@@ -49,13 +49,12 @@ enum SandboxAction {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
-        Command::Demo => {
-            // The in-process operator's lines (its events, warnings) interleave with the demo's story.
-            serin_controller::init_logging(serin_controller::LogFormat::Text, "info")
-                .map_err(anyhow::Error::msg)?;
-            demo::run().await
-        }
+    let cli = Cli::parse();
+    // The in-process operator (demo) and load testers (sandbox pods) log through tracing.
+    serin_controller::init_logging(serin_controller::LogFormat::Text, "info")
+        .map_err(anyhow::Error::msg)?;
+    match cli.command {
+        Command::Demo => demo::run().await,
         Command::Sandbox {
             action:
                 SandboxAction::Up {

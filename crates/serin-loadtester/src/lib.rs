@@ -18,7 +18,6 @@
 pub mod hey;
 pub mod histogram;
 pub mod load;
-pub mod log;
 pub mod payload;
 pub mod proxy;
 pub mod shell;
@@ -31,7 +30,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
-use log::{LogLevel, Logger};
 use payload::parse_payload;
 use proxy::ProxyConfig;
 use regex::Regex;
@@ -61,8 +59,6 @@ pub struct Options {
     pub allow_shell: bool,
     /// Proxy for the load generator's http:// requests; the default reads HTTP_PROXY and NO_PROXY.
     pub proxy: ProxyConfig,
-    /// Where log lines go.
-    pub logger: Logger,
     /// When set, only payloads whose namespace matches may run tasks (Flagger's `-namespace-regexp`).
     pub namespace_filter: Option<Regex>,
 }
@@ -73,7 +69,6 @@ impl Default for Options {
             timeout: Duration::from_secs(3600),
             allow_shell: false,
             proxy: ProxyConfig::from_env(),
-            logger: Logger::stderr(LogLevel::Info),
             namespace_filter: None,
         }
     }
@@ -236,12 +231,9 @@ async fn check_gate(
         .get(&key)
         .copied()
         .unwrap_or(false);
-    shared.options.logger.debug(
-        &format!(
-            "gate {key} checked: {}",
-            if open { "open" } else { "closed" }
-        ),
-        &[],
+    tracing::debug!(
+        "gate {key} checked: {}",
+        if open { "open" } else { "closed" }
     );
     if open {
         text(200, "Approved")
@@ -262,10 +254,7 @@ async fn set_gate(
     };
     let key = format!("{prefix}{}", payload.canary());
     shared.gates.lock().unwrap().insert(key.clone(), open);
-    shared.options.logger.info(
-        &format!("gate {key} {}", if open { "opened" } else { "closed" }),
-        &[],
-    );
+    tracing::info!("gate {key} {}", if open { "opened" } else { "closed" });
     StatusCode::ACCEPTED.into_response()
 }
 
@@ -274,17 +263,14 @@ async fn run_task(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     let payload = match parse_payload(&body) {
         Ok(payload) => payload,
         Err(error) => {
-            shared
-                .options
-                .logger
-                .warn(&format!("bad task payload: {error}"), &[]);
+            tracing::warn!("bad task payload: {error}");
             return text(400, error);
         }
     };
     match handle_task(&shared, payload).await {
         Ok((status, body)) => text(status, body),
         Err(refusal) => {
-            shared.options.logger.warn(&refusal.message, &[]);
+            tracing::warn!("{}", refusal.message);
             text(refusal.status, refusal.message)
         }
     }

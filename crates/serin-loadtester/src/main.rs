@@ -2,7 +2,6 @@
 
 use anyhow::Context;
 use clap::Parser;
-use serin_loadtester::log::{LogLevel, Logger};
 use serin_loadtester::proxy::ProxyConfig;
 use serin_loadtester::{Options, serve};
 use std::time::Duration;
@@ -21,9 +20,9 @@ struct Args {
     /// Longest a task may run (30s, 10m, 1h, 1h30m).
     #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
     timeout: Duration,
-    /// debug, info, warn or error.
+    /// debug, info, warn or error; logs are JSON lines on stderr.
     #[arg(long, default_value = "info")]
-    log_level: LogLevel,
+    log_level: tracing::Level,
     /// Run commands other than hey (bash tasks, helm, kubectl, any non-hey cmd).
     #[arg(long)]
     allow_shell: bool,
@@ -35,7 +34,12 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let logger = Logger::stderr(args.log_level);
+    tracing_subscriber::fmt()
+        .json()
+        .flatten_event(true)
+        .with_max_level(args.log_level)
+        .with_writer(std::io::stderr)
+        .init();
     let listener = tokio::net::TcpListener::bind((args.address, args.port))
         .await
         .with_context(|| format!("cannot listen on {}:{}", args.address, args.port))?;
@@ -43,15 +47,10 @@ async fn main() -> anyhow::Result<()> {
         timeout: args.timeout,
         allow_shell: args.allow_shell,
         proxy: ProxyConfig::from_env(),
-        logger: logger.clone(),
         namespace_filter: args.namespace_regexp,
     };
-    let port = args.port.to_string();
     let timeout = humantime::format_duration(args.timeout).to_string();
-    logger.info(
-        "Starting load tester",
-        &[("port", &port), ("timeout", &timeout)],
-    );
+    tracing::info!(port = args.port, timeout, "Starting load tester");
     // Kubernetes stops a pod with SIGTERM; a terminal sends SIGINT.
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("cannot listen for SIGTERM")?;
@@ -62,6 +61,6 @@ async fn main() -> anyhow::Result<()> {
         }
     })
     .await?;
-    logger.info("Load tester stopped", &[]);
+    tracing::info!("Load tester stopped");
     Ok(())
 }

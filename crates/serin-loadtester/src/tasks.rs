@@ -214,12 +214,8 @@ fn start_async(
 ) -> (u16, String) {
     let canary = payload.canary();
     let key = format!("{canary}{command}");
-    let log = &shared.options.logger;
     if !shared.running.lock().unwrap().insert(key.clone()) {
-        log.info(
-            &format!("command skipped {command} is already running"),
-            &[("canary", &canary)],
-        );
+        tracing::info!(%canary, "command skipped {command} is already running");
         record(shared, canary, command, TaskOutcome::Skipped);
         return (202, "already running; skipped\n".into());
     }
@@ -230,10 +226,7 @@ fn start_async(
     let log_output = payload.flag("logCmdOutput");
     let shared = shared.clone();
     let mut shutdown = shared.shutdown.clone();
-    log.info(
-        &format!("command starting {command}"),
-        &[("canary", &canary)],
-    );
+    tracing::info!(%canary, "command starting {command}");
     tokio::spawn(async move {
         let _guard = guard;
         tokio::select! {
@@ -296,10 +289,7 @@ async fn execute(shared: &Shared, command: &str, work: Work) -> TaskOutcome {
         }
     };
     if timed_out {
-        shared
-            .options
-            .logger
-            .warn(&format!("command {command} cancelled at the timeout"), &[]);
+        tracing::warn!("command {command} cancelled at the timeout");
     }
     outcome
 }
@@ -311,33 +301,27 @@ fn finish(
     outcome: TaskOutcome,
     log_output: bool,
 ) {
-    let log = &shared.options.logger;
     match &outcome {
         TaskOutcome::Load(report) => {
-            let requests = report.requests.to_string();
-            let rate = format!("{:.1}", report.requests_per_second());
-            log.info(
-                &format!("command finished {command}"),
-                &[("canary", &canary), ("requests", &requests), ("rps", &rate)],
+            let rps = format!("{:.1}", report.requests_per_second());
+            tracing::info!(
+                %canary,
+                requests = report.requests,
+                rps,
+                "command finished {command}"
             );
             if log_output {
-                log.info(&report.summary(), &[("canary", &canary)]);
+                tracing::info!(%canary, "{}", report.summary());
             }
         }
         TaskOutcome::Command(result) => {
             if result.success {
-                log.info(
-                    &format!("command finished {command}"),
-                    &[("canary", &canary)],
-                );
+                tracing::info!(%canary, "command finished {command}");
             } else {
-                log.warn(
-                    &format!("command failed {command}: {}", result.exit),
-                    &[("canary", &canary)],
-                );
+                tracing::warn!(%canary, "command failed {command}: {}", result.exit);
             }
             if log_output {
-                log.info(&result.output, &[("canary", &canary)]);
+                tracing::info!(%canary, "{}", result.output);
             }
         }
         TaskOutcome::Skipped => {}

@@ -8,7 +8,6 @@ use axum::routing::any;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
-use serin_loadtester::log::{LogLevel, Logger};
 use serin_loadtester::proxy::ProxyConfig;
 use serin_loadtester::tasks::{TaskOutcome, TaskRecord};
 use serin_loadtester::{Options, Server};
@@ -20,12 +19,50 @@ use tokio::net::{TcpListener, TcpStream};
 
 type Counters = (Arc<AtomicU64>, Arc<AtomicU64>, Arc<Mutex<String>>);
 
+/// The log lines written on this thread while it lives: `#[tokio::test]` runs the server's tasks
+/// on the test's own thread.
+struct CapturedLogs {
+    buffer: Arc<Mutex<Vec<u8>>>,
+    _guard: tracing::subscriber::DefaultGuard,
+}
+
+impl CapturedLogs {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.buffer.lock().unwrap()).into_owned()
+    }
+}
+
+struct BufferWriter(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for BufferWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn capture_logs() -> CapturedLogs {
+    let buffer = Arc::new(Mutex::new(Vec::new()));
+    let writer = buffer.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_max_level(tracing::Level::INFO)
+        .with_writer(move || BufferWriter(writer.clone()))
+        .finish();
+    CapturedLogs {
+        buffer,
+        _guard: tracing::subscriber::set_default(subscriber),
+    }
+}
+
 fn options() -> Options {
     Options {
         timeout: Duration::from_secs(10),
         allow_shell: false,
         proxy: ProxyConfig::direct(),
-        logger: Logger::capture(LogLevel::Debug),
         namespace_filter: None,
     }
 }
@@ -338,10 +375,9 @@ async fn shell_commands_run_with_allow_shell() {
         )
     );
     // A `cmd` task is asynchronous: 202 at once, the command runs after.
-    let logger = Logger::capture(LogLevel::Info);
+    let logs = capture_logs();
     let server2 = start(Options {
         allow_shell: true,
-        logger: logger.clone(),
         ..options()
     })
     .await;
@@ -353,7 +389,7 @@ async fn shell_commands_run_with_allow_shell() {
     assert_eq!(call(&server2, "/", &logged).await.0, 202);
     assert_eq!(call(&server2, "/", &silent).await.0, 202);
     wait_for_history(&server2, 2, Duration::from_secs(5)).await;
-    let lines = logger.lines().join("\n");
+    let lines = logs.text();
     assert!(lines.contains("logged-output"), "{lines}");
     assert!(
         !lines.contains("silent-output\\n"),
@@ -366,12 +402,8 @@ async fn shell_commands_run_with_allow_shell() {
 #[tokio::test]
 async fn hey_n_sends_exactly_n_requests() {
     let target = Target::start().await;
-    let logger = Logger::capture(LogLevel::Info);
-    let server = start(Options {
-        logger: logger.clone(),
-        ..options()
-    })
-    .await;
+    let logs = capture_logs();
+    let server = start(options()).await;
     let cmd = format!("hey -n 200 -c 4 {}", target.url());
     let (status, _) = call(
         &server,
@@ -390,7 +422,7 @@ async fn hey_n_sends_exactly_n_requests() {
     assert_eq!(report.status_counts.get(&200), Some(&200));
     assert!(report.errors.is_empty(), "{:?}", report.errors);
     assert!(
-        logger.lines().join("\n").contains("Requests/sec"),
+        logs.text().contains("Requests/sec"),
         "the summary is logged with logCmdOutput"
     );
     assert!(server.running_tasks().is_empty());
