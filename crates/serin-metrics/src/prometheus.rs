@@ -118,6 +118,8 @@ impl Default for ClientOptions {
 pub struct PrometheusClient {
     address: String,
     timeout: Duration,
+    /// Sent per query: reqwest's default headers keep one value per name, a template may repeat one.
+    headers: HeaderMap,
     client: prometheus_http_query::Client,
 }
 
@@ -181,6 +183,7 @@ impl PrometheusClient {
             let value = HeaderValue::try_from(value.as_str()).map_err(|e| invalid(&e))?;
             headers.append(name, value);
         }
+        let mut defaults = HeaderMap::new();
         match &options.auth {
             Some(Auth::Bearer(token)) => {
                 let mut value = HeaderValue::try_from(format!("Bearer {token}")).map_err(|_| {
@@ -189,7 +192,7 @@ impl PrometheusClient {
                     )
                 })?;
                 value.set_sensitive(true);
-                headers.insert(AUTHORIZATION, value);
+                defaults.insert(AUTHORIZATION, value);
             }
             // reqwest sends a URL's user and password as basic authentication and strips them
             // from the URL (and so from its error messages).
@@ -204,7 +207,7 @@ impl PrometheusClient {
             .timeout(options.timeout)
             .connect_timeout(CONNECT_TIMEOUT.min(options.timeout))
             .danger_accept_invalid_certs(options.insecure_skip_verify)
-            .default_headers(headers)
+            .default_headers(defaults)
             .build()
             .map_err(|e| QueryError::BadRequestSetting(causes(&e)))?;
         let client =
@@ -212,6 +215,7 @@ impl PrometheusClient {
         Ok(PrometheusClient {
             address: trimmed.to_string(),
             timeout: options.timeout,
+            headers,
             client,
         })
     }
@@ -224,7 +228,13 @@ impl PrometheusClient {
     /// Runs an instant query (white space collapsed first) and returns its value.
     pub async fn query(&self, promql: &str) -> Result<f64, QueryError> {
         let query = crate::query::collapse_whitespace(promql);
-        match self.client.query(query).get().await {
+        let request = self
+            .headers
+            .iter()
+            .fold(self.client.query(query), |request, (name, value)| {
+                request.header(name.clone(), value.clone())
+            });
+        match request.get().await {
             Ok(answer) => value_of(answer.data()),
             Err(error) => Err(self.query_error(error)),
         }
