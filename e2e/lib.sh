@@ -49,6 +49,8 @@ RECEIVER_DIR=""
 RECEIVER_URL=""
 PROXY_URL=""
 PROMETHEUS_URL=""
+HTTPS_PROMETHEUS_PID=""
+HTTPS_PROMETHEUS_URL=""
 SCENARIO_STARTED=$(date +%s)
 
 # ----- output ----------------------------------------------------------------------------------
@@ -118,6 +120,7 @@ cleanup() {
   stop_process "$OPERATOR_PID" operator
   stop_process "$SANDBOX_PID" sandbox
   stop_process "$RECEIVER_PID" receiver
+  stop_process "$HTTPS_PROMETHEUS_PID" "https prometheus"
   local took=$(($(date +%s) - SCENARIO_STARTED))
   if ((rc == 77)); then
     log "SKIPPED"
@@ -307,6 +310,37 @@ start_receiver() {
   done
   RECEIVER_URL=http://127.0.0.1:$(cat "$RECEIVER_DIR/port")
   log "loopback receiver on $RECEIVER_URL (requests in $RECEIVER_DIR/requests.jsonl)"
+}
+
+# start_https_prometheus: a second, empty Debian prometheus on 127.0.0.1 that serves https with the
+# sandbox's fixture certificate (self-signed for 127.0.0.1) and requires basic authentication
+# (user serin, password serin-test-password; crates/serin-sandbox/fixtures/prometheus-tls). Sets
+# HTTPS_PROMETHEUS_URL.
+start_https_prometheus() {
+  [[ $MODE == sandbox ]] || fail "the https Prometheus needs sandbox mode"
+  local dir=$WORK/https-prometheus fixtures=$REPO_DIR/crates/serin-sandbox/fixtures/prometheus-tls port
+  mkdir -p "$dir"
+  printf 'global:\n  scrape_interval: 1s\nscrape_configs: []\n' >"$dir/prometheus.yml"
+  # The bcrypt hash is the one in crates/serin-sandbox/src/prometheus.rs (FIXTURE_PASSWORD_BCRYPT).
+  cat >"$dir/web.yml" <<WEB
+tls_server_config:
+  cert_file: '$fixtures/cert.pem'
+  key_file: '$fixtures/key.pem'
+basic_auth_users:
+  serin: '\$2b\$10\$c.3n245IE6cig07jcpgq.eNCJSdpONyMqj4nVSQErkhY1sl6ZnnAO'
+WEB
+  port=$(free_port)
+  prometheus --config.file="$dir/prometheus.yml" --web.config.file="$dir/web.yml" \
+    --storage.tsdb.path="$dir/data" --web.listen-address="127.0.0.1:$port" >"$dir/log" 2>&1 &
+  HTTPS_PROMETHEUS_PID=$!
+  local deadline=$(($(date +%s) + 30))
+  until grep -q "Server is ready to receive web requests" "$dir/log"; do
+    kill -0 "$HTTPS_PROMETHEUS_PID" 2>/dev/null || { cat "$dir/log" >&2; fail "the https prometheus exited"; }
+    (($(date +%s) < deadline)) || fail "the https prometheus was not ready within 30s"
+    sleep 0.2
+  done
+  HTTPS_PROMETHEUS_URL=https://127.0.0.1:$port
+  log "https prometheus with basic auth on $HTTPS_PROMETHEUS_URL"
 }
 
 # receiver_answer PATH CODE: the receiver answers requests to PATH with CODE from now on.

@@ -115,17 +115,12 @@ impl Report {
         }
     }
 
-    /// A Prometheus URL: absolute, and plain http until https Prometheus is supported.
+    /// A Prometheus URL: absolute http or https.
     fn prometheus_address(&mut self, path: &str, value: &str) {
         if !is_absolute_http_url(value) {
             self.add(
                 path,
-                format!("{value:?} is not an absolute URL; write http:// followed by a host, e.g. \"http://prometheus.istio-system:9090\""),
-            );
-        } else if value.starts_with("https://") {
-            self.add(
-                path,
-                format!("{value:?}: https Prometheus addresses are not supported yet; use an http:// address (a port-forward or an in-cluster Service)"),
+                format!("{value:?} is not an absolute URL; write http:// or https:// followed by a host, e.g. \"http://prometheus.istio-system:9090\""),
             );
         }
     }
@@ -835,11 +830,6 @@ pub fn validate_metric_template(template: &MetricTemplate) -> Vec<FieldError> {
             ),
         );
     }
-    r.not_supported(
-        "spec.provider.insecureSkipVerify",
-        provider.insecure_skip_verify == Some(true),
-        "https Prometheus addresses are not supported yet; remove insecureSkipVerify and use an http:// address",
-    );
     match provider.address.as_deref() {
         Some(address) => r.prometheus_address("spec.provider.address", address),
         None if provider.type_ == "prometheus" => r.add(

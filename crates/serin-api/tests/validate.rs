@@ -207,10 +207,6 @@ fn fields_the_operator_would_ignore_are_rejected() {
             "spec.analysis.sessionAffinity",
         ),
         (
-            json!({"metricsServer": "https://prometheus.istio-system:9090"}),
-            "spec.metricsServer",
-        ),
-        (
             json!({"autoscalerRef": {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "name": "podinfo"},
                    "analysis": {"dynamicStableScale": true}}),
             "spec.analysis.dynamicStableScale",
@@ -245,6 +241,8 @@ fn metrics_server_must_be_an_absolute_http_url() {
         ["spec.metricsServer"]
     );
     assert_spec_valid(json!({"metricsServer": "http://prometheus.istio-system:9090"}));
+    // https Prometheus is queried, so it is not refused.
+    assert_spec_valid(json!({"metricsServer": "https://prometheus.istio-system:9090"}));
 }
 
 #[test]
@@ -1135,13 +1133,10 @@ fn metric_templates_name_a_known_provider_with_an_address_and_a_query() {
         template(json!({"provider": {"type": "datadog", "address": null}})),
         ["spec.provider.type"]
     );
-    assert_eq!(
-        template(json!({"provider": {"address": "https://prometheus.example:9090"}})),
-        ["spec.provider.address"]
-    );
-    assert_eq!(
-        template(json!({"provider": {"insecureSkipVerify": true}})),
-        ["spec.provider.insecureSkipVerify"]
+    // https Prometheus, with or without certificate verification, is queried.
+    assert!(
+        template(json!({"provider": {"address": "https://prometheus.example:9090", "insecureSkipVerify": true}}))
+            .is_empty()
     );
     assert!(template(json!({"provider": {"insecureSkipVerify": false}})).is_empty());
     assert_eq!(template(json!({"query": " \n"})), ["spec.query"]);

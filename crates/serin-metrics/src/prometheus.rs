@@ -1,15 +1,16 @@
 //! A Prometheus client that reads instant queries the way Flagger does: one value per query, the last
 //! series winning, an empty result or NaN meaning "no values", and a 5 s timeout.
 
-use http_body_util::{BodyExt, Empty};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use prometheus_http_query::response::Data;
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use serin_core::plan::MetricReading;
 use std::time::Duration;
 
 /// Flagger's timeout for one query.
 pub const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long connecting may take within the query timeout.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Why a query gave no value.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -17,7 +18,7 @@ pub enum QueryError {
     /// The result was empty or NaN: usually the workload receives no traffic.
     #[error("no values found")]
     NoValues,
-    /// Prometheus could not be reached.
+    /// Prometheus could not be reached, or did not answer in time.
     #[error(
         "Prometheus at {address} is unreachable ({reason}): check the metrics server address (--metrics-server or the MetricTemplate's provider.address) and that Prometheus is running"
     )]
@@ -27,22 +28,40 @@ pub enum QueryError {
         /// What failed.
         reason: String,
     },
-    /// Prometheus answered with an error status.
-    #[error("error response: Status {status}: {body}")]
+    /// The TLS handshake failed because Prometheus' certificate is not trusted.
+    #[error(
+        "Prometheus at {address} presented a certificate that is not trusted ({reason}): give Prometheus a certificate from a trusted CA, or set the MetricTemplate's provider.insecureSkipVerify: true"
+    )]
+    Certificate {
+        /// The address queried.
+        address: String,
+        /// What the TLS library said about the certificate.
+        reason: String,
+    },
+    /// Prometheus could not run the query and said why, e.g. `bad_data: parse error ...`.
+    #[error("Prometheus could not run the query ({0}): fix the metric's query")]
+    Rejected(String),
+    /// Prometheus (or a proxy in front of it) answered with an error status and no Prometheus error.
+    #[error("Prometheus at {address} answered HTTP {status}: {hint}")]
     Status {
+        /// The address queried.
+        address: String,
         /// HTTP status.
         status: u16,
-        /// The (trimmed) response body, which carries Prometheus' own message.
-        body: String,
+        /// What to check for this status.
+        hint: &'static str,
     },
     /// The answer was not an instant vector with numeric values.
     #[error("unexpected Prometheus answer: {0}")]
     Unexpected(String),
     /// The address cannot be used.
     #[error(
-        "the Prometheus address {0:?} is not supported: use an http:// URL such as http://prometheus.istio-system:9090"
+        "the Prometheus address {0:?} is not supported: use an http:// or https:// URL such as http://prometheus.istio-system:9090"
     )]
     BadAddress(String),
+    /// A header or credential cannot be sent in an HTTP request.
+    #[error("{0}")]
+    BadRequestSetting(String),
 }
 
 impl QueryError {
@@ -70,101 +89,135 @@ pub enum Auth {
     },
 }
 
+/// What a MetricTemplate's provider adds to its address: headers, credentials and TLS trust.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClientOptions {
+    /// Headers sent with every query (`provider.headers`); a name may repeat.
+    pub headers: Vec<(String, String)>,
+    /// Credentials from the template's Secret.
+    pub auth: Option<Auth>,
+    /// Accept any certificate (`provider.insecureSkipVerify`).
+    pub insecure_skip_verify: bool,
+    /// How long one query may take.
+    pub timeout: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            headers: Vec::new(),
+            auth: None,
+            insecure_skip_verify: false,
+            timeout: QUERY_TIMEOUT,
+        }
+    }
+}
+
 /// A Prometheus API endpoint.
 #[derive(Clone)]
 pub struct PrometheusClient {
     address: String,
-    headers: Vec<(String, String)>,
-    auth: Option<Auth>,
     timeout: Duration,
-    client: Client<HttpConnector, Empty<bytes::Bytes>>,
-}
-
-fn percent_encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() * 3);
-    for byte in text.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(byte as char)
-            }
-            _ => out.push_str(&format!("%{byte:02X}")),
-        }
-    }
-    out
-}
-
-/// The `Authorization: Basic` value for a user and password.
-fn basic_credentials(username: &str, password: &str) -> String {
-    use base64::Engine;
-    let encoded =
-        base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
-    format!("Basic {encoded}")
+    /// Sent per query: reqwest's default headers keep one value per name, a template may repeat one.
+    headers: HeaderMap,
+    client: prometheus_http_query::Client,
 }
 
 /// Reads an instant-query answer: the last series' value; empty or NaN is [`QueryError::NoValues`].
-pub fn parse_answer(body: &str) -> Result<f64, QueryError> {
-    let json: serde_json::Value =
-        serde_json::from_str(body).map_err(|e| QueryError::Unexpected(e.to_string()))?;
-    if json["status"] != "success" {
-        return Err(QueryError::Unexpected(body.chars().take(300).collect()));
-    }
-    let result = &json["data"]["result"];
-    let series = result.as_array().ok_or_else(|| {
-        QueryError::Unexpected(format!("result type {}", json["data"]["resultType"]))
-    })?;
-    if series.iter().any(|s| s.get("values").is_some()) {
-        return Err(QueryError::Unexpected(
-            "query returned multiple values".into(),
-        ));
-    }
-    let Some(last) = series.last() else {
-        return Err(QueryError::NoValues);
+pub fn value_of(data: &Data) -> Result<f64, QueryError> {
+    let series = match data {
+        Data::Vector(series) => series,
+        Data::Matrix(_) => {
+            return Err(QueryError::Unexpected(
+                "query returned multiple values (a range vector): query an instant vector".into(),
+            ));
+        }
+        Data::Scalar(_) => {
+            return Err(QueryError::Unexpected(
+                "query returned a scalar: wrap it in vector(...)".into(),
+            ));
+        }
     };
-    let value: f64 = last["value"][1]
-        .as_str()
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| QueryError::Unexpected(format!("sample {}", last["value"])))?;
-    if value.is_nan() {
-        return Err(QueryError::NoValues);
+    match series.last().map(|last| last.sample().value()) {
+        Some(value) if !value.is_nan() => Ok(value),
+        _ => Err(QueryError::NoValues),
     }
-    Ok(value)
+}
+
+/// The error and its causes, which reqwest keeps apart (`error sending request` → `certificate ...`).
+fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 impl PrometheusClient {
     /// A client for the Prometheus at `address` (e.g. `http://prometheus:9090`; a path prefix is
     /// kept).
     pub fn new(address: &str) -> Result<Self, QueryError> {
+        Self::with_options(address, ClientOptions::default())
+    }
+
+    /// A client for the Prometheus at `address` with a MetricTemplate's headers, credentials and
+    /// TLS trust.
+    pub fn with_options(address: &str, options: ClientOptions) -> Result<Self, QueryError> {
         let trimmed = address.trim().trim_end_matches('/');
-        if !trimmed.starts_with("http://") {
-            return Err(QueryError::BadAddress(address.to_string()));
+        let bad_address = || QueryError::BadAddress(address.to_string());
+        let mut url = reqwest::Url::parse(trimmed).map_err(|_| bad_address())?;
+        if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+            return Err(bad_address());
         }
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(Duration::from_secs(2)));
+        let mut headers = HeaderMap::new();
+        for (name, value) in &options.headers {
+            let invalid = |e: &dyn std::fmt::Display| {
+                QueryError::BadRequestSetting(format!(
+                    "provider.headers {name}: {e}: use a valid HTTP header name and value"
+                ))
+            };
+            let name = HeaderName::try_from(name.as_str()).map_err(|e| invalid(&e))?;
+            let value = HeaderValue::try_from(value.as_str()).map_err(|e| invalid(&e))?;
+            headers.append(name, value);
+        }
+        let mut defaults = HeaderMap::new();
+        match &options.auth {
+            Some(Auth::Bearer(token)) => {
+                let mut value = HeaderValue::try_from(format!("Bearer {token}")).map_err(|_| {
+                    QueryError::BadRequestSetting(
+                        "the Secret's token is not a valid header value: remove line breaks and control characters".into(),
+                    )
+                })?;
+                value.set_sensitive(true);
+                defaults.insert(AUTHORIZATION, value);
+            }
+            // reqwest sends a URL's user and password as basic authentication and strips them
+            // from the URL (and so from its error messages).
+            Some(Auth::Basic { username, password }) => {
+                url.set_username(username)
+                    .and_then(|()| url.set_password(Some(password)))
+                    .map_err(|()| bad_address())?;
+            }
+            None => {}
+        }
+        let http = reqwest::Client::builder()
+            .timeout(options.timeout)
+            .connect_timeout(CONNECT_TIMEOUT.min(options.timeout))
+            .danger_accept_invalid_certs(options.insecure_skip_verify)
+            .default_headers(defaults)
+            .build()
+            .map_err(|e| QueryError::BadRequestSetting(causes(&e)))?;
+        let client =
+            prometheus_http_query::Client::from(http, url.as_str()).map_err(|_| bad_address())?;
         Ok(PrometheusClient {
             address: trimmed.to_string(),
-            headers: Vec::new(),
-            auth: None,
-            timeout: QUERY_TIMEOUT,
-            client: Client::builder(TokioExecutor::new()).build(connector),
+            timeout: options.timeout,
+            headers,
+            client,
         })
-    }
-
-    /// Adds the headers a MetricTemplate's `provider.headers` lists.
-    pub fn with_headers(mut self, headers: Vec<(String, String)>) -> Self {
-        self.headers = headers;
-        self
-    }
-
-    /// Authenticates every query.
-    pub fn with_auth(mut self, auth: Auth) -> Self {
-        self.auth = Some(auth);
-        self
-    }
-
-    /// Replaces the 5 s query timeout.
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
     }
 
     /// The address queries go to.
@@ -175,56 +228,61 @@ impl PrometheusClient {
     /// Runs an instant query (white space collapsed first) and returns its value.
     pub async fn query(&self, promql: &str) -> Result<f64, QueryError> {
         let query = crate::query::collapse_whitespace(promql);
-        let url = format!(
-            "{}/api/v1/query?query={}",
-            self.address,
-            percent_encode(&query)
-        );
-        let mut request = http::Request::get(&url);
-        for (name, value) in &self.headers {
-            request = request.header(name.as_str(), value.as_str());
-        }
-        match &self.auth {
-            Some(Auth::Bearer(token)) => {
-                request = request.header("authorization", format!("Bearer {token}"));
-            }
-            Some(Auth::Basic { username, password }) => {
-                request = request.header("authorization", basic_credentials(username, password));
-            }
-            None => {}
-        }
-        let request = request
-            .body(Empty::new())
-            .map_err(|e| QueryError::BadAddress(format!("{}: {e}", self.address)))?;
-        let unreachable = |reason: String| QueryError::Unreachable {
-            address: self.address.clone(),
-            reason,
-        };
-        let exchange = async {
-            let response = self
-                .client
-                .request(request)
-                .await
-                .map_err(|e| unreachable(e.to_string()))?;
-            let status = response.status().as_u16();
-            let body = response
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| unreachable(e.to_string()))?
-                .to_bytes();
-            Ok::<_, QueryError>((status, String::from_utf8_lossy(&body).into_owned()))
-        };
-        let (status, body) = tokio::time::timeout(self.timeout, exchange)
-            .await
-            .map_err(|_| unreachable(format!("no answer within {:?}", self.timeout)))??;
-        if status >= 400 {
-            return Err(QueryError::Status {
-                status,
-                body: body.trim().chars().take(500).collect(),
+        let request = self
+            .headers
+            .iter()
+            .fold(self.client.query(query), |request, (name, value)| {
+                request.header(name.clone(), value.clone())
             });
+        match request.get().await {
+            Ok(answer) => value_of(answer.data()),
+            Err(error) => Err(self.query_error(error)),
         }
-        parse_answer(&body)
+    }
+
+    fn query_error(&self, error: prometheus_http_query::Error) -> QueryError {
+        use prometheus_http_query::Error;
+        let request = match &error {
+            Error::Prometheus(rejection) => return QueryError::Rejected(rejection.to_string()),
+            Error::Client(client) => client.inner(),
+            _ => None,
+        };
+        let Some(request) = request else {
+            return QueryError::Unexpected(error.to_string());
+        };
+        let address = self.address.clone();
+        if request.is_timeout() {
+            return QueryError::Unreachable {
+                address,
+                reason: format!("no answer within {:?}", self.timeout),
+            };
+        }
+        if let Some(status) = request.status() {
+            let hint = match status.as_u16() {
+                401 | 403 => {
+                    "check the credentials (the MetricTemplate's provider.secretRef Secret: token, or username and password)"
+                }
+                _ => {
+                    "check the metrics server address (--metrics-server or the MetricTemplate's provider.address) and its path prefix"
+                }
+            };
+            return QueryError::Status {
+                address,
+                status: status.as_u16(),
+                hint,
+            };
+        }
+        // reqwest's own message repeats the URL with the query; its causes say what went wrong.
+        let reason = std::error::Error::source(request)
+            .map(causes)
+            .unwrap_or_else(|| request.to_string());
+        if request.is_connect() && reason.contains("certificate") {
+            QueryError::Certificate { address, reason }
+        } else if request.is_connect() || request.is_request() {
+            QueryError::Unreachable { address, reason }
+        } else {
+            QueryError::Unexpected(format!("{error}: {reason}"))
+        }
     }
 
     /// Whether Prometheus answers `vector(1)` with 1, as Flagger checks before an analysis.
@@ -242,6 +300,13 @@ impl PrometheusClient {
 mod tests {
     use super::*;
 
+    fn data(json: &str) -> Data {
+        serde_json::from_str::<prometheus_http_query::response::PromqlResult>(json)
+            .unwrap()
+            .data()
+            .clone()
+    }
+
     #[test]
     fn answers_are_read_as_flagger_reads_them() {
         let vector = |values: &[&str]| {
@@ -249,35 +314,42 @@ mod tests {
                 .iter()
                 .map(|v| format!(r#"{{"metric":{{}},"value":[1795319775.14,"{v}"]}}"#))
                 .collect();
-            format!(
-                r#"{{"status":"success","data":{{"resultType":"vector","result":[{}]}}}}"#,
+            data(&format!(
+                r#"{{"resultType":"vector","result":[{}]}}"#,
                 series.join(",")
-            )
+            ))
         };
-        assert_eq!(parse_answer(&vector(&["95"])), Ok(95.0));
+        assert_eq!(value_of(&vector(&["95"])), Ok(95.0));
         assert_eq!(
-            parse_answer(&vector(&["1", "2.5"])),
+            value_of(&vector(&["1", "2.5"])),
             Ok(2.5),
             "the last series wins"
         );
-        assert_eq!(parse_answer(&vector(&[])), Err(QueryError::NoValues));
-        assert_eq!(parse_answer(&vector(&["NaN"])), Err(QueryError::NoValues));
-        assert_eq!(parse_answer(&vector(&["+Inf"])), Ok(f64::INFINITY));
-        let matrix = r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"1"]]}]}}"#;
+        assert_eq!(value_of(&vector(&[])), Err(QueryError::NoValues));
+        assert_eq!(value_of(&vector(&["NaN"])), Err(QueryError::NoValues));
+        assert_eq!(value_of(&vector(&["+Inf"])), Ok(f64::INFINITY));
+        let matrix = data(r#"{"resultType":"matrix","result":[{"metric":{},"values":[[1,"1"]]}]}"#);
         assert!(
-            matches!(parse_answer(matrix), Err(QueryError::Unexpected(m)) if m.contains("multiple values"))
+            matches!(value_of(&matrix), Err(QueryError::Unexpected(m)) if m.contains("multiple values"))
         );
         assert_eq!(QueryError::NoValues.reading(), MetricReading::NoData);
     }
 
     #[test]
-    fn basic_auth_is_base64_and_addresses_must_be_http() {
-        assert_eq!(
-            basic_credentials("admin", "s3cret"),
-            "Basic YWRtaW46czNjcmV0"
-        );
+    fn addresses_must_be_http_or_https_urls() {
         assert!(PrometheusClient::new("http://prometheus:9090/").is_ok());
-        let error = PrometheusClient::new("prometheus:9090").err().unwrap();
-        assert!(error.to_string().contains("http://"), "{error}");
+        assert!(PrometheusClient::new("https://prometheus:9090/prefix").is_ok());
+        for bad in ["prometheus:9090", "ftp://prometheus", "not a url"] {
+            let error = PrometheusClient::new(bad).err().unwrap();
+            assert!(error.to_string().contains("https://"), "{error}");
+        }
+        let options = ClientOptions {
+            headers: vec![("X-Scope-OrgID".into(), "line\nbreak".into())],
+            ..ClientOptions::default()
+        };
+        let error = PrometheusClient::with_options("http://prometheus:9090", options)
+            .err()
+            .unwrap();
+        assert!(error.to_string().contains("X-Scope-OrgID"), "{error}");
     }
 }

@@ -40,66 +40,71 @@ pub enum RenderError {
         "unknown placeholder {{{{ {0} }}}}: use name, namespace, target, service, ingress, route, interval or variables.<key>"
     )]
     UnknownPlaceholder(String),
-    /// `{{` without a closing `}}`.
-    #[error("unclosed {{{{ in the query template")]
-    Unclosed,
+    /// The template is not valid template syntax (e.g. `{{` without `}}`).
+    #[error("the query template is invalid ({0}): write placeholders as {{{{ name }}}}")]
+    Invalid(String),
 }
+
+const PLACEHOLDERS: [&str; 7] = [
+    "name",
+    "namespace",
+    "target",
+    "service",
+    "ingress",
+    "route",
+    "interval",
+];
 
 /// Renders `template` for `context`, strictly.
 pub fn render(template: &str, context: &QueryContext) -> Result<String, RenderError> {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let end = after.find("}}").ok_or(RenderError::Unclosed)?;
-        let expression = after[..end].trim().trim_start_matches('.').trim();
-        out.push_str(&value_of(expression, context)?);
-        rest = &after[end + 2..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
-fn value_of(expression: &str, context: &QueryContext) -> Result<String, RenderError> {
-    let value = match expression {
-        "name" => &context.name,
-        "namespace" => &context.namespace,
-        "target" => &context.target,
-        "service" => &context.service,
-        "ingress" => &context.ingress,
-        "route" => &context.route,
-        "interval" => &context.interval,
-        _ => {
-            let Some(key) = expression.strip_prefix("variables.") else {
-                return Err(RenderError::UnknownPlaceholder(expression.to_string()));
-            };
-            return context
-                .variables
-                .get(key)
-                .cloned()
-                .ok_or_else(|| RenderError::MissingVariable(key.to_string()));
-        }
+    let mut env = minijinja::Environment::new();
+    env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    // PromQL is not HTML, and the builtin queries' final newline is part of Flagger's text.
+    env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
+    let syntax = minijinja::syntax::SyntaxConfig::builder()
+        .keep_trailing_newline(true)
+        .build()
+        .expect("the default delimiters are valid");
+    env.set_syntax(syntax);
+    let invalid = |e: minijinja::Error| RenderError::Invalid(e.to_string());
+    let compiled = env.template_from_str(template).map_err(invalid)?;
+    let values = minijinja::context! {
+        name => &context.name,
+        namespace => &context.namespace,
+        target => &context.target,
+        service => &context.service,
+        ingress => &context.ingress,
+        route => &context.route,
+        interval => &context.interval,
+        variables => context.variables.clone(),
     };
-    Ok(value.clone())
+    compiled.render(values).map_err(|e| {
+        if e.kind() != minijinja::ErrorKind::UndefinedError {
+            return invalid(e);
+        }
+        // minijinja says only "undefined value"; the template's free names tell which one.
+        let mut used: Vec<String> = compiled.undeclared_variables(true).into_iter().collect();
+        used.sort();
+        used.into_iter()
+            .find_map(|used| match used.strip_prefix("variables.") {
+                Some(key) if !context.variables.contains_key(key) => {
+                    Some(RenderError::MissingVariable(key.to_string()))
+                }
+                None if !PLACEHOLDERS.contains(&used.as_str()) && used != "variables" => {
+                    Some(RenderError::UnknownPlaceholder(used))
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| invalid(e))
+    })
 }
 
-/// Collapses every run of white space to one space, as Flagger does before sending a query.
+/// Collapses every run of white space to one space, as Flagger does before sending a query
+/// (its `\s+` → `" "`), so a leading or trailing run becomes one space rather than none.
 pub fn collapse_whitespace(query: &str) -> String {
-    let mut out = String::with_capacity(query.len());
-    let mut in_space = false;
-    for c in query.chars() {
-        if c.is_whitespace() {
-            if !in_space {
-                out.push(' ');
-            }
-            in_space = true;
-        } else {
-            out.push(c);
-            in_space = false;
-        }
-    }
-    out
+    static WHITE_SPACE: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"\s+").expect("a valid pattern"));
+    WHITE_SPACE.replace_all(query, " ").into_owned()
 }
 
 const REQUEST_SUCCESS_RATE: &str = r#"
@@ -188,7 +193,7 @@ mod tests {
 
     #[test]
     fn templates_render_every_placeholder_and_fail_on_unknown_ones() {
-        let query = "histogram_quantile({{ variables.quantile }}, rate(x{ns=\"{{ namespace }}\",w=~\"{{target}}-primary\"}[{{ interval }}])) # {{ .name }}";
+        let query = "histogram_quantile({{ variables.quantile }}, rate(x{ns=\"{{ namespace }}\",w=~\"{{target}}-primary\"}[{{ interval }}])) # {{ name }}";
         assert_eq!(
             render(query, &podinfo()).unwrap(),
             "histogram_quantile(0.95, rate(x{ns=\"test\",w=~\"podinfo-primary\"}[1m])) # podinfo"
@@ -203,9 +208,9 @@ mod tests {
             render("{{ workload }}", &podinfo()).unwrap_err(),
             RenderError::UnknownPlaceholder("workload".into())
         );
-        assert_eq!(
+        assert!(matches!(
             render("sum({{ target ", &podinfo()).unwrap_err(),
-            RenderError::Unclosed
-        );
+            RenderError::Invalid(_)
+        ));
     }
 }

@@ -2,7 +2,7 @@
 //! Istio queries and inline queries go to the operator's metrics server; MetricTemplates bring their
 //! own Prometheus, headers and credentials.
 
-use crate::prometheus::{Auth, PrometheusClient};
+use crate::prometheus::{Auth, ClientOptions, PrometheusClient};
 use crate::query::{QueryContext, builtin_query, render};
 use serin_api::{CanaryMetric, MetricTemplate};
 use serin_core::plan::MetricReading;
@@ -35,16 +35,16 @@ fn template_client(
     let address = provider.address.as_deref().ok_or_else(|| {
         format!("Metric template {label} error: provider.address is required for prometheus")
     })?;
-    let mut client = PrometheusClient::new(address)
-        .map_err(|e| format!("Metric template {label} error: {e}"))?;
-    if let Some(headers) = &provider.headers {
-        client = client.with_headers(
-            headers
-                .iter()
-                .flat_map(|(name, values)| values.iter().map(move |v| (name.clone(), v.clone())))
-                .collect(),
-        );
-    }
+    let mut options = ClientOptions {
+        headers: provider
+            .headers
+            .iter()
+            .flatten()
+            .flat_map(|(name, values)| values.iter().map(move |v| (name.clone(), v.clone())))
+            .collect(),
+        insecure_skip_verify: provider.insecure_skip_verify == Some(true),
+        ..ClientOptions::default()
+    };
     if let Some(reference) = &provider.secret_ref {
         let data = secret.ok_or_else(|| {
             format!(
@@ -52,26 +52,28 @@ fn template_client(
                 reference.name
             )
         })?;
-        let auth = match (
-            data.get("token"),
-            data.get("username"),
-            data.get("password"),
-        ) {
-            (Some(token), _, _) => Auth::Bearer(token.clone()),
-            (None, Some(username), Some(password)) => Auth::Basic {
-                username: username.clone(),
-                password: password.clone(),
+        options.auth = Some(
+            match (
+                data.get("token"),
+                data.get("username"),
+                data.get("password"),
+            ) {
+                (Some(token), _, _) => Auth::Bearer(token.clone()),
+                (None, Some(username), Some(password)) => Auth::Basic {
+                    username: username.clone(),
+                    password: password.clone(),
+                },
+                _ => {
+                    return Err(format!(
+                        "Metric template {label} secret {} error: it needs a token key, or both username and password",
+                        reference.name
+                    ));
+                }
             },
-            _ => {
-                return Err(format!(
-                    "Metric template {label} secret {} error: it needs a token key, or both username and password",
-                    reference.name
-                ));
-            }
-        };
-        client = client.with_auth(auth);
+        );
     }
-    Ok(client)
+    PrometheusClient::with_options(address, options)
+        .map_err(|e| format!("Metric template {label} error: {e}"))
 }
 
 /// Runs the query of `metric` and returns what the decision core judges.

@@ -88,15 +88,39 @@ async fn builtin_queries_online_check_and_errors_against_a_real_prometheus() {
     assert_eq!(idle, QueryError::NoValues);
     assert_eq!(idle.reading(), MetricReading::NoData);
 
+    // A query error and no data are different outcomes with different judgements.
     let bad = client.query("sum(rate(x[1m]").await.unwrap_err();
-    match &bad {
-        QueryError::Status { status, body } => {
-            assert_eq!(*status, 400);
-            assert!(body.contains("parse error"), "{body}");
-        }
-        other => panic!("expected a 400, got {other}"),
-    }
-    assert!(matches!(bad.reading(), MetricReading::Error(m) if m.contains("Status 400")));
+    assert!(
+        matches!(&bad, QueryError::Rejected(m) if m.starts_with("bad_data: ") && m.contains("parse error")),
+        "{bad}"
+    );
+    let failed = bad.reading();
+    assert!(
+        matches!(&failed, MetricReading::Error(m) if m.contains("parse error") && m.contains("fix the metric's query")),
+        "{failed:?}"
+    );
+    let absent = client
+        .query("sum(rate(nobody_exports_this_metric_total[1m]))")
+        .await
+        .unwrap_err();
+    assert_eq!(absent, QueryError::NoValues);
+    let custom: serin_api::CanaryMetric =
+        serde_json::from_value(serde_json::json!({"name": "errors", "query": "x"})).unwrap();
+    let judged_failure = serin_core::metrics::judge(&custom, &failed, "podinfo", "podinfo");
+    let judged_absent =
+        serin_core::metrics::judge(&custom, &absent.reading(), "podinfo", "podinfo");
+    assert!(
+        judged_failure.message.starts_with(
+            "Metric query failed for errors: Prometheus could not run the query (bad_data: "
+        ),
+        "{}",
+        judged_failure.message
+    );
+    assert_eq!(
+        judged_absent.message,
+        "Halt advancement no values found for metric: errors"
+    );
+    assert!(!judged_failure.passed && !judged_absent.passed);
 
     // Reading metrics as the controller will: builtins, MetricTemplates and their errors.
     let metric = |json: serde_json::Value| -> serin_api::CanaryMetric {

@@ -29,9 +29,58 @@ pub enum PrometheusError {
     },
 }
 
+/// The user of the fixture web config ([`WebConfig::fixture`]).
+pub const FIXTURE_USER: &str = "serin";
+/// The password of [`FIXTURE_USER`]; the fixture holds only its bcrypt hash.
+pub const FIXTURE_PASSWORD: &str = "serin-test-password";
+/// bcrypt (cost 10) of [`FIXTURE_PASSWORD`], computed once with Python's `bcrypt` package.
+const FIXTURE_PASSWORD_BCRYPT: &str =
+    "$2b$10$c.3n245IE6cig07jcpgq.eNCJSdpONyMqj4nVSQErkhY1sl6ZnnAO";
+
+/// What Prometheus' `--web.config.file` sets: https with a certificate and its key, and the basic
+/// authentication users (name and bcrypt hash).
+#[derive(Clone, Debug)]
+pub struct WebConfig {
+    /// PEM certificate Prometheus serves.
+    pub cert: PathBuf,
+    /// PEM private key of `cert`.
+    pub key: PathBuf,
+    /// Users allowed in, as (name, bcrypt hash); empty means no authentication.
+    pub users: Vec<(String, String)>,
+}
+
+impl WebConfig {
+    /// The committed fixture: a self-signed certificate for 127.0.0.1 (valid until 2126) and
+    /// [`FIXTURE_USER`] with [`FIXTURE_PASSWORD`].
+    pub fn fixture() -> Self {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/prometheus-tls");
+        WebConfig {
+            cert: dir.join("cert.pem"),
+            key: dir.join("key.pem"),
+            users: vec![(FIXTURE_USER.into(), FIXTURE_PASSWORD_BCRYPT.into())],
+        }
+    }
+
+    /// The file's YAML.
+    pub fn yaml(&self) -> String {
+        let mut text = format!(
+            "tls_server_config:\n  cert_file: '{}'\n  key_file: '{}'\n",
+            self.cert.display(),
+            self.key.display()
+        );
+        if !self.users.is_empty() {
+            text.push_str("basic_auth_users:\n");
+            for (name, hash) in &self.users {
+                text.push_str(&format!("  '{name}': '{hash}'\n"));
+            }
+        }
+        text
+    }
+}
+
 /// A running Prometheus, stopped when dropped.
 pub struct Prometheus {
-    /// Base URL, e.g. `http://127.0.0.1:41234`.
+    /// Base URL, e.g. `http://127.0.0.1:41234` (`https://` with a [`WebConfig`]).
     pub url: String,
     child: Child,
     _storage: tempfile::TempDir,
@@ -74,6 +123,16 @@ impl Prometheus {
         targets: &[SocketAddr],
         metrics_path: &str,
     ) -> Result<Self, PrometheusError> {
+        Self::start_with_web_config(binary, targets, metrics_path, None)
+    }
+
+    /// Like [`Prometheus::start`], serving https with basic authentication as `web` says.
+    pub fn start_with_web_config(
+        binary: &str,
+        targets: &[SocketAddr],
+        metrics_path: &str,
+        web: Option<&WebConfig>,
+    ) -> Result<Self, PrometheusError> {
         let found = which(binary).ok_or_else(|| PrometheusError::NotInstalled(binary.into()))?;
         let storage = tempfile::tempdir()?;
         let config_path = storage.path().join("prometheus.yml");
@@ -81,7 +140,13 @@ impl Prometheus {
         let port = free_loopback_port()?;
         let log_path = storage.path().join("prometheus.log");
         let log = std::fs::File::create(&log_path)?;
-        let child = Command::new(found)
+        let mut command = Command::new(found);
+        if let Some(web) = web {
+            let web_path = storage.path().join("web.yml");
+            std::fs::write(&web_path, web.yaml())?;
+            command.arg(format!("--web.config.file={}", web_path.display()));
+        }
+        let child = command
             .arg(format!("--config.file={}", config_path.display()))
             .arg(format!(
                 "--storage.tsdb.path={}",
@@ -94,13 +159,22 @@ impl Prometheus {
             .stderr(log)
             .spawn()?;
         let mut prometheus = Prometheus {
-            url: format!("http://127.0.0.1:{port}"),
+            url: format!(
+                "{}://127.0.0.1:{port}",
+                if web.is_some() { "https" } else { "http" }
+            ),
             child,
             _storage: storage,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
-            if get(&format!("{}/-/ready", prometheus.url)).is_some() {
+            // The plain-http probe cannot speak TLS; behind a web config, the log says when.
+            let ready = match web {
+                None => get(&format!("{}/-/ready", prometheus.url)).is_some(),
+                Some(_) => std::fs::read_to_string(&log_path)
+                    .is_ok_and(|log| log.contains("Server is ready to receive web requests")),
+            };
+            if ready {
                 return Ok(prometheus);
             }
             if let Ok(Some(_)) = prometheus.child.try_wait() {
@@ -116,7 +190,7 @@ impl Prometheus {
         })
     }
 
-    /// Whether every scrape target has been scraped successfully at least once.
+    /// Whether every scrape target has been scraped successfully at least once (plain http only).
     pub fn targets_up(&self) -> bool {
         get(&format!("{}/api/v1/targets", self.url)).is_some_and(|body| {
             body.contains("\"health\":\"up\"") && !body.contains("\"health\":\"unknown\"")
