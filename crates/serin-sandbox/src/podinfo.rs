@@ -49,22 +49,15 @@ pub fn image_version(image: &str) -> String {
     }
 }
 
-/// A duration such as `250ms`, `1s`, `1.5s`, `2m` or a bare number of milliseconds.
+/// A Go duration such as `250ms`, `1s`, `1.5s` or `2m`, or a bare number of milliseconds.
 pub fn parse_duration(text: &str) -> Option<Duration> {
     let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: f64 = number.parse().ok()?;
-    let seconds = match unit {
-        "" | "ms" => number / 1000.0,
-        "us" | "µs" => number / 1_000_000.0,
-        "s" => number,
-        "m" => number * 60.0,
-        _ => return None,
-    };
-    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
+    match text.parse::<f64>() {
+        Ok(millis) => {
+            (millis.is_finite() && millis >= 0.0).then(|| Duration::from_secs_f64(millis / 1000.0))
+        }
+        Err(_) => serin_api::duration::parse_go_duration(text).ok(),
+    }
 }
 
 fn flag_enabled(value: Option<&str>) -> bool {
@@ -288,7 +281,7 @@ mod tests {
         assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
         assert_eq!(parse_duration("40"), Some(Duration::from_millis(40)));
         assert_eq!(parse_duration("fast"), None);
-        assert_eq!(parse_duration("3h"), None);
+        assert_eq!(parse_duration("1x"), None);
     }
 
     #[test]
