@@ -7,9 +7,9 @@
 
 mod common;
 
-use common::Receiver;
+use common::{Receiver, payload};
 use serin_api::CanaryWebhook;
-use serin_webhooks::{ClientOptions, HookPayload, WebhookClient};
+use serin_webhooks::{ClientOptions, WebhookClient};
 
 #[test]
 fn from_env_honours_http_proxy_and_no_proxy_and_direct_ignores_them() {
@@ -81,15 +81,5 @@ fn hook(url: &str) -> CanaryWebhook {
         name: "load".into(),
         url: url.into(),
         ..CanaryWebhook::default()
-    }
-}
-
-fn payload() -> HookPayload {
-    HookPayload {
-        name: "podinfo".into(),
-        namespace: "test".into(),
-        phase: "Progressing".into(),
-        checksum: "abc".into(),
-        metadata: Default::default(),
     }
 }

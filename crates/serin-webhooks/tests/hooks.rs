@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Receiver, canary};
+use common::{Receiver, canary, payload};
 use serde_json::json;
 use serin_api::{CanaryWebhook, HookType, Phase};
 use serin_core::{Check, Event, EventType, Outcome};
@@ -493,14 +493,4 @@ async fn disable_tls_skips_certificate_verification_for_that_hook_only() {
     let verified = hook("verified", receiver.https_url("/gate"));
     assert!(client.call(&verified, &payload()).await.is_err());
     assert_eq!(receiver.seen().len(), 1);
-}
-
-fn payload() -> HookPayload {
-    HookPayload {
-        name: "podinfo".into(),
-        namespace: "test".into(),
-        phase: "Progressing".into(),
-        checksum: "abc".into(),
-        metadata: Default::default(),
-    }
 }

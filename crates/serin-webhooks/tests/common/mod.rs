@@ -214,3 +214,14 @@ pub fn canary(analysis: Value) -> serin_api::Canary {
     }))
     .expect("a valid Canary")
 }
+
+/// A webhook payload for podinfo.test in the Progressing phase.
+pub fn payload() -> serin_webhooks::HookPayload {
+    serin_webhooks::HookPayload {
+        name: "podinfo".into(),
+        namespace: "test".into(),
+        phase: "Progressing".into(),
+        checksum: "abc".into(),
+        metadata: Default::default(),
+    }
+}
