@@ -42,14 +42,20 @@ spec:
   analysis: {interval: 10s, threshold: 2, stepWeight: 50, maxWeight: 50}
 "#;
 
-/// `GET path` on the admin server: the status code and the body.
-fn admin_get(port: u16, path: &str) -> Option<(u16, String)> {
+/// `GET path` on the admin server: the whole HTTP/1.1 response.
+fn admin_response(port: u16, path: &str) -> Option<String> {
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).ok()?;
     let mut response = String::new();
     stream.read_to_string(&mut response).ok()?;
+    Some(response)
+}
+
+/// `GET path` on the admin server: the status code and the body.
+fn admin_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let response = admin_response(port, path)?;
     let code = response.split_whitespace().nth(1)?.parse().ok()?;
     let body = response.split_once("\r\n\r\n")?.1.to_string();
     Some((code, body))
@@ -141,6 +147,13 @@ async fn flags_take_effect_and_the_admin_server_answers() {
                             && body.ends_with("# EOF\n")
                     })
                 },
+            );
+            let response = admin_response(admin, "/metrics").unwrap_or_default();
+            assert!(
+                response.to_ascii_lowercase().contains(
+                    "content-type: application/openmetrics-text; version=1.0.0; charset=utf-8"
+                ),
+                "/metrics is served as OpenMetrics: {response}"
             );
         }
     });
