@@ -6,6 +6,6 @@ pub mod prometheus;
 pub mod query;
 pub mod read;
 
-pub use prometheus::{Auth, ClientOptions, PrometheusClient, QueryError};
+pub use prometheus::{Auth, ClientCache, ClientOptions, PrometheusClient, QueryError};
 pub use query::{QueryContext, RenderError, builtin_query, collapse_whitespace, render};
 pub use read::{MetricInputs, read};

@@ -76,7 +76,7 @@ impl QueryError {
 }
 
 /// How queries authenticate.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Auth {
     /// `Authorization: Bearer <token>` (a Secret's `token` key).
     Bearer(String),
@@ -90,7 +90,7 @@ pub enum Auth {
 }
 
 /// What a MetricTemplate's provider adds to its address: headers, credentials and TLS trust.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ClientOptions {
     /// Headers sent with every query (`provider.headers`); a name may repeat.
     pub headers: Vec<(String, String)>,
@@ -121,6 +121,49 @@ pub struct PrometheusClient {
     /// Sent per query: reqwest's default headers keep one value per name, a template may repeat one.
     headers: HeaderMap,
     client: prometheus_http_query::Client,
+}
+
+/// How many clients a [`ClientCache`] keeps before starting over: a changed Secret or a deleted
+/// template leaves its client behind.
+const CACHED_CLIENTS: usize = 256;
+
+/// The Prometheus clients of the metric checks, built once per address and provider settings:
+/// building one loads the platform's root certificates (milliseconds), and a kept client reuses its
+/// connections from one interval to the next.
+#[derive(Default)]
+pub struct ClientCache {
+    clients: std::sync::Mutex<std::collections::HashMap<(String, ClientOptions), PrometheusClient>>,
+}
+
+impl ClientCache {
+    /// The client for `address` with `options`, built on first use.
+    pub fn client(
+        &self,
+        address: &str,
+        options: ClientOptions,
+    ) -> Result<PrometheusClient, QueryError> {
+        let key = (address.to_string(), options);
+        if let Some(client) = self.clients.lock().expect("never poisoned").get(&key) {
+            return Ok(client.clone());
+        }
+        let client = PrometheusClient::with_options(address, key.1.clone())?;
+        let mut clients = self.clients.lock().expect("never poisoned");
+        if clients.len() >= CACHED_CLIENTS {
+            clients.clear();
+        }
+        clients.insert(key, client.clone());
+        Ok(client)
+    }
+
+    /// How many clients are kept.
+    pub fn len(&self) -> usize {
+        self.clients.lock().expect("never poisoned").len()
+    }
+
+    /// Whether no client is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// Reads an instant-query answer: the last series' value; empty or NaN is [`QueryError::NoValues`].
@@ -299,6 +342,28 @@ impl PrometheusClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cache_builds_one_client_per_address_and_settings() {
+        let cache = ClientCache::default();
+        let address = "https://prometheus.test:9090";
+        let with_token = ClientOptions {
+            auth: Some(Auth::Bearer("t0ken".into())),
+            ..ClientOptions::default()
+        };
+        cache.client(address, ClientOptions::default()).unwrap();
+        cache.client(address, ClientOptions::default()).unwrap();
+        assert_eq!(cache.len(), 1);
+        cache.client(address, with_token.clone()).unwrap();
+        cache.client(address, with_token).unwrap();
+        assert_eq!(cache.len(), 2, "other credentials are another client");
+        assert!(
+            cache
+                .client("prometheus:9090", ClientOptions::default())
+                .is_err()
+        );
+        assert_eq!(cache.len(), 2, "a refused address is not kept");
+    }
 
     fn data(json: &str) -> Data {
         serde_json::from_str::<prometheus_http_query::response::PromqlResult>(json)

@@ -2,7 +2,7 @@
 //! Istio queries and inline queries go to the operator's metrics server; MetricTemplates bring their
 //! own Prometheus, headers and credentials.
 
-use crate::prometheus::{Auth, ClientOptions, PrometheusClient};
+use crate::prometheus::{Auth, ClientCache, ClientOptions, PrometheusClient};
 use crate::query::{QueryContext, builtin_query, render};
 use serin_api::{CanaryMetric, MetricTemplate};
 use serin_core::plan::MetricReading;
@@ -18,11 +18,14 @@ pub struct MetricInputs<'a> {
     pub secret: Option<&'a BTreeMap<String, String>>,
     /// The operator's metrics server (`--metrics-server`), for builtin and inline queries.
     pub metrics_server: &'a PrometheusClient,
+    /// Where the clients of templates' Prometheus servers are kept between checks.
+    pub clients: &'a ClientCache,
 }
 
 fn template_client(
     template: &MetricTemplate,
     secret: Option<&BTreeMap<String, String>>,
+    clients: &ClientCache,
     label: &str,
 ) -> Result<PrometheusClient, String> {
     let provider = &template.spec.provider;
@@ -72,7 +75,8 @@ fn template_client(
             },
         );
     }
-    PrometheusClient::with_options(address, options)
+    clients
+        .client(address, options)
         .map_err(|e| format!("Metric template {label} error: {e}"))
 }
 
@@ -92,7 +96,7 @@ pub async fn read(metric: &CanaryMetric, inputs: MetricInputs<'_>) -> MetricRead
                 "Metric template {label} error: not found; create the MetricTemplate or fix templateRef"
             ));
         };
-        let client = match template_client(template, inputs.secret, &label) {
+        let client = match template_client(template, inputs.secret, inputs.clients, &label) {
             Ok(client) => client,
             Err(message) => return MetricReading::Error(message),
         };

@@ -47,6 +47,7 @@ async fn read_with(
         template: Some(template),
         secret: Some(secret),
         metrics_server,
+        clients: &serin_metrics::ClientCache::default(),
     };
     serin_metrics::read(&metric, inputs).await
 }

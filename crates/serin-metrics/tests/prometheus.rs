@@ -135,11 +135,13 @@ async fn builtin_queries_online_check_and_errors_against_a_real_prometheus() {
     }))
     .unwrap();
     let secret = std::collections::BTreeMap::from([("token".to_string(), "t0ken".to_string())]);
+    let clients = serin_metrics::ClientCache::default();
     let inputs = |template| serin_metrics::MetricInputs {
         context: context("podinfo"),
         template,
         secret: Some(&secret),
         metrics_server: &client,
+        clients: &clients,
     };
     let builtin = serin_metrics::read(
         &metric(serde_json::json!({"name": "request-success-rate", "interval": "5s"})),
@@ -167,6 +169,11 @@ async fn builtin_queries_online_check_and_errors_against_a_real_prometheus() {
     assert!(
         matches!(&render_error, MetricReading::Error(m) if m.contains("query render error") && m.contains("quantile")),
         "{render_error:?}"
+    );
+    assert_eq!(
+        clients.len(),
+        1,
+        "reads of one template share one client (and its connections)"
     );
 
     let port = std::net::TcpListener::bind("127.0.0.1:0")

@@ -5,7 +5,7 @@ use super::Tick;
 use kube::ResourceExt;
 use serin_api::Canary;
 use serin_core::plan::{Check, MetricReading, Outcome};
-use serin_metrics::{MetricInputs, PrometheusClient, QueryContext};
+use serin_metrics::{ClientOptions, MetricInputs, QueryContext};
 use serin_router::Names;
 
 impl Tick<'_> {
@@ -57,7 +57,11 @@ impl Tick<'_> {
                     self.caches.secret_text(&namespace, &reference.name)
                 });
                 let own_server = match canary.spec.metrics_server.as_deref() {
-                    Some(address) => match PrometheusClient::new(address) {
+                    Some(address) => match self
+                        .ctx
+                        .prometheus_clients
+                        .client(address, ClientOptions::default())
+                    {
                         Ok(client) => Some(client),
                         Err(error) => {
                             return Outcome::Metric(MetricReading::Error(format!(
@@ -72,6 +76,7 @@ impl Tick<'_> {
                     template: template.as_deref(),
                     secret: secret.as_ref(),
                     metrics_server: own_server.as_ref().unwrap_or(&self.ctx.metrics_server),
+                    clients: &self.ctx.prometheus_clients,
                 };
                 Outcome::Metric(serin_metrics::read(metric, inputs).await)
             }

@@ -61,6 +61,9 @@ pub struct Context {
     pub webhooks: serin_webhooks::WebhookClient,
     /// The canary metrics served at `/metrics`.
     pub metrics: Arc<OperatorMetrics>,
+    /// The clients of Canaries' `metricsServer` and MetricTemplates' Prometheus servers, kept
+    /// from one check to the next.
+    pub prometheus_clients: serin_metrics::ClientCache,
 }
 
 impl Context {
@@ -80,6 +83,7 @@ impl Context {
             cluster_name: None,
             webhooks: serin_webhooks::WebhookClient::new(serin_webhooks::ClientOptions::from_env()),
             metrics: Arc::default(),
+            prometheus_clients: serin_metrics::ClientCache::default(),
         }
     }
 }
