@@ -206,6 +206,35 @@ pub struct Controllers {
     pods: ResourceInfo,
     replicasets: ResourceInfo,
     deployments: ResourceInfo,
+    events: ResourceInfo,
+}
+
+/// Writes a core/v1 Event about `object` (of `kind`), as the cluster's `component` does, so
+/// `kubectl events` and `kubectl describe` show a rollout.
+fn record_event(
+    store: &Store,
+    events: &ResourceInfo,
+    object: &Value,
+    kind: &str,
+    component: &str,
+    reason: &str,
+    message: String,
+) {
+    let now = now_rfc3339();
+    let api_version = match kind {
+        "Pod" => "v1",
+        _ => "apps/v1",
+    };
+    let event = json!({
+        "metadata": {"generateName": format!("{}.", name(object))},
+        "involvedObject": {"apiVersion": api_version, "kind": kind, "namespace": ns(object),
+            "name": name(object), "uid": uid(object),
+            "resourceVersion": object["metadata"]["resourceVersion"]},
+        "reason": reason, "message": message, "type": "Normal",
+        "source": {"component": component}, "reportingComponent": component,
+        "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+    });
+    let _ = store.create(events, Some(&ns(object)), event, &controller_writes());
 }
 
 impl Controllers {
@@ -219,6 +248,7 @@ impl Controllers {
             .resource("apps", "v1", "deployments")
             .expect("built in");
         let nodes = store.resource("", "v1", "nodes").expect("built in");
+        let events = store.resource("", "v1", "events").expect("built in");
         let node = json!({"metadata": {"name": NODE_NAME, "labels": {"kubernetes.io/hostname": NODE_NAME}},
             "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "sandbox kubelet is ready"}],
                 "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": NODE_NAME}],
@@ -242,6 +272,7 @@ impl Controllers {
             pods,
             replicasets,
             deployments,
+            events,
         }
     }
 
@@ -330,6 +361,19 @@ impl Controllers {
                     Part::Main,
                     &controller_writes(),
                 ) {
+                    record_event(
+                        &self.store,
+                        &self.events,
+                        &bound,
+                        "Pod",
+                        "default-scheduler",
+                        "Scheduled",
+                        format!(
+                            "Successfully assigned {}/{} to {NODE_NAME}",
+                            ns(&bound),
+                            name(&bound)
+                        ),
+                    );
                     let mut status = bound["status"].clone();
                     status["conditions"] = json!([{"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339()}]);
                     self.write_status(&self.pods, &bound, status);
@@ -453,9 +497,20 @@ impl Controllers {
                             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name(&rs), "uid": rs_uid, "controller": true, "blockOwnerDeletion": true}]},
                         "spec": template["spec"]
                     });
-                    let _ =
+                    if let Ok(pod) =
                         self.store
-                            .create(&self.pods, Some(&ns(&rs)), pod, &controller_writes());
+                            .create(&self.pods, Some(&ns(&rs)), pod, &controller_writes())
+                    {
+                        record_event(
+                            &self.store,
+                            &self.events,
+                            &rs,
+                            "ReplicaSet",
+                            "replicaset-controller",
+                            "SuccessfulCreate",
+                            format!("Created pod: {}", name(&pod)),
+                        );
+                    }
                 }
                 changed = true;
             } else if current > desired {
@@ -473,13 +528,24 @@ impl Controllers {
                     )
                 });
                 for pod in victims.iter().take((current - desired) as usize) {
-                    let _ = self.store.delete(
+                    let deleted = self.store.delete(
                         &self.pods,
                         &ns(pod),
                         &name(pod),
                         &DeleteOptions::default(),
                         false,
                     );
+                    if deleted.is_ok() {
+                        record_event(
+                            &self.store,
+                            &self.events,
+                            &rs,
+                            "ReplicaSet",
+                            "replicaset-controller",
+                            "SuccessfulDelete",
+                            format!("Deleted pod: {}", name(pod)),
+                        );
+                    }
                 }
                 changed = true;
             }
@@ -630,11 +696,13 @@ impl Controllers {
         let available_of = |rs: &Value| int(&rs["status"]["availableReplicas"]);
         let old_total: i64 = old.iter().map(|rs| rs_replicas(rs)).sum();
         let mut changed = created_new.is_some();
+        let events = &self.events;
         let scale = |store: &Store, info: &ResourceInfo, rs: &Value, to: i64| -> bool {
-            if rs_replicas(rs) == to {
+            let from = rs_replicas(rs);
+            if from == to {
                 return false;
             }
-            store
+            let scaled = store
                 .patch(
                     info,
                     &ns(rs),
@@ -644,7 +712,23 @@ impl Controllers {
                     Part::Main,
                     &controller_writes(),
                 )
-                .is_ok()
+                .is_ok();
+            if scaled {
+                let direction = if to > from { "up" } else { "down" };
+                record_event(
+                    store,
+                    events,
+                    deploy,
+                    "Deployment",
+                    "deployment-controller",
+                    "ScalingReplicaSet",
+                    format!(
+                        "Scaled {direction} replica set {} from {from} to {to}",
+                        name(rs)
+                    ),
+                );
+            }
+            scaled
         };
         let paused = spec["paused"].as_bool() == Some(true);
         if recreate {

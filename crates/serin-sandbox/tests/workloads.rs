@@ -245,6 +245,58 @@ async fn kubectl_rollout_status_follows_a_template_change() {
         })
         .collect();
     assert_eq!(statuses, [("1/1", "Running"), ("1/1", "Running")], "{pods}");
+
+    // The controllers' Events, as kubectl shows a rollout on a cluster.
+    let (ok, events) = kubectl.output(&["events", "--for", "deploy/podinfo"]);
+    assert!(ok, "{events}");
+    let scaled: Vec<&str> = events
+        .lines()
+        .filter(|l| l.contains("ScalingReplicaSet"))
+        .collect();
+    assert!(
+        scaled
+            .iter()
+            .any(|l| l.contains("Scaled up replica set podinfo-") && l.contains("from 0 to")),
+        "{events}"
+    );
+    assert!(
+        scaled
+            .iter()
+            .any(|l| l.contains("Scaled down replica set podinfo-") && l.ends_with("to 0")),
+        "the old ReplicaSet is scaled down to 0: {events}"
+    );
+    let (ok, description) = kubectl.output(&["describe", "deploy", "podinfo"]);
+    assert!(ok, "{description}");
+    assert!(
+        description.contains("ScalingReplicaSet") && description.contains("deployment-controller"),
+        "{description}"
+    );
+    let (ok, created) = kubectl.output(&[
+        "get",
+        "events",
+        "--field-selector",
+        "reason=SuccessfulCreate",
+        "-o",
+        "jsonpath={range .items[*]}{.involvedObject.kind} {.message}{\"\\n\"}{end}",
+    ]);
+    assert!(ok, "{created}");
+    assert_eq!(
+        created
+            .lines()
+            .filter(|l| l.starts_with("ReplicaSet Created pod: podinfo-"))
+            .count(),
+        4,
+        "two pods per revision: {created}"
+    );
+    let (ok, scheduled) = kubectl.output(&[
+        "get",
+        "events",
+        "--field-selector",
+        "reason=Scheduled,involvedObject.kind=Pod",
+        "-o",
+        "name",
+    ]);
+    assert!(ok && scheduled.lines().count() == 4, "{scheduled}");
     sandbox.stop().await;
 }
 
