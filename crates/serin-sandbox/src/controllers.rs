@@ -120,12 +120,39 @@ fn alphabet_hash(text: &str) -> String {
         .collect()
 }
 
-fn pod_template_hash(template: &Value) -> String {
+/// A pod template as a typed API server compares it: without the `pod-template-hash` label and
+/// without null, empty-object and empty-list fields (a client that round-trips a template through
+/// typed structs, as `kubectl rollout undo` does, adds `creationTimestamp: null` and `resources: {}`).
+fn comparable_template(template: &Value) -> Value {
+    fn prune(value: &Value) -> Option<Value> {
+        match value {
+            Value::Null => None,
+            Value::Object(fields) => {
+                let kept: serde_json::Map<String, Value> = fields
+                    .iter()
+                    .filter_map(|(k, v)| prune(v).map(|v| (k.clone(), v)))
+                    .collect();
+                (!kept.is_empty()).then_some(Value::Object(kept))
+            }
+            Value::Array(items) => {
+                let kept: Vec<Value> = items
+                    .iter()
+                    .map(|v| prune(v).unwrap_or(json!({})))
+                    .collect();
+                (!kept.is_empty()).then_some(Value::Array(kept))
+            }
+            other => Some(other.clone()),
+        }
+    }
     let mut t = template.clone();
     if let Some(labels) = t["metadata"]["labels"].as_object_mut() {
         labels.remove("pod-template-hash");
     }
-    alphabet_hash(&t.to_string())
+    prune(&t).unwrap_or(json!({}))
+}
+
+fn pod_template_hash(template: &Value) -> String {
+    alphabet_hash(&comparable_template(template).to_string())
 }
 
 fn name(o: &Value) -> String {
@@ -609,13 +636,10 @@ impl Controllers {
         let replicas = spec["replicas"].as_i64().unwrap_or(1);
         let template = &spec["template"];
         let hash = pod_template_hash(template);
-        let new_rs = owned.iter().find(|rs| {
-            let mut t = rs["spec"]["template"].clone();
-            if let Some(labels) = t["metadata"]["labels"].as_object_mut() {
-                labels.remove("pod-template-hash");
-            }
-            t == *template
-        });
+        let wanted = comparable_template(template);
+        let new_rs = owned
+            .iter()
+            .find(|rs| comparable_template(&rs["spec"]["template"]) == wanted);
         let revision = |rs: &Value| -> i64 {
             rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
                 .as_str()
@@ -644,6 +668,23 @@ impl Controllers {
         }
         let mut created_new = None;
         let new_rs: Value = match new_rs {
+            // Rolled back to an older template: its ReplicaSet becomes the newest revision again.
+            Some(rs) if revision(rs) < max_revision => {
+                let bumped = json!({"metadata": {"annotations": {
+                    "deployment.kubernetes.io/revision": (max_revision + 1).to_string()}}});
+                match self.store.patch(
+                    &self.replicasets,
+                    &namespace,
+                    &name(rs),
+                    PatchType::Merge,
+                    &bumped,
+                    Part::Main,
+                    &controller_writes(),
+                ) {
+                    Ok((rs, _)) => rs,
+                    Err(_) => return false,
+                }
+            }
             Some(rs) => (*rs).clone(),
             None => {
                 let rs_name = format!("{}-{hash}", name(deploy));

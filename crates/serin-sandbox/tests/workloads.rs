@@ -301,6 +301,56 @@ async fn kubectl_rollout_status_follows_a_template_change() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_rollout_undo_brings_the_old_replica_set_back() {
+    let (sandbox, _dir) = start().await;
+    let kubectl = Kubectl::new(&sandbox);
+    let deployments = sandbox.store.resource("apps", "v1", "deployments").unwrap();
+    sandbox
+        .store
+        .create(
+            &deployments,
+            Some("default"),
+            deployment(2, "podinfo:6.0.0", 600),
+            &WriteOptions::default(),
+        )
+        .unwrap();
+    let (ok, out) = kubectl.output(&["rollout", "status", "deploy/podinfo", "--timeout=20s"]);
+    assert!(ok, "{out}");
+    let first = replica_sets(&sandbox);
+    assert_eq!(first.len(), 1);
+    let (ok, _) = kubectl.output(&["set", "image", "deploy/podinfo", "podinfod=podinfo:6.0.1"]);
+    assert!(ok);
+    let (ok, out) = kubectl.output(&["rollout", "status", "deploy/podinfo", "--timeout=20s"]);
+    assert!(ok, "{out}");
+    // kubectl copies the template through Go's types, adding `creationTimestamp: null` and
+    // `resources: {}`; the controller still recognises revision 1's ReplicaSet, as a cluster does.
+    let (ok, out) = kubectl.output(&["rollout", "undo", "deploy/podinfo", "--to-revision=1"]);
+    assert!(ok, "{out}");
+    let (ok, out) = kubectl.output(&["rollout", "status", "deploy/podinfo", "--timeout=20s"]);
+    assert!(ok, "{out}");
+    let now = replica_sets(&sandbox);
+    assert_eq!(now.len(), 2, "no third ReplicaSet: {now:?}");
+    let reused = now
+        .iter()
+        .find(|rs| rs["metadata"]["name"] == first[0]["metadata"]["name"])
+        .expect("revision 1's ReplicaSet is still there");
+    assert_eq!(reused["spec"]["replicas"], 2);
+    assert_eq!(
+        reused["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+        "3"
+    );
+    let (ok, history) = kubectl.output(&["rollout", "history", "deploy/podinfo"]);
+    assert!(ok, "{history}");
+    let revisions: Vec<&str> = history
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|r| r.chars().all(|c| c.is_ascii_digit()))
+        .collect();
+    assert_eq!(revisions, ["2", "3"], "{history}");
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_image_exceeds_the_progress_deadline() {
     let (sandbox, _dir) = start().await;
     let deployments = sandbox.store.resource("apps", "v1", "deployments").unwrap();
