@@ -181,9 +181,9 @@ async fn a_rolling_update_respects_surge_and_unavailability() {
     sandbox.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_rollout_status_follows_a_template_change() {
-    let (sandbox, _dir) = start().await;
+/// A sandbox whose Deployment `podinfo` (2 replicas of podinfo:6.0.0) has rolled out.
+async fn rolled_out_podinfo() -> (Sandbox, tempfile::TempDir, Kubectl) {
+    let (sandbox, dir) = start().await;
     let kubectl = Kubectl::new(&sandbox);
     let deployments = sandbox.store.resource("apps", "v1", "deployments").unwrap();
     sandbox
@@ -197,6 +197,12 @@ async fn kubectl_rollout_status_follows_a_template_change() {
         .unwrap();
     let (ok, out) = kubectl.output(&["rollout", "status", "deploy/podinfo", "--timeout=20s"]);
     assert!(ok, "{out}");
+    (sandbox, dir, kubectl)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_rollout_status_follows_a_template_change() {
+    let (sandbox, _dir, kubectl) = rolled_out_podinfo().await;
     let (ok, _) = kubectl.output(&["set", "image", "deploy/podinfo", "podinfod=podinfo:6.0.1"]);
     assert!(ok);
     let (ok, out) = kubectl.output(&["rollout", "status", "deploy/podinfo", "--timeout=20s"]);
@@ -302,20 +308,7 @@ async fn kubectl_rollout_status_follows_a_template_change() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_rollout_undo_brings_the_old_replica_set_back() {
-    let (sandbox, _dir) = start().await;
-    let kubectl = Kubectl::new(&sandbox);
-    let deployments = sandbox.store.resource("apps", "v1", "deployments").unwrap();
-    sandbox
-        .store
-        .create(
-            &deployments,
-            Some("default"),
-            deployment(2, "podinfo:6.0.0", 600),
-            &WriteOptions::default(),
-        )
-        .unwrap();
-    let (ok, out) = kubectl.output(&["rollout", "status", "deploy/podinfo", "--timeout=20s"]);
-    assert!(ok, "{out}");
+    let (sandbox, _dir, kubectl) = rolled_out_podinfo().await;
     let first = replica_sets(&sandbox);
     assert_eq!(first.len(), 1);
     let (ok, _) = kubectl.output(&["set", "image", "deploy/podinfo", "podinfod=podinfo:6.0.1"]);
