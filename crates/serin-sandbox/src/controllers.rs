@@ -667,21 +667,25 @@ impl Controllers {
             unavailable = 1;
         }
         let mut created_new = None;
+        let mut bumped = false;
         let new_rs: Value = match new_rs {
             // Rolled back to an older template: its ReplicaSet becomes the newest revision again.
             Some(rs) if revision(rs) < max_revision => {
-                let bumped = json!({"metadata": {"annotations": {
+                let revision_patch = json!({"metadata": {"annotations": {
                     "deployment.kubernetes.io/revision": (max_revision + 1).to_string()}}});
                 match self.store.patch(
                     &self.replicasets,
                     &namespace,
                     &name(rs),
                     PatchType::Merge,
-                    &bumped,
+                    &revision_patch,
                     Part::Main,
                     &controller_writes(),
                 ) {
-                    Ok((rs, _)) => rs,
+                    Ok((rs, _)) => {
+                        bumped = true;
+                        rs
+                    }
                     Err(_) => return false,
                 }
             }
@@ -736,7 +740,7 @@ impl Controllers {
         let rs_replicas = |rs: &Value| int(&rs["spec"]["replicas"]);
         let available_of = |rs: &Value| int(&rs["status"]["availableReplicas"]);
         let old_total: i64 = old.iter().map(|rs| rs_replicas(rs)).sum();
-        let mut changed = created_new.is_some();
+        let mut changed = created_new.is_some() || bumped;
         let events = &self.events;
         let scale = |store: &Store, info: &ResourceInfo, rs: &Value, to: i64| -> bool {
             let from = rs_replicas(rs);

@@ -305,19 +305,14 @@ impl Tick<'_> {
                 }
                 self.apply_routing(&virtual_services(), &vs).await?;
             }
-            Action::ScaleTarget(replicas) => {
+            Action::ScaleTarget(replicas) | Action::ScalePrimary(replicas) => {
+                let name = match action {
+                    Action::ScaleTarget(_) => target_name,
+                    _ => primary_name.as_str(),
+                };
                 deployment_api
                     .patch(
-                        target_name,
-                        &PatchParams::default(),
-                        &merge(json!({"spec": {"replicas": replicas}})),
-                    )
-                    .await?;
-            }
-            Action::ScalePrimary(replicas) => {
-                deployment_api
-                    .patch(
-                        &primary_name,
+                        name,
                         &PatchParams::default(),
                         &merge(json!({"spec": {"replicas": replicas}})),
                     )

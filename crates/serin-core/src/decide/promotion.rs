@@ -73,12 +73,7 @@ impl<'a> Tick<'a> {
             self.requeue = Some(self.interval().min(left));
             return Err(Halt::Done);
         }
-        self.actions.push(Action::ScaleTarget(0));
-        self.set_phase(Phase::Succeeded);
-        self.actions.push(Action::NotifyHooks {
-            hook_type: HookType::PostRollout,
-            phase: Phase::Succeeded,
-        });
+        self.complete_promotion();
         self.normal(
             reason::PROMOTED,
             format!("Promotion completed! Scaling down {}", self.target_id),
@@ -102,12 +97,7 @@ impl<'a> Tick<'a> {
         if self.canary.spec.autoscaler_ref.is_some() {
             self.actions.push(Action::SyncPrimaryAutoscaler);
         }
-        self.actions.push(Action::ScaleTarget(0));
-        self.set_phase(Phase::Succeeded);
-        self.actions.push(Action::NotifyHooks {
-            hook_type: HookType::PostRollout,
-            phase: Phase::Succeeded,
-        });
+        self.complete_promotion();
         self.normal(
             reason::SKIPPED,
             format!(
@@ -122,5 +112,16 @@ impl<'a> Tick<'a> {
         );
         self.requeue = None;
         Err(Halt::Done)
+    }
+
+    /// The end of every promotion: the canary workload scaled to zero, Succeeded, and the
+    /// post-rollout hooks called.
+    fn complete_promotion(&mut self) {
+        self.actions.push(Action::ScaleTarget(0));
+        self.set_phase(Phase::Succeeded);
+        self.actions.push(Action::NotifyHooks {
+            hook_type: HookType::PostRollout,
+            phase: Phase::Succeeded,
+        });
     }
 }
