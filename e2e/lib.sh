@@ -682,8 +682,7 @@ deployment_has_replicas() {
 }
 
 # create_secret NAME KEY=VALUE...: creates (or updates) an Opaque Secret. Through `kubectl create
-# --dry-run=client | kubectl apply`, because `kubectl create secret` sends protobuf, which the
-# sandbox's API server does not read (it takes JSON and YAML).
+# --dry-run=client | kubectl apply`, so that a second call updates the Secret instead of failing.
 create_secret() {
   local name=$1 kv
   shift

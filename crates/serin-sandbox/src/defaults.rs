@@ -22,7 +22,9 @@ fn pod_spec(spec: &mut Value) {
     default(spec, "terminationGracePeriodSeconds", json!(30));
     default(spec, "securityContext", json!({}));
     for list in ["containers", "initContainers"] {
-        for container in spec[list].as_array_mut().into_iter().flatten() {
+        // `get_mut`, not indexing: indexing a missing key would write `initContainers: null`.
+        let containers = spec.get_mut(list).and_then(Value::as_array_mut);
+        for container in containers.into_iter().flatten() {
             let image = container["image"].as_str().unwrap_or_default().to_string();
             let tag = image
                 .rsplit('/')
@@ -102,6 +104,7 @@ pub fn apply(info: &ResourceInfo, object: &mut Value) {
                 default(port, "targetPort", number);
             }
         }
+        ("", "Secret") => default(object, "type", json!("Opaque")),
         _ => {}
     }
 }

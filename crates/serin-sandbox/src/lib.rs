@@ -26,6 +26,7 @@ pub mod mesh_route;
 pub mod patch;
 pub mod podinfo;
 pub mod prometheus;
+pub mod protobuf;
 pub mod registry;
 pub mod runtime;
 pub mod selectors;

@@ -399,10 +399,9 @@ fn content_type(headers: &HeaderMap) -> String {
 
 fn parse_body(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiError> {
     let media = content_type(headers);
-    if media.contains("protobuf") {
-        return Err(ApiError::unsupported_media_type(
-            "the sandbox accepts JSON and YAML bodies only; use kubectl create -f or kubectl apply -f",
-        ));
+    if media == crate::protobuf::MEDIA_TYPE {
+        return crate::protobuf::decode_object(body)
+            .map_err(|e| ApiError::bad_request(e.to_string()));
     }
     if body.is_empty() {
         return Ok(Value::Null);
