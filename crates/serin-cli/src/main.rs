@@ -91,6 +91,11 @@ async fn main() -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("starting the sandbox in {}", dir.display()))?;
             println!("sandbox API server: {}", sandbox.url);
+            println!(
+                "over HTTPS:         {} (CA: {}; for ServiceAccount tokens)",
+                sandbox.https_url,
+                dir.join("ca.crt").display()
+            );
             println!("kubeconfig:         {}", sandbox.kubeconfig.display());
             println!("endpoints:          {}", sandbox.endpoints.display());
             if let Some(mesh) = &sandbox.mesh {

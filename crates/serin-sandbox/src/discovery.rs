@@ -78,8 +78,13 @@ pub fn api_resource_list(registry: &Registry, group: &str, version: &str) -> Opt
     for r in registry.in_group_version(group, version) {
         resources.push(json!({
             "name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind,
-            "verbs": VERBS, "shortNames": r.short_names, "categories": r.categories
+            "verbs": verbs(r), "shortNames": r.short_names, "categories": r.categories
         }));
+        if r.kind == "ServiceAccount" {
+            resources.push(json!({"name": "serviceaccounts/token", "singularName": "",
+                "namespaced": true, "group": "authentication.k8s.io", "version": "v1",
+                "kind": "TokenRequest", "verbs": ["create"]}));
+        }
         if r.status_subresource {
             resources.push(
                 json!({"name": format!("{}/status", r.plural), "singularName": "",
@@ -105,6 +110,10 @@ pub fn api_resource_list(registry: &Registry, group: &str, version: &str) -> Opt
     )
 }
 
+fn verbs(r: &ResourceInfo) -> &'static [&'static str] {
+    if r.create_only { &["create"] } else { &VERBS }
+}
+
 fn aggregated_resource(r: &ResourceInfo) -> Value {
     let mut subresources = Vec::new();
     if r.status_subresource {
@@ -117,11 +126,16 @@ fn aggregated_resource(r: &ResourceInfo) -> Value {
             "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
             "verbs": ["get", "patch", "update"]}));
     }
+    if r.kind == "ServiceAccount" {
+        subresources.push(json!({"subresource": "token",
+            "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"},
+            "verbs": ["create"]}));
+    }
     json!({
         "resource": r.plural, "singularResource": r.singular,
         "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
         "responseKind": {"group": r.group, "version": r.version, "kind": r.kind},
-        "verbs": VERBS, "shortNames": r.short_names, "categories": r.categories,
+        "verbs": verbs(r), "shortNames": r.short_names, "categories": r.categories,
         "subresources": subresources
     })
 }

@@ -14,6 +14,7 @@
 
 #![deny(missing_docs)]
 
+pub mod auth;
 pub mod controllers;
 pub mod convert;
 pub mod defaults;
@@ -36,6 +37,7 @@ pub mod status;
 pub mod store;
 pub mod tables;
 pub mod telemetry;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -108,6 +110,11 @@ impl Default for SandboxOptions {
 pub struct Sandbox {
     /// Base URL of the API server, e.g. `http://127.0.0.1:38123`.
     pub url: String,
+    /// The same API over HTTPS (kubectl sends tokens only over TLS), e.g. `https://127.0.0.1:38124`.
+    pub https_url: String,
+    /// The PEM certificate of the authority that signed the HTTPS address's certificate (also
+    /// written to `ca.crt` beside the kubeconfig).
+    pub ca_pem: String,
     /// Path of the kubeconfig pointing at it.
     pub kubeconfig: PathBuf,
     /// Path of `endpoints.json`.
@@ -122,8 +129,13 @@ pub struct Sandbox {
     pub mesh: Option<mesh_proxy::MeshProxy>,
     /// Prometheus scraping the mesh, when started.
     pub prometheus: Option<prometheus::Prometheus>,
+    /// Issued ServiceAccount tokens, and what each identity was allowed to do
+    /// ([`auth::Auth::access`]).
+    pub auth: Arc<auth::Auth>,
+    identity_controllers: tokio::task::JoinHandle<()>,
     shutdown: tokio::sync::oneshot::Sender<()>,
     server: tokio::task::JoinHandle<()>,
+    https_server: tokio::task::JoinHandle<()>,
     controllers: tokio::task::JoinHandle<()>,
 }
 
@@ -150,12 +162,14 @@ impl Sandbox {
         let store = Store::new();
         let metrics = Arc::new(instrument::Metrics::default());
         let faults = Arc::new(instrument::Faults::new(options.faults.clone()));
+        let auth = Arc::new(auth::Auth::default());
         let app = server::router(server::AppState {
             store: store.clone(),
             address: address.to_string(),
             bookmark_interval: options.bookmark_interval,
             metrics: metrics.clone(),
             faults: faults.clone(),
+            auth: auth.clone(),
         });
         let runtime: Arc<dyn controllers::PodRuntime> =
             options.runtime.clone().unwrap_or_else(|| {
@@ -178,6 +192,17 @@ impl Sandbox {
             mesh = Some(proxy);
         }
         let controllers = controllers::spawn(store.clone(), runtime, options.controller_period);
+        let identity_controllers = auth::spawn_controllers(store.clone());
+        let certificate = tls::ServingCertificate::generate()?;
+        let tls_listener =
+            tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        let https_url = format!("https://{}", tls_listener.local_addr()?);
+        let tls_listener = tls::TlsListener::new(tls_listener, &certificate)?;
+        let https_app = app.clone();
+        let https_server = tokio::spawn(async move {
+            let _ = axum::serve(tls_listener, https_app).await;
+        });
+        std::fs::write(dir.join("ca.crt"), &certificate.ca_pem)?;
         let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, app)
@@ -188,7 +213,7 @@ impl Sandbox {
         });
         let kubeconfig = dir.join("kubeconfig");
         std::fs::write(&kubeconfig, kubeconfig_text(&url))?;
-        let mut listed = serde_json::json!({"apiserver": url});
+        let mut listed = serde_json::json!({"apiserver": url, "apiserverHttps": https_url});
         let mut prometheus = None;
         if let (Some(settings), Some(proxy)) = (&options.mesh, &mesh) {
             listed["proxy"] = serde_json::json!(format!("http://{}", proxy.address));
@@ -208,6 +233,8 @@ impl Sandbox {
         std::fs::write(&endpoints, serde_json::to_string_pretty(&listed)?)?;
         Ok(Sandbox {
             url,
+            https_url,
+            ca_pem: certificate.ca_pem,
             kubeconfig,
             endpoints,
             store,
@@ -215,10 +242,24 @@ impl Sandbox {
             faults,
             mesh,
             prometheus,
+            auth,
+            identity_controllers,
             shutdown,
             server,
+            https_server,
             controllers,
         })
+    }
+
+    /// A kubeconfig that authenticates with `token` (e.g. one `kubectl create token` printed) over
+    /// the HTTPS address, as that token's ServiceAccount.
+    pub fn kubeconfig_for_token(&self, token: &str) -> String {
+        use base64::Engine;
+        let ca = base64::engine::general_purpose::STANDARD.encode(&self.ca_pem);
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: serin-sandbox\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: token\n  user:\n    token: {token}\ncontexts:\n- name: token\n  context:\n    cluster: serin-sandbox\n    user: token\n    namespace: default\ncurrent-context: token\n",
+            self.https_url
+        )
     }
 
     /// Replaces the fault rules in force.
@@ -234,7 +275,9 @@ impl Sandbox {
         drop(self.prometheus);
         let _ = self.shutdown.send(());
         self.controllers.abort();
+        self.identity_controllers.abort();
         self.server.abort();
+        self.https_server.abort();
         let _ = self.server.await;
     }
 }

@@ -56,6 +56,8 @@ pub struct ResourceInfo {
     pub builtin: bool,
     /// CRD `additionalPrinterColumns` of this version.
     pub printer_columns: Vec<Value>,
+    /// Whether the resource only answers `create` and stores nothing (access and token reviews).
+    pub create_only: bool,
 }
 
 impl ResourceInfo {
@@ -113,7 +115,41 @@ fn builtin(
         generation,
         builtin: true,
         printer_columns: Vec::new(),
+        create_only: false,
     }
+}
+
+/// A review kind: `create` is its only verb and nothing is stored.
+fn review(group: &str, kind: &str, plural: &str, namespaced: bool) -> ResourceInfo {
+    ResourceInfo {
+        create_only: true,
+        ..builtin(
+            group,
+            "v1",
+            kind,
+            plural,
+            namespaced,
+            &[],
+            &[],
+            false,
+            GenerationRule::None,
+        )
+    }
+}
+
+/// RBAC kinds, namespaced (`Role`, `RoleBinding`) or cluster-wide.
+fn rbac(kind: &str, plural: &str, namespaced: bool) -> ResourceInfo {
+    builtin(
+        "rbac.authorization.k8s.io",
+        "v1",
+        kind,
+        plural,
+        namespaced,
+        &[],
+        &[],
+        false,
+        GenerationRule::None,
+    )
 }
 
 fn replicas_scale() -> Option<ScalePaths> {
@@ -256,6 +292,40 @@ pub fn builtins() -> Vec<ResourceInfo> {
             &["api-extensions"],
             true,
             Spec,
+        ),
+        rbac("Role", "roles", true),
+        rbac("RoleBinding", "rolebindings", true),
+        rbac("ClusterRole", "clusterroles", false),
+        rbac("ClusterRoleBinding", "clusterrolebindings", false),
+        review(
+            "authorization.k8s.io",
+            "SelfSubjectAccessReview",
+            "selfsubjectaccessreviews",
+            false,
+        ),
+        review(
+            "authorization.k8s.io",
+            "SelfSubjectRulesReview",
+            "selfsubjectrulesreviews",
+            false,
+        ),
+        review(
+            "authorization.k8s.io",
+            "SubjectAccessReview",
+            "subjectaccessreviews",
+            false,
+        ),
+        review(
+            "authorization.k8s.io",
+            "LocalSubjectAccessReview",
+            "localsubjectaccessreviews",
+            true,
+        ),
+        review(
+            "authentication.k8s.io",
+            "SelfSubjectReview",
+            "selfsubjectreviews",
+            false,
         ),
     ]
 }
@@ -402,6 +472,7 @@ pub fn resources_of_crd(crd: &Value) -> Vec<ResourceInfo> {
             scale,
             generation: GenerationRule::AnythingButMetadata,
             builtin: false,
+            create_only: false,
             printer_columns: version["additionalPrinterColumns"]
                 .as_array()
                 .cloned()

@@ -88,6 +88,40 @@ impl LabelSelector {
         Ok(LabelSelector(requirements))
     }
 
+    /// Reads a structured `metav1.LabelSelector` (`matchLabels` and `matchExpressions`).
+    pub fn from_json(selector: &Value) -> Result<Self, ApiError> {
+        let mut requirements = Vec::new();
+        for (key, value) in selector["matchLabels"].as_object().into_iter().flatten() {
+            let value = value.as_str().unwrap_or_default();
+            requirements.push(Requirement::Equals(key.clone(), value.into()));
+        }
+        for expression in selector["matchExpressions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let key = expression["key"].as_str().unwrap_or_default().to_string();
+            let values: Vec<String> = expression["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect();
+            requirements.push(match expression["operator"].as_str() {
+                Some("In") => Requirement::In(key, values),
+                Some("NotIn") => Requirement::NotIn(key, values),
+                Some("Exists") => Requirement::Exists(key),
+                Some("DoesNotExist") => Requirement::NotExists(key),
+                other => {
+                    return Err(ApiError::bad_request(format!(
+                        "{other:?} is not a valid label selector operator"
+                    )));
+                }
+            });
+        }
+        Ok(LabelSelector(requirements))
+    }
+
     /// Whether an object's labels satisfy the selector.
     pub fn matches(&self, object: &Value) -> bool {
         let labels = &object["metadata"]["labels"];

@@ -1,5 +1,6 @@
 //! The HTTP front of the sandbox: URL grammar, verbs, subresources and watch streams.
 
+use crate::auth::{self, Identity};
 use crate::discovery;
 use crate::instrument::{FaultRule, Faults, Metrics};
 use crate::registry::ResourceInfo;
@@ -31,6 +32,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Fault rules, also settable at `PUT /sandbox/faults`.
     pub faults: Arc<Faults>,
+    /// Issued ServiceAccount tokens and the access each identity was granted.
+    pub auth: Arc<auth::Auth>,
 }
 
 /// Builds the router serving the whole API.
@@ -149,6 +152,25 @@ async fn route(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
+    let identity = state.auth.authenticate(&state.store, headers)?;
+    let resource_path = match segments.as_slice() {
+        ["api", _, rest @ ..] => !rest.is_empty(),
+        ["apis", _, _, rest @ ..] => !rest.is_empty(),
+        _ => false,
+    };
+    if !resource_path {
+        let request = auth::Request::NonResource {
+            verb: method.as_str().to_ascii_lowercase(),
+            path: uri.path().to_string(),
+        };
+        if !state
+            .auth
+            .authorize(&state.store, &identity, &request)
+            .allowed
+        {
+            return Err(auth::forbidden(&identity, &request));
+        }
+    }
     let registry = state.store.registry();
     let reading = *method == Method::GET;
     match segments.as_slice() {
@@ -227,6 +249,21 @@ async fn route(
     let target = resolve(state, group, version, rest)?;
     let query = Query::parse(uri);
     let verb = verb_of(method, &target, &query, headers);
+    let request = auth::Request::Resource {
+        verb: rbac_verb(verb, method),
+        group: target.info.group.clone(),
+        resource: target.info.plural.clone(),
+        subresource: target.subresource.clone().unwrap_or_default(),
+        namespace: target.namespace.clone().unwrap_or_default(),
+        name: target.name.clone().unwrap_or_default(),
+    };
+    if !state
+        .auth
+        .authorize(&state.store, &identity, &request)
+        .allowed
+    {
+        return Err(auth::forbidden(&identity, &request));
+    }
     let resource = target.info.qualified_plural();
     let faults = state.faults.plan(verb, &resource);
     if !faults.latency.is_zero() {
@@ -236,6 +273,8 @@ async fn route(
         error_response(ApiError::internal(format!(
             "injected fault: {verb} {resource} failed (sandbox fault injection)"
         )))
+    } else if let Some(answer) = serve_auth(state, &identity, method, headers, &target, &body) {
+        answer.unwrap_or_else(error_response)
     } else {
         match serve(
             state,
@@ -261,6 +300,49 @@ async fn route(
         .unwrap_or("unknown");
     state.metrics.record_write(client, verb, &resource);
     Ok(response)
+}
+
+/// The RBAC verb of a request whose metrics verb is `verb`.
+fn rbac_verb(verb: &str, method: &Method) -> String {
+    match verb {
+        "APPLY" => "patch".into(),
+        "OTHER" => method.as_str().to_ascii_lowercase(),
+        verb => verb.to_ascii_lowercase(),
+    }
+}
+
+/// Serves the resources that are answers rather than stored objects: the access and identity
+/// reviews, and ServiceAccount TokenRequests. `None` for every other request.
+fn serve_auth(
+    state: &AppState,
+    identity: &Identity,
+    method: &Method,
+    headers: &HeaderMap,
+    target: &Target,
+    body: &Bytes,
+) -> Option<Result<Response, ApiError>> {
+    let info = &target.info;
+    let token = target.subresource.as_deref() == Some("token");
+    if !info.create_only && !token {
+        return None;
+    }
+    if *method != Method::POST || (info.create_only && target.name.is_some()) {
+        return Some(Err(ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource",
+        )));
+    }
+    let namespace = target.namespace.as_deref().unwrap_or("");
+    Some(parse_body(headers, body).and_then(|request| {
+        let answer = if token {
+            let account = state
+                .store
+                .get(info, namespace, target.name.as_deref().unwrap_or(""))?;
+            auth::token_request(&state.auth, &account, &request)?
+        } else {
+            auth::review(&state.store, identity, &info.kind, namespace, request)?
+        };
+        Ok(json_response(201, &answer))
+    }))
 }
 
 /// The verb of a resource request, as the metrics and fault rules name it.
@@ -377,6 +459,7 @@ fn resolve(
     if let Some(sub) = &t.subresource {
         let known = (sub == "status" && t.info.status_subresource)
             || (sub == "scale" && t.info.scale.is_some())
+            || (sub == "token" && t.info.kind == "ServiceAccount" && t.info.group.is_empty())
             || (sub == "finalize" && t.info.kind == "Namespace");
         if !known {
             return Err(ApiError::unknown_path());

@@ -25,6 +25,11 @@ impl ApiError {
         }
     }
 
+    /// 401 Unauthorized (kubectl: "You must be logged in to the server").
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
     /// 400 BadRequest.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)

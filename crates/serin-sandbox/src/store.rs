@@ -255,6 +255,7 @@ impl Store {
                 )
                 .expect("bootstrap namespaces are valid");
         }
+        crate::auth::bootstrap(&store);
         store
     }
 
@@ -536,7 +537,20 @@ impl Store {
                 }
             },
         };
-        if !valid_name(&name) {
+        if info.group == "rbac.authorization.k8s.io" {
+            // RBAC names are path segments (`system:discovery`), not DNS subdomains.
+            if name == "." || name == ".." || name.contains(['/', '%']) {
+                return Err(ApiError::invalid(
+                    &info.kind,
+                    &name,
+                    "metadata.name",
+                    "FieldValueInvalid",
+                    &format!(
+                        "Invalid value: may not be '.' or '..' and may not contain '/' or '%': {name:?}"
+                    ),
+                ));
+            }
+        } else if !valid_name(&name) {
             return Err(ApiError::invalid(
                 &info.kind,
                 &name,

@@ -183,6 +183,24 @@ fn endpoint_addresses(endpoints: &Value) -> Value {
     none_if_empty(out.join(","))
 }
 
+/// A binding's subjects of one kind, comma-separated (`namespace/name` for ServiceAccounts).
+fn subjects_of(binding: &Value, kind: &str) -> Value {
+    let names: Vec<String> = binding["subjects"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["kind"] == kind)
+        .map(|s| {
+            let name = s["name"].as_str().unwrap_or_default();
+            match s["namespace"].as_str() {
+                Some(ns) if kind == "ServiceAccount" => format!("{ns}/{name}"),
+                _ => name.to_string(),
+            }
+        })
+        .collect();
+    json!(names.join(", "))
+}
+
 fn data_count(object: &Value) -> Value {
     let count = |field: &str| object[field].as_object().map_or(0, |m| m.len());
     json!(count("data") + count("binaryData") + count("stringData"))
@@ -318,6 +336,27 @@ fn builtin_columns(info: &ResourceInfo) -> Option<Vec<Column>> {
             computed("Type", 0, |s| json!(s["type"].as_str().unwrap_or("Opaque"))),
             computed("Data", 0, data_count),
             age(),
+        ],
+        ("rbac.authorization.k8s.io", "Role" | "ClusterRole") => vec![
+            name(),
+            computed("Created At", 0, |r| {
+                r["metadata"]["creationTimestamp"].clone()
+            }),
+        ],
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => vec![
+            name(),
+            computed("Role", 0, |b| {
+                let role = &b["roleRef"];
+                json!(format!(
+                    "{}/{}",
+                    role["kind"].as_str().unwrap_or_default(),
+                    role["name"].as_str().unwrap_or_default()
+                ))
+            }),
+            age(),
+            computed("Users", 1, |b| subjects_of(b, "User")),
+            computed("Groups", 1, |b| subjects_of(b, "Group")),
+            computed("ServiceAccounts", 1, |b| subjects_of(b, "ServiceAccount")),
         ],
         ("coordination.k8s.io", "Lease") => vec![
             name(),

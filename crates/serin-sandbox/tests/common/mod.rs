@@ -19,6 +19,14 @@ impl Kubectl {
         }
     }
 
+    /// kubectl with another kubeconfig (e.g. a ServiceAccount token's).
+    pub fn with_kubeconfig(kubeconfig: std::path::PathBuf) -> Self {
+        Kubectl {
+            kubeconfig,
+            cache: tempfile::tempdir().unwrap(),
+        }
+    }
+
     pub fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new("kubectl");
         command
