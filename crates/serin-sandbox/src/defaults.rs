@@ -45,7 +45,8 @@ fn pod_spec(spec: &mut Value) {
             );
             default(container, "terminationMessagePolicy", json!("File"));
             default(container, "resources", json!({}));
-            for port in container["ports"].as_array_mut().into_iter().flatten() {
+            let ports = container.get_mut("ports").and_then(Value::as_array_mut);
+            for port in ports.into_iter().flatten() {
                 default(port, "protocol", json!("TCP"));
             }
         }
@@ -98,7 +99,8 @@ pub fn apply(info: &ResourceInfo, object: &mut Value) {
             default(spec, "type", json!("ClusterIP"));
             default(spec, "sessionAffinity", json!("None"));
             default(spec, "internalTrafficPolicy", json!("Cluster"));
-            for port in spec["ports"].as_array_mut().into_iter().flatten() {
+            let ports = spec.get_mut("ports").and_then(Value::as_array_mut);
+            for port in ports.into_iter().flatten() {
                 default(port, "protocol", json!("TCP"));
                 let number = port["port"].clone();
                 default(port, "targetPort", number);

@@ -163,7 +163,8 @@ pub fn aggregated(registry: &Registry, core: bool) -> Value {
     json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})
 }
 
-fn gv_path(group: &str, version: &str) -> String {
+/// `api/<version>` or `apis/<group>/<version>`, as OpenAPI v3 paths name a group-version.
+pub fn gv_path(group: &str, version: &str) -> String {
     if group.is_empty() {
         format!("api/{version}")
     } else {
@@ -171,8 +172,9 @@ fn gv_path(group: &str, version: &str) -> String {
     }
 }
 
-/// The OpenAPI v3 document of one group-version: a PATCH operation per kind that declares the
-/// `fieldValidation` parameter, which is what kubectl checks before validating on the server.
+/// The operations of one group-version's OpenAPI v3 document: a PATCH operation per kind that
+/// declares the `fieldValidation` parameter, which is what kubectl checks before validating on the
+/// server (`openapi::group_version` adds the schemas).
 pub fn openapi_group_version(registry: &Registry, group: &str, version: &str) -> Option<Value> {
     let mut paths = serde_json::Map::new();
     for r in registry.in_group_version(group, version) {
@@ -214,25 +216,4 @@ pub fn openapi_group_version(registry: &Registry, group: &str, version: &str) ->
         json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.5"},
         "paths": paths, "components": {"schemas": {}}}),
     )
-}
-
-/// `GET /openapi/v3`: one entry per served group-version; the hash changes with the document.
-pub fn openapi_index(registry: &Registry) -> Value {
-    let mut paths = serde_json::Map::new();
-    for (group, versions) in registry.groups() {
-        for version in versions {
-            if let Some(doc) = openapi_group_version(registry, group, version) {
-                let text = doc.to_string();
-                let hash = text.bytes().fold(0xcbf29ce484222325u64, |h, b| {
-                    (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
-                });
-                let key = gv_path(group, version);
-                paths.insert(
-                    key.clone(),
-                    json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={hash:016X}")}),
-                );
-            }
-        }
-    }
-    json!({"paths": paths})
 }

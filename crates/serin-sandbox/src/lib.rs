@@ -24,6 +24,7 @@ pub mod managed;
 pub mod mesh_crds;
 pub mod mesh_proxy;
 pub mod mesh_route;
+pub mod openapi;
 pub mod patch;
 pub mod podinfo;
 pub mod prometheus;

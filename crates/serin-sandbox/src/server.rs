@@ -3,6 +3,7 @@
 use crate::auth::{self, Identity};
 use crate::discovery;
 use crate::instrument::{FaultRule, Faults, Metrics};
+use crate::openapi;
 use crate::registry::ResourceInfo;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
@@ -211,16 +212,20 @@ async fn route(
             state.faults.set(rules);
             return Ok(json_response(200, &json!(state.faults.rules())));
         }
+        // kubectl asks for v2 in protobuf only, and a 404 makes it use v3 (or its own types).
+        ["openapi", "v2"] if reading && accept.contains("json") => {
+            return Ok(json_response(200, &openapi::v2(&state.store)));
+        }
         ["openapi", "v3"] if reading => {
-            return Ok(json_response(200, &discovery::openapi_index(&registry)));
+            return Ok(json_response(200, &openapi::index(&state.store)));
         }
         ["openapi", "v3", "api", version] if reading => {
-            return discovery::openapi_group_version(&registry, "", version)
+            return openapi::group_version(&state.store, "", version)
                 .map(|d| json_response(200, &d))
                 .ok_or_else(ApiError::unknown_path);
         }
         ["openapi", "v3", "apis", group, version] if reading => {
-            return discovery::openapi_group_version(&registry, group, version)
+            return openapi::group_version(&state.store, group, version)
                 .map(|d| json_response(200, &d))
                 .ok_or_else(ApiError::unknown_path);
         }
@@ -501,6 +506,84 @@ fn parse_body(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiError> {
     }
 }
 
+/// What a body with unknown fields was meant to become, which decides the API server's wording.
+enum Decoding<'a> {
+    /// A whole object (create, update).
+    Object,
+    /// A merge or strategic merge patch.
+    Patch,
+    /// A server-side apply configuration of the object `ns/name`.
+    Apply { ns: &'a str, name: &'a str },
+}
+
+/// Applies `fieldValidation` to the unknown fields of a built-in kind's body: `Strict` rejects
+/// them, `Warn` (the default) and `Ignore` drop them as decoding into typed objects does, `Warn`
+/// with one warning each. Server-side apply rejects them whatever the setting, as on a cluster.
+fn check_fields(
+    info: &ResourceInfo,
+    query: &Query,
+    body: &mut Value,
+    decoding: Decoding,
+) -> Result<Vec<String>, ApiError> {
+    let mode = query.get("fieldValidation").unwrap_or("");
+    if !matches!(mode, "" | "Ignore" | "Warn" | "Strict") {
+        return Err(ApiError::bad_request(format!(
+            "fieldValidation: Unsupported value: {mode:?}: supported values: \"Ignore\", \"Strict\", \"Warn\""
+        )));
+    }
+    if !info.builtin {
+        return Ok(Vec::new());
+    }
+    let strict = mode == "Strict" || matches!(decoding, Decoding::Apply { .. });
+    if strict {
+        let unknown = openapi::unknown_fields(info, body);
+        if unknown.is_empty() {
+            return Ok(Vec::new());
+        }
+        let listed: Vec<String> = unknown
+            .iter()
+            .map(|path| format!("unknown field \"{path}\""))
+            .collect();
+        let message = match decoding {
+            Decoding::Object => format!(
+                "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+                listed.join(", "),
+                kind = info.kind,
+                version = info.version
+            ),
+            Decoding::Patch => format!("strict decoding error: {}", listed.join(", ")),
+            Decoding::Apply { ns, name } => format!(
+                "failed to create typed patch object ({ns}{slash}{name}; {api_version}, Kind={kind}): .{path}: field not declared in schema",
+                slash = if ns.is_empty() { "" } else { "/" },
+                api_version = info.api_version(),
+                kind = info.kind,
+                path = unknown[0]
+            ),
+        };
+        return Err(ApiError::bad_request(message));
+    }
+    let dropped = openapi::prune_unknown_fields(info, body);
+    Ok(if mode == "Ignore" {
+        Vec::new()
+    } else {
+        dropped
+            .iter()
+            .map(|path| format!("unknown field \"{path}\""))
+            .collect()
+    })
+}
+
+/// Adds one `Warning` header per message, which kubectl prints as `Warning: <message>`.
+fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
+    for warning in warnings {
+        let text = format!("299 - {}", Value::String(warning.clone()));
+        if let Ok(value) = HeaderValue::from_str(&text) {
+            response.headers_mut().append(header::WARNING, value);
+        }
+    }
+    response
+}
+
 async fn serve(
     state: &AppState,
     method: &Method,
@@ -581,9 +664,10 @@ async fn serve(
             }
         }
         (&Method::POST, None, None) => {
-            let body = parse_body(headers, &body)?;
+            let mut body = parse_body(headers, &body)?;
+            let warnings = check_fields(info, query, &mut body, Decoding::Object)?;
             let created = store.create(info, target.namespace.as_deref(), body, &write)?;
-            Ok(json_response(201, &created))
+            Ok(with_warnings(json_response(201, &created), &warnings))
         }
         (&Method::POST, _, _) => Err(ApiError::method_not_allowed(
             "POST is only allowed on a collection",
@@ -594,11 +678,10 @@ async fn serve(
             Ok(json_response(200, &scale_of(info, &updated)))
         }
         (&Method::PUT, Some(name), _) => {
-            let body = parse_body(headers, &body)?;
-            Ok(json_response(
-                200,
-                &store.update(info, ns, name, body, part, &write)?,
-            ))
+            let mut body = parse_body(headers, &body)?;
+            let warnings = check_fields(info, query, &mut body, Decoding::Object)?;
+            let updated = store.update(info, ns, name, body, part, &write)?;
+            Ok(with_warnings(json_response(200, &updated), &warnings))
         }
         (&Method::PATCH, Some(name), sub) => {
             let patch_type = match content_type(headers).as_str() {
@@ -618,7 +701,16 @@ async fn serve(
                     "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
                 ));
             }
-            let patch = parse_body(headers, &body)?;
+            let mut patch = parse_body(headers, &body)?;
+            let warnings = match patch_type {
+                PatchType::Json => Vec::new(),
+                PatchType::Apply => {
+                    check_fields(info, query, &mut patch, Decoding::Apply { ns, name })?
+                }
+                PatchType::Merge | PatchType::Strategic => {
+                    check_fields(info, query, &mut patch, Decoding::Patch)?
+                }
+            };
             if sub == Some("scale") {
                 let object = store.get(info, ns, name)?;
                 let mut scale = scale_of(info, &object);
@@ -632,7 +724,8 @@ async fn serve(
             }
             let (object, created) =
                 store.patch(info, ns, name, patch_type, &patch, part, &write)?;
-            Ok(json_response(if created { 201 } else { 200 }, &object))
+            let response = json_response(if created { 201 } else { 200 }, &object);
+            Ok(with_warnings(response, &warnings))
         }
         (&Method::DELETE, Some(name), None) => {
             let options = delete_options(headers, &body, query)?;
