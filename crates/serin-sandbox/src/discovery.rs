@@ -85,6 +85,11 @@ pub fn api_resource_list(registry: &Registry, group: &str, version: &str) -> Opt
                 "namespaced": true, "group": "authentication.k8s.io", "version": "v1",
                 "kind": "TokenRequest", "verbs": ["create"]}));
         }
+        if r.kind == "Pod" && r.group.is_empty() {
+            resources.push(json!({"name": "pods/eviction", "singularName": "",
+                "namespaced": true, "group": "policy", "version": "v1",
+                "kind": "Eviction", "verbs": ["create"]}));
+        }
         if r.status_subresource {
             resources.push(
                 json!({"name": format!("{}/status", r.plural), "singularName": "",
@@ -125,6 +130,11 @@ fn aggregated_resource(r: &ResourceInfo) -> Value {
         subresources.push(json!({"subresource": "scale",
             "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
             "verbs": ["get", "patch", "update"]}));
+    }
+    if r.kind == "Pod" && r.group.is_empty() {
+        subresources.push(json!({"subresource": "eviction",
+            "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+            "verbs": ["create"]}));
     }
     if r.kind == "ServiceAccount" {
         subresources.push(json!({"subresource": "token",

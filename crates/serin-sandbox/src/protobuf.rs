@@ -101,9 +101,11 @@ fn message_for(api_version: &str, kind: &str) -> Option<MessageDescriptor> {
         "" => "core",
         group => group.split('.').next().unwrap_or(group),
     };
+    // Options kinds (DeleteOptions, ...) are meta/v1's, whatever the group they are sent to.
     [
         format!("api.{package}.{version}.{kind}"),
         format!("{package}_apiserver.pkg.apis.{package}.{version}.{kind}"),
+        format!("apimachinery.pkg.apis.meta.v1.{kind}"),
     ]
     .iter()
     .find_map(|name| POOL.get_message_by_name(name))
@@ -334,6 +336,8 @@ mod tests {
             ("authorization.k8s.io/v1", "SelfSubjectAccessReview"),
             ("batch/v1", "Job"),
             ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+            ("v1", "DeleteOptions"),
+            ("policy/v1", "Eviction"),
         ] {
             assert!(
                 message_for(api_version, kind).is_some(),

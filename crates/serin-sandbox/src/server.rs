@@ -278,7 +278,7 @@ async fn route(
         error_response(ApiError::internal(format!(
             "injected fault: {verb} {resource} failed (sandbox fault injection)"
         )))
-    } else if let Some(answer) = serve_auth(state, &identity, method, headers, &target, &body) {
+    } else if let Some(answer) = serve_actions(state, &identity, method, headers, &target, &body) {
         answer.unwrap_or_else(error_response)
     } else {
         match serve(
@@ -316,9 +316,9 @@ fn rbac_verb(verb: &str, method: &Method) -> String {
     }
 }
 
-/// Serves the resources that are answers rather than stored objects: the access and identity
-/// reviews, and ServiceAccount TokenRequests. `None` for every other request.
-fn serve_auth(
+/// Serves the resources that are actions rather than stored objects: the access and identity
+/// reviews, ServiceAccount TokenRequests and pod evictions. `None` for every other request.
+fn serve_actions(
     state: &AppState,
     identity: &Identity,
     method: &Method,
@@ -328,7 +328,8 @@ fn serve_auth(
 ) -> Option<Result<Response, ApiError>> {
     let info = &target.info;
     let token = target.subresource.as_deref() == Some("token");
-    if !info.create_only && !token {
+    let eviction = target.subresource.as_deref() == Some("eviction");
+    if !info.create_only && !token && !eviction {
         return None;
     }
     if *method != Method::POST || (info.create_only && target.name.is_some()) {
@@ -338,6 +339,10 @@ fn serve_auth(
     }
     let namespace = target.namespace.as_deref().unwrap_or("");
     Some(parse_body(headers, body).and_then(|request| {
+        let name = target.name.as_deref().unwrap_or("");
+        if eviction {
+            return evict(state, namespace, name, &request);
+        }
         let answer = if token {
             let account = state
                 .store
@@ -348,6 +353,35 @@ fn serve_auth(
         };
         Ok(json_response(201, &answer))
     }))
+}
+
+/// Evicts a pod (`kubectl drain`): the sandbox has no PodDisruptionBudgets, so an eviction is a
+/// delete with the Eviction's options, answered as the API server answers one.
+fn evict(
+    state: &AppState,
+    namespace: &str,
+    name: &str,
+    eviction: &Value,
+) -> Result<Response, ApiError> {
+    let pods = state.store.resource("", "v1", "pods").expect("built in");
+    let options = &eviction["deleteOptions"];
+    let delete = DeleteOptions {
+        uid: options["preconditions"]["uid"].as_str().map(String::from),
+        resource_version: options["preconditions"]["resourceVersion"]
+            .as_str()
+            .map(String::from),
+        propagation: options["propagationPolicy"].as_str().map(String::from),
+    };
+    let dry_run = options["dryRun"]
+        .as_array()
+        .is_some_and(|d| d.iter().any(|v| v == "All"));
+    state
+        .store
+        .delete(&pods, namespace, name, &delete, dry_run)?;
+    Ok(json_response(
+        201,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+    ))
 }
 
 /// The verb of a resource request, as the metrics and fault rules name it.
@@ -465,6 +499,7 @@ fn resolve(
         let known = (sub == "status" && t.info.status_subresource)
             || (sub == "scale" && t.info.scale.is_some())
             || (sub == "token" && t.info.kind == "ServiceAccount" && t.info.group.is_empty())
+            || (sub == "eviction" && t.info.kind == "Pod" && t.info.group.is_empty())
             || (sub == "finalize" && t.info.kind == "Namespace");
         if !known {
             return Err(ApiError::unknown_path());

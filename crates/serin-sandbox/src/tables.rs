@@ -231,7 +231,11 @@ fn node_ready(node: &Value) -> Value {
         .as_array()
         .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
         .is_some_and(|c| c["status"] == "True");
-    json!(if ready { "Ready" } else { "NotReady" })
+    let status = if ready { "Ready" } else { "NotReady" };
+    if node["spec"]["unschedulable"] == true {
+        return json!(format!("{status},SchedulingDisabled"));
+    }
+    json!(status)
 }
 
 fn builtin_columns(info: &ResourceInfo) -> Option<Vec<Column>> {
