@@ -17,17 +17,6 @@ pub fn wants_aggregated(accept: &str) -> bool {
     })
 }
 
-const VERBS: [&str; 8] = [
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
-
 /// `/version`: the kubectl dispatcher picks its bundled kubectl 1.32 from this.
 pub fn version() -> Value {
     json!({
@@ -116,7 +105,7 @@ pub fn api_resource_list(registry: &Registry, group: &str, version: &str) -> Opt
 }
 
 fn verbs(r: &ResourceInfo) -> &'static [&'static str] {
-    if r.create_only { &["create"] } else { &VERBS }
+    r.verbs.names()
 }
 
 fn aggregated_resource(r: &ResourceInfo) -> Value {

@@ -15,6 +15,7 @@
 #![deny(missing_docs)]
 
 pub mod auth;
+pub mod autoscaling;
 pub mod controllers;
 pub mod convert;
 pub mod defaults;
@@ -31,6 +32,7 @@ pub mod prometheus;
 pub mod protobuf;
 pub mod registry;
 pub mod runtime;
+pub mod scale;
 pub mod selectors;
 pub mod server;
 pub mod services;
@@ -57,6 +59,8 @@ pub struct SandboxOptions {
     pub pod_ready_delay: Duration,
     /// Period of the controllers' time-based passes.
     pub controller_period: Duration,
+    /// How often the HorizontalPodAutoscaler controller syncs (15 s, as on a cluster).
+    pub autoscaler_period: Duration,
     /// Fault rules in force from the start (changeable later with [`Sandbox::set_faults`]).
     pub faults: Vec<instrument::FaultRule>,
     /// The mesh: when set, the Istio and Gateway API CRDs are served and a mesh proxy (and
@@ -101,6 +105,7 @@ impl Default for SandboxOptions {
             runtime: None,
             pod_ready_delay: Duration::from_millis(300),
             controller_period: Duration::from_millis(100),
+            autoscaler_period: Duration::from_secs(15),
             faults: Vec::new(),
             mesh: None,
         }
@@ -134,6 +139,7 @@ pub struct Sandbox {
     /// ([`auth::Auth::access`]).
     pub auth: Arc<auth::Auth>,
     identity_controllers: tokio::task::JoinHandle<()>,
+    autoscaler: tokio::task::JoinHandle<()>,
     shutdown: tokio::sync::oneshot::Sender<()>,
     server: tokio::task::JoinHandle<()>,
     https_server: tokio::task::JoinHandle<()>,
@@ -164,6 +170,12 @@ impl Sandbox {
         let metrics = Arc::new(instrument::Metrics::default());
         let faults = Arc::new(instrument::Faults::new(options.faults.clone()));
         let auth = Arc::new(auth::Auth::default());
+        let runtime: Arc<dyn controllers::PodRuntime> =
+            options.runtime.clone().unwrap_or_else(|| {
+                Arc::new(controllers::DelayRuntime {
+                    delay: options.pod_ready_delay,
+                })
+            });
         let app = server::router(server::AppState {
             store: store.clone(),
             address: address.to_string(),
@@ -171,13 +183,8 @@ impl Sandbox {
             metrics: metrics.clone(),
             faults: faults.clone(),
             auth: auth.clone(),
+            runtime: runtime.clone(),
         });
-        let runtime: Arc<dyn controllers::PodRuntime> =
-            options.runtime.clone().unwrap_or_else(|| {
-                Arc::new(controllers::DelayRuntime {
-                    delay: options.pod_ready_delay,
-                })
-            });
         // The mesh proxy starts before the controllers, so the runtime knows it before the first
         // pod starts (load tester pods send their traffic through it).
         let mut mesh = None;
@@ -192,6 +199,8 @@ impl Sandbox {
             runtime.mesh_proxy_started(proxy.address);
             mesh = Some(proxy);
         }
+        let autoscaler =
+            autoscaling::spawn(store.clone(), runtime.clone(), options.autoscaler_period);
         let controllers = controllers::spawn(store.clone(), runtime, options.controller_period);
         let identity_controllers = auth::spawn_controllers(store.clone());
         let certificate = tls::ServingCertificate::generate()?;
@@ -245,6 +254,7 @@ impl Sandbox {
             prometheus,
             auth,
             identity_controllers,
+            autoscaler,
             shutdown,
             server,
             https_server,
@@ -277,6 +287,7 @@ impl Sandbox {
         let _ = self.shutdown.send(());
         self.controllers.abort();
         self.identity_controllers.abort();
+        self.autoscaler.abort();
         self.server.abort();
         self.https_server.abort();
         let _ = self.server.await;

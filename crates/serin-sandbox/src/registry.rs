@@ -56,8 +56,39 @@ pub struct ResourceInfo {
     pub builtin: bool,
     /// CRD `additionalPrinterColumns` of this version.
     pub printer_columns: Vec<Value>,
-    /// Whether the resource only answers `create` and stores nothing (access and token reviews).
-    pub create_only: bool,
+    /// Which verbs the resource answers.
+    pub verbs: Verbs,
+}
+
+/// The verbs a resource answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verbs {
+    /// Every verb of a stored kind.
+    All,
+    /// Only `create`, and nothing is stored (access and identity reviews).
+    CreateOnly,
+    /// Only `get` and `list`, computed on demand (the resource metrics of metrics.k8s.io).
+    ReadOnly,
+}
+
+impl Verbs {
+    /// The verb names discovery lists.
+    pub fn names(self) -> &'static [&'static str] {
+        match self {
+            Verbs::All => &[
+                "create",
+                "delete",
+                "deletecollection",
+                "get",
+                "list",
+                "patch",
+                "update",
+                "watch",
+            ],
+            Verbs::CreateOnly => &["create"],
+            Verbs::ReadOnly => &["get", "list"],
+        }
+    }
 }
 
 impl ResourceInfo {
@@ -115,17 +146,35 @@ fn builtin(
         generation,
         builtin: true,
         printer_columns: Vec::new(),
-        create_only: false,
+        verbs: Verbs::All,
     }
 }
 
 /// A review kind: `create` is its only verb and nothing is stored.
 fn review(group: &str, kind: &str, plural: &str, namespaced: bool) -> ResourceInfo {
     ResourceInfo {
-        create_only: true,
+        verbs: Verbs::CreateOnly,
         ..builtin(
             group,
             "v1",
+            kind,
+            plural,
+            namespaced,
+            &[],
+            &[],
+            false,
+            GenerationRule::None,
+        )
+    }
+}
+
+/// The resource metrics of metrics.k8s.io (`kubectl top`), computed from the pods' usage.
+fn metrics(kind: &str, plural: &str, namespaced: bool) -> ResourceInfo {
+    ResourceInfo {
+        verbs: Verbs::ReadOnly,
+        ..builtin(
+            "metrics.k8s.io",
+            "v1beta1",
             kind,
             plural,
             namespaced,
@@ -260,6 +309,20 @@ pub fn builtins() -> Vec<ResourceInfo> {
             true,
             Spec,
         ),
+        // Served for `kubectl autoscale`, which writes v1; stored as v2 (see `convert`).
+        builtin(
+            "autoscaling",
+            "v1",
+            "HorizontalPodAutoscaler",
+            "horizontalpodautoscalers",
+            true,
+            &["hpa"],
+            &["all"],
+            true,
+            Spec,
+        ),
+        metrics("PodMetrics", "pods", true),
+        metrics("NodeMetrics", "nodes", false),
         builtin(
             "coordination.k8s.io",
             "v1",
@@ -472,7 +535,7 @@ pub fn resources_of_crd(crd: &Value) -> Vec<ResourceInfo> {
             scale,
             generation: GenerationRule::AnythingButMetadata,
             builtin: false,
-            create_only: false,
+            verbs: Verbs::All,
             printer_columns: version["additionalPrinterColumns"]
                 .as_array()
                 .cloned()

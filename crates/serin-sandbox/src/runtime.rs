@@ -11,9 +11,11 @@ use crate::podinfo::{self, PodinfoSettings};
 use serde_json::{Value, json};
 use serin_loadtester::proxy::ProxyConfig;
 use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
@@ -164,6 +166,38 @@ struct PodServer {
     ports: Value,
     health: Arc<Mutex<PodHealth>>,
     stop: watch::Sender<bool>,
+    app: App,
+    meter: RequestMeter,
+}
+
+/// Counts the requests a pod served, and keeps a few timed readings of the count for its rate.
+#[derive(Default)]
+struct RequestMeter {
+    served: Arc<AtomicU64>,
+    readings: Mutex<VecDeque<(Instant, u64)>>,
+}
+
+/// The window `kubectl top` and the HPA see usage over, as metrics-server's.
+const USAGE_WINDOW: Duration = Duration::from_secs(30);
+
+impl RequestMeter {
+    /// Requests per second over about the last [`USAGE_WINDOW`] (0 until two readings exist).
+    fn rate(&self) -> f64 {
+        let now = Instant::now();
+        let total = self.served.load(Ordering::Relaxed);
+        let mut readings = self.readings.lock().unwrap();
+        readings.push_back((now, total));
+        // Keep one reading older than the window, so the rate always spans a full window.
+        while readings.len() > 2 && now.duration_since(readings[1].0) >= USAGE_WINDOW {
+            readings.pop_front();
+        }
+        let (since, count) = readings[0];
+        let elapsed = now.duration_since(since).as_secs_f64();
+        if elapsed < 1.0 {
+            return 0.0;
+        }
+        (total - count) as f64 / elapsed
+    }
 }
 
 /// Runs pods as in-process HTTP servers on loopback ports; see the module documentation.
@@ -270,13 +304,24 @@ fn port_mapping(pod: &Value, app: &App, address: SocketAddr) -> Value {
     Value::Array(ports)
 }
 
-async fn serve(app: App, listener: std::net::TcpListener, mut stop: watch::Receiver<bool>) {
+async fn serve(
+    app: App,
+    listener: std::net::TcpListener,
+    mut stop: watch::Receiver<bool>,
+    served: Arc<AtomicU64>,
+) {
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
         return;
     };
     match app {
         App::Podinfo(settings) => {
-            let _ = axum::serve(listener, podinfo::router(settings))
+            let counted = podinfo::router(settings).layer(axum::middleware::from_fn(
+                move |request: axum::extract::Request, next: axum::middleware::Next| {
+                    served.fetch_add(1, Ordering::Relaxed);
+                    next.run(request)
+                },
+            ));
+            let _ = axum::serve(listener, counted)
                 .with_graceful_shutdown(async move {
                     let _ = stop.wait_for(|stopping| *stopping).await;
                 })
@@ -307,10 +352,10 @@ async fn supervise(
     app: App,
     first: std::net::TcpListener,
     address: SocketAddr,
-    readiness: Option<Probe>,
-    liveness: Option<Probe>,
+    (readiness, liveness): (Option<Probe>, Option<Probe>),
     health: Arc<Mutex<PodHealth>>,
     stop: watch::Receiver<bool>,
+    served: Arc<AtomicU64>,
 ) {
     let mut listener = Some(first);
     loop {
@@ -320,7 +365,7 @@ async fn supervise(
         // probe_until_dead returns both when the pod stops and when liveness fails: either way
         // this server ends.
         let (end_server, server_ends) = watch::channel(false);
-        let server = tokio::spawn(serve(app.clone(), current, server_ends));
+        let server = tokio::spawn(serve(app.clone(), current, server_ends, served.clone()));
         let live = probe_until_dead(
             address,
             readiness.clone(),
@@ -464,14 +509,18 @@ impl PodRuntime for ServingRuntime {
         };
         let health = Arc::new(Mutex::new(PodHealth::default()));
         let (stop, stopped) = watch::channel(false);
+        let meter = RequestMeter::default();
         tokio::spawn(supervise(
             app.clone(),
             listener,
             address,
-            Probe::from_spec(&container["readinessProbe"]),
-            Probe::from_spec(&container["livenessProbe"]),
+            (
+                Probe::from_spec(&container["readinessProbe"]),
+                Probe::from_spec(&container["livenessProbe"]),
+            ),
             health.clone(),
             stopped,
+            meter.served.clone(),
         ));
         self.pods.lock().unwrap().insert(
             uid,
@@ -480,6 +529,8 @@ impl PodRuntime for ServingRuntime {
                 ports: port_mapping(pod, &app, address),
                 health,
                 stop,
+                app,
+                meter,
             },
         );
         PodStart::ReadyAfter(Duration::ZERO)
@@ -502,6 +553,43 @@ impl PodRuntime for ServingRuntime {
             .unwrap()
             .get(&pod_uid(pod))
             .map(|server| server.health.lock().unwrap().clone())
+    }
+
+    /// The sandbox's CPU estimate: 1m idle plus 1m per request per second served over the last
+    /// 30 s (podinfo); 12 MiB for podinfo, 16 MiB for the load tester. Other containers idle.
+    fn usage(&self, pod: &Value) -> Vec<crate::autoscaling::ContainerUsage> {
+        let mut usage = crate::autoscaling::idle_usage(pod);
+        let pods = self.pods.lock().unwrap();
+        let Some(server) = pods.get(&pod_uid(pod)) else {
+            return usage;
+        };
+        // The app runs as the pod's first container the sandbox can serve; it is the one that
+        // does the work.
+        let serving = pod["spec"]["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .position(|c| {
+                let image = c["image"].as_str().unwrap_or_default();
+                self.options
+                    .podinfo_images
+                    .iter()
+                    .chain(&self.options.loadtester_images)
+                    .any(|p| image.contains(p.as_str()))
+            });
+        if let Some(container) = serving.and_then(|i| usage.get_mut(i)) {
+            match server.app {
+                App::Podinfo(_) => {
+                    container.cpu_millis = 1 + server.meter.rate().round() as u64;
+                    container.memory_bytes = 12 << 20;
+                }
+                App::LoadTester(_) => {
+                    container.cpu_millis = 2;
+                    container.memory_bytes = 16 << 20;
+                }
+            }
+        }
+        usage
     }
 
     fn stop(&self, pod: &Value) {

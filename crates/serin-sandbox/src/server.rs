@@ -4,7 +4,8 @@ use crate::auth::{self, Identity};
 use crate::discovery;
 use crate::instrument::{FaultRule, Faults, Metrics};
 use crate::openapi;
-use crate::registry::ResourceInfo;
+use crate::registry::{ResourceInfo, Verbs};
+use crate::scale;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
 use crate::store::{ChangeType, DeleteOptions, Part, PatchType, Store, WriteOptions};
@@ -35,6 +36,8 @@ pub struct AppState {
     pub faults: Arc<Faults>,
     /// Issued ServiceAccount tokens and the access each identity was granted.
     pub auth: Arc<auth::Auth>,
+    /// The pods' runtime, whose usage estimates the resource metrics report.
+    pub runtime: Arc<dyn crate::controllers::PodRuntime>,
 }
 
 /// Builds the router serving the whole API.
@@ -278,6 +281,8 @@ async fn route(
         error_response(ApiError::internal(format!(
             "injected fault: {verb} {resource} failed (sandbox fault injection)"
         )))
+    } else if target.info.verbs == Verbs::ReadOnly {
+        serve_resource_metrics(state, method, &query, &target).unwrap_or_else(error_response)
     } else if let Some(answer) = serve_actions(state, &identity, method, headers, &target, &body) {
         answer.unwrap_or_else(error_response)
     } else {
@@ -329,10 +334,11 @@ fn serve_actions(
     let info = &target.info;
     let token = target.subresource.as_deref() == Some("token");
     let eviction = target.subresource.as_deref() == Some("eviction");
-    if !info.create_only && !token && !eviction {
+    let create_only = info.verbs == Verbs::CreateOnly;
+    if !create_only && !token && !eviction {
         return None;
     }
-    if *method != Method::POST || (info.create_only && target.name.is_some()) {
+    if *method != Method::POST || (create_only && target.name.is_some()) {
         return Some(Err(ApiError::method_not_allowed(
             "the server does not allow this method on the requested resource",
         )));
@@ -353,6 +359,30 @@ fn serve_actions(
         };
         Ok(json_response(201, &answer))
     }))
+}
+
+/// Serves metrics.k8s.io (`kubectl top`) from the runtime's usage estimates.
+fn serve_resource_metrics(
+    state: &AppState,
+    method: &Method,
+    query: &Query,
+    target: &Target,
+) -> Result<Response, ApiError> {
+    if *method != Method::GET || target.watch_path || query.flag("watch") {
+        return Err(ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource",
+        ));
+    }
+    let labels = LabelSelector::parse(query.get("labelSelector").unwrap_or(""))?;
+    let answer = crate::autoscaling::serve(
+        &state.store,
+        state.runtime.as_ref(),
+        &target.info,
+        target.namespace.as_deref(),
+        target.name.as_deref(),
+        &labels,
+    )?;
+    Ok(json_response(200, &answer))
 }
 
 /// Evicts a pod (`kubectl drain`): the sandbox has no PodDisruptionBudgets, so an eviction is a
@@ -680,7 +710,7 @@ async fn serve(
         }
         (&Method::GET, Some(name), Some("scale")) => {
             let object = store.get(info, ns, name)?;
-            Ok(json_response(200, &scale_of(info, &object)))
+            Ok(json_response(200, &scale::scale_of(info, &object)))
         }
         (&Method::GET, Some(name), _) => {
             let object = store.get(info, ns, name)?;
@@ -709,8 +739,8 @@ async fn serve(
         )),
         (&Method::PUT, Some(name), Some("scale")) => {
             let scale = parse_body(headers, &body)?;
-            let updated = set_scale(store, info, ns, name, &scale, dry_run)?;
-            Ok(json_response(200, &scale_of(info, &updated)))
+            let updated = scale::set_scale(store, info, ns, name, &scale, &write)?;
+            Ok(json_response(200, &scale::scale_of(info, &updated)))
         }
         (&Method::PUT, Some(name), _) => {
             let mut body = parse_body(headers, &body)?;
@@ -748,14 +778,14 @@ async fn serve(
             };
             if sub == Some("scale") {
                 let object = store.get(info, ns, name)?;
-                let mut scale = scale_of(info, &object);
+                let mut scale = scale::scale_of(info, &object);
                 match patch_type {
                     PatchType::Json => crate::patch::json_patch(&mut scale, &patch)
                         .map_err(ApiError::unprocessable_patch)?,
                     _ => crate::patch::merge_patch(&mut scale, &patch),
                 }
-                let updated = set_scale(store, info, ns, name, &scale, dry_run)?;
-                return Ok(json_response(200, &scale_of(info, &updated)));
+                let updated = scale::set_scale(store, info, ns, name, &scale, &write)?;
+                return Ok(json_response(200, &scale::scale_of(info, &updated)));
             }
             let (object, created) =
                 store.patch(info, ns, name, patch_type, &patch, part, &write)?;
@@ -821,80 +851,6 @@ fn delete_options(
             .or(query.get("propagationPolicy"))
             .map(String::from),
     })
-}
-
-fn path_value<'a>(object: &'a Value, path: &str) -> &'a Value {
-    path.trim_start_matches('.')
-        .split('.')
-        .fold(object, |node, part| &node[part])
-}
-
-fn scale_of(info: &ResourceInfo, object: &Value) -> Value {
-    let paths = info.scale.as_ref().expect("scale subresource");
-    let selector = match &paths.label_selector {
-        Some(path) => path_value(object, path).as_str().unwrap_or("").to_string(),
-        None => object["spec"]["selector"]["matchLabels"]
-            .as_object()
-            .map(|labels| {
-                labels
-                    .iter()
-                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            })
-            .unwrap_or_default(),
-    };
-    let metadata = &object["metadata"];
-    json!({
-        "kind": "Scale", "apiVersion": "autoscaling/v1",
-        "metadata": {"name": metadata["name"], "namespace": metadata["namespace"], "uid": metadata["uid"],
-            "resourceVersion": metadata["resourceVersion"], "creationTimestamp": metadata["creationTimestamp"]},
-        "spec": {"replicas": path_value(object, &paths.spec_replicas).as_i64().unwrap_or(0)},
-        "status": {"replicas": path_value(object, &paths.status_replicas).as_i64().unwrap_or(0), "selector": selector}
-    })
-}
-
-fn set_scale(
-    store: &Store,
-    info: &ResourceInfo,
-    ns: &str,
-    name: &str,
-    scale: &Value,
-    dry_run: bool,
-) -> Result<Value, ApiError> {
-    let replicas = scale["spec"]["replicas"]
-        .as_i64()
-        .ok_or_else(|| ApiError::bad_request("spec.replicas of the Scale must be a number"))?;
-    let path = info
-        .scale
-        .as_ref()
-        .expect("scale subresource")
-        .spec_replicas
-        .clone();
-    let mut patch = json!(replicas);
-    for part in path.trim_start_matches('.').rsplit('.') {
-        patch = json!({ part: patch });
-    }
-    if let Some(rv) = scale["metadata"]["resourceVersion"]
-        .as_str()
-        .filter(|v| !v.is_empty())
-    {
-        patch["metadata"] = json!({"resourceVersion": rv});
-    }
-    store
-        .patch(
-            info,
-            ns,
-            name,
-            PatchType::Merge,
-            &patch,
-            Part::Main,
-            &WriteOptions {
-                dry_run,
-                ..WriteOptions::default()
-            },
-        )
-        .map(|(object, _)| object)
 }
 
 fn watch(

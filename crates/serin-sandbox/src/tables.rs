@@ -183,6 +183,52 @@ fn endpoint_addresses(endpoints: &Value) -> Value {
     none_if_empty(out.join(","))
 }
 
+/// An HPA's metrics as `current/target` (`cpu: 12%/50%`), `<unknown>` before the first sync.
+fn hpa_targets(hpa: &Value) -> Value {
+    let current = hpa["status"]["currentMetrics"].as_array();
+    let mut shown = Vec::new();
+    for metric in hpa["spec"]["metrics"].as_array().into_iter().flatten() {
+        let resource = &metric["resource"];
+        if metric["type"] != "Resource" {
+            shown.push(format!(
+                "{}: <unsupported>",
+                metric["type"].as_str().unwrap_or("metric")
+            ));
+            continue;
+        }
+        let name = resource["name"].as_str().unwrap_or_default();
+        let measured = current
+            .and_then(|list| list.iter().find(|m| m["resource"]["name"] == name))
+            .map(|m| &m["resource"]["current"]);
+        let target = &resource["target"];
+        let (now, wanted) = if target["type"] == "Utilization" {
+            (
+                measured
+                    .and_then(|m| m["averageUtilization"].as_i64())
+                    .map(|p| format!("{p}%")),
+                format!("{}%", target["averageUtilization"].as_i64().unwrap_or(0)),
+            )
+        } else {
+            (
+                measured.and_then(|m| m["averageValue"].as_str().map(String::from)),
+                target["averageValue"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        };
+        shown.push(format!(
+            "{name}: {}/{wanted}",
+            now.unwrap_or_else(|| "<unknown>".into())
+        ));
+    }
+    json!(if shown.is_empty() {
+        "<none>".to_string()
+    } else {
+        shown.join(", ")
+    })
+}
+
 /// A binding's subjects of one kind, comma-separated (`namespace/name` for ServiceAccounts).
 fn subjects_of(binding: &Value, kind: &str) -> Value {
     let names: Vec<String> = binding["subjects"]
@@ -379,6 +425,7 @@ fn builtin_columns(info: &ResourceInfo) -> Option<Vec<Column>> {
                     target["name"].as_str().unwrap_or_default()
                 ))
             }),
+            computed("Targets", 0, hpa_targets),
             computed("MinPods", 0, |h| {
                 json!(h["spec"]["minReplicas"].as_i64().unwrap_or(1))
             }),
