@@ -251,6 +251,47 @@ fn record_event(
     reason: &str,
     message: String,
 ) {
+    write_event(
+        store,
+        events,
+        object,
+        kind,
+        component,
+        ("Normal", reason),
+        message,
+    );
+}
+
+/// Like [`record_event`], for a `Warning`.
+fn record_warning(
+    store: &Store,
+    events: &ResourceInfo,
+    object: &Value,
+    kind: &str,
+    component: &str,
+    reason: &str,
+    message: String,
+) {
+    write_event(
+        store,
+        events,
+        object,
+        kind,
+        component,
+        ("Warning", reason),
+        message,
+    );
+}
+
+fn write_event(
+    store: &Store,
+    events: &ResourceInfo,
+    object: &Value,
+    kind: &str,
+    component: &str,
+    (event_type, reason): (&str, &str),
+    message: String,
+) {
     let now = now_rfc3339();
     let api_version = match kind {
         "Pod" => "v1",
@@ -261,7 +302,7 @@ fn record_event(
         "involvedObject": {"apiVersion": api_version, "kind": kind, "namespace": ns(object),
             "name": name(object), "uid": uid(object),
             "resourceVersion": object["metadata"]["resourceVersion"]},
-        "reason": reason, "message": message, "type": "Normal",
+        "reason": reason, "message": message, "type": event_type,
         "source": {"component": component}, "reportingComponent": component,
         "firstTimestamp": now, "lastTimestamp": now, "count": 1,
     });
@@ -269,6 +310,14 @@ fn record_event(
 }
 
 impl Controllers {
+    /// Whether the sandbox's node is cordoned (`spec.unschedulable`).
+    fn node_cordoned(&self) -> bool {
+        self.store
+            .resource("", "v1", "nodes")
+            .and_then(|nodes| self.store.get(&nodes, "", NODE_NAME).ok())
+            .is_some_and(|node| node["spec"]["unschedulable"] == true)
+    }
+
     /// Controllers over `store`, running pods with `runtime`.
     pub fn new(store: Arc<Store>, runtime: Arc<dyn PodRuntime>) -> Self {
         let pods = store.resource("", "v1", "pods").expect("built in");
@@ -379,6 +428,30 @@ impl Controllers {
                     &controller_writes(),
                 );
                 changed = true;
+                continue;
+            }
+            if pod["spec"]["nodeName"].is_null() && self.node_cordoned() {
+                // `kubectl cordon`: the scheduler leaves new pods Pending, once with an event.
+                let unscheduled = pod["status"]["conditions"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|c| c["reason"] == "Unschedulable"));
+                if !unscheduled {
+                    let message = "0/1 nodes are available: 1 node(s) were unschedulable. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.";
+                    record_warning(
+                        &self.store,
+                        &self.events,
+                        &pod,
+                        "Pod",
+                        "default-scheduler",
+                        "FailedScheduling",
+                        message.to_string(),
+                    );
+                    let mut status = pod["status"].clone();
+                    status["phase"] = json!("Pending");
+                    status["conditions"] = json!([{"type": "PodScheduled", "status": "False",
+                        "reason": "Unschedulable", "message": message, "lastTransitionTime": now_rfc3339()}]);
+                    changed |= self.write_status(&self.pods, &pod, status);
+                }
                 continue;
             }
             if pod["spec"]["nodeName"].is_null() {

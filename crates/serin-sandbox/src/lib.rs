@@ -14,6 +14,7 @@
 
 #![deny(missing_docs)]
 
+pub mod apiproxy;
 pub mod auth;
 pub mod autoscaling;
 pub mod controllers;

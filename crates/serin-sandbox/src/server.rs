@@ -1,5 +1,6 @@
 //! The HTTP front of the sandbox: URL grammar, verbs, subresources and watch streams.
 
+use crate::apiproxy;
 use crate::auth::{self, Identity};
 use crate::discovery;
 use crate::instrument::{FaultRule, Faults, Metrics};
@@ -248,6 +249,30 @@ async fn route(
                 .ok_or_else(ApiError::unknown_path);
         }
         _ => {}
+    }
+    if let Some(proxy) = apiproxy::parse(&segments, uri.path()) {
+        let verb = match *method {
+            Method::POST => "create".to_string(),
+            Method::PUT => "update".to_string(),
+            ref other => other.as_str().to_ascii_lowercase(),
+        };
+        let request = auth::Request::Resource {
+            verb,
+            group: String::new(),
+            resource: proxy.resource.clone(),
+            subresource: "proxy".into(),
+            namespace: proxy.namespace.clone(),
+            name: proxy.name.clone(),
+        };
+        if !state
+            .auth
+            .authorize(&state.store, &identity, &request)
+            .allowed
+        {
+            return Err(auth::forbidden(&identity, &request));
+        }
+        let address = apiproxy::address(&state.store, &proxy)?;
+        return apiproxy::forward(address, method, &proxy.path, uri, headers, body).await;
     }
     let (group, version, rest) = match segments.as_slice() {
         ["api", version, rest @ ..] if !rest.is_empty() => ("", *version, rest),
@@ -530,6 +555,7 @@ fn resolve(
             || (sub == "scale" && t.info.scale.is_some())
             || (sub == "token" && t.info.kind == "ServiceAccount" && t.info.group.is_empty())
             || (sub == "eviction" && t.info.kind == "Pod" && t.info.group.is_empty())
+            || (sub == "ephemeralcontainers" && t.info.kind == "Pod" && t.info.group.is_empty())
             || (sub == "finalize" && t.info.kind == "Namespace");
         if !known {
             return Err(ApiError::unknown_path());
@@ -569,6 +595,41 @@ fn parse_body(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiError> {
             })
         }
     }
+}
+
+/// The `ephemeralcontainers` subresource (`kubectl debug`) may change `spec.ephemeralContainers`
+/// and nothing else.
+fn only_ephemeral_containers(patch: &Value, patch_type: PatchType) -> Result<(), ApiError> {
+    let allowed = match patch_type {
+        PatchType::Json => patch.as_array().is_some_and(|ops| {
+            ops.iter().all(|op| {
+                op["path"]
+                    .as_str()
+                    .is_some_and(|p| p.starts_with("/spec/ephemeralContainers"))
+            })
+        }),
+        _ => patch.as_object().is_some_and(|top| {
+            top.iter().all(|(key, value)| match key.as_str() {
+                "spec" => value.as_object().is_some_and(|spec| {
+                    spec.keys().all(|k| {
+                        k == "ephemeralContainers" || k == "$setElementOrder/ephemeralContainers"
+                    })
+                }),
+                "metadata" | "apiVersion" | "kind" => true,
+                _ => false,
+            })
+        }),
+    };
+    if allowed {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        "Pod",
+        "",
+        "spec",
+        "FieldValueForbidden",
+        "Forbidden: pod updates through the ephemeralcontainers subresource may only change spec.ephemeralContainers",
+    ))
 }
 
 /// What a body with unknown fields was meant to become, which decides the API server's wording.
@@ -767,6 +828,9 @@ async fn serve(
                 ));
             }
             let mut patch = parse_body(headers, &body)?;
+            if sub == Some("ephemeralcontainers") {
+                only_ephemeral_containers(&patch, patch_type)?;
+            }
             let warnings = match patch_type {
                 PatchType::Json => Vec::new(),
                 PatchType::Apply => {

@@ -130,41 +130,37 @@ fn served_address(pod: &Value, container_port: u64) -> Option<SocketAddr> {
         .map(|port| SocketAddr::from(([127, 0, 0, 1], port)))
 }
 
-/// The Service port a request for `port` uses: that port, or with none given the only port, else
-/// port 80.
-fn service_port(service: &Value, port: Option<u16>) -> Option<&Value> {
+/// The Service port a request for `port` (a number or a port name) uses: that port, or with none
+/// given the only port, else port 80.
+fn service_port<'a>(service: &'a Value, port: Option<&str>) -> Option<&'a Value> {
     let ports = service["spec"]["ports"].as_array()?;
     match port {
-        Some(p) => ports
-            .iter()
-            .find(|sp| sp["port"].as_u64() == Some(u64::from(p))),
+        Some(p) => ports.iter().find(|sp| {
+            sp["port"].as_u64().map(|n| n.to_string()).as_deref() == Some(p) || sp["name"] == p
+        }),
         None if ports.len() == 1 => ports.first(),
         None => ports.iter().find(|sp| sp["port"].as_u64() == Some(80)),
     }
 }
 
-/// The ready, served pods behind `host` (see [`parse_host`]) with the loopback address each serves
-/// the Service port on, in pod name order. Pods the runtime does not serve (no recorded port) are
-/// left out.
-pub fn resolve_pods(
+/// The ready, served pods behind the Service `namespace/name` with the loopback address each serves
+/// `port` (a Service port number or name; `None` for the only port) on, in pod name order. Pods the
+/// runtime does not serve (no recorded port) are left out.
+pub fn service_backends(
     store: &Store,
-    host: &str,
-    default_namespace: &str,
+    namespace: &str,
+    name: &str,
+    port: Option<&str>,
 ) -> Result<Vec<(SocketAddr, Value)>, ResolveError> {
-    let target = parse_host(host, default_namespace)
-        .ok_or_else(|| ResolveError::NotAServiceHost(host.to_string()))?;
     let services = store.resource("", "v1", "services").expect("built in");
-    let key = format!("{}.{}", target.name, target.namespace);
+    let key = format!("{name}.{namespace}");
     let service = store
-        .get(&services, &target.namespace, &target.name)
+        .get(&services, namespace, name)
         .map_err(|_| ResolveError::NoService(key.clone()))?;
-    let port = service_port(&service, target.port).ok_or_else(|| {
-        ResolveError::NoPort(
-            key.clone(),
-            target.port.map_or("(default)".into(), |p| p.to_string()),
-        )
+    let port = service_port(&service, port).ok_or_else(|| {
+        ResolveError::NoPort(key.clone(), port.unwrap_or("(default)").to_string())
     })?;
-    let mut pods = all(store, "", "v1", "pods", Some(&target.namespace));
+    let mut pods = all(store, "", "v1", "pods", Some(namespace));
     pods.sort_by_key(|p| {
         p["metadata"]["name"]
             .as_str()
@@ -176,6 +172,32 @@ pub fn resolve_pods(
         .filter(|pod| selects(&service, pod) && is_ready(pod))
         .filter_map(|pod| Some((served_address(&pod, target_port(port, &pod)?)?, pod)))
         .collect())
+}
+
+/// The loopback address `pod` serves `port` on (a container port number or name; `None` for its
+/// first served port).
+pub fn pod_address(pod: &Value, port: Option<&str>) -> Option<SocketAddr> {
+    let container_port = match port {
+        None => pod["status"][PORTS_FIELD][0]["containerPort"].as_u64()?,
+        Some(p) => match p.parse::<u64>() {
+            Ok(n) => n,
+            Err(_) => target_port(&json!({"targetPort": p}), pod)?,
+        },
+    };
+    served_address(pod, container_port)
+}
+
+/// The ready, served pods behind `host` (see [`parse_host`]) with the loopback address each serves
+/// the Service port on, in pod name order.
+pub fn resolve_pods(
+    store: &Store,
+    host: &str,
+    default_namespace: &str,
+) -> Result<Vec<(SocketAddr, Value)>, ResolveError> {
+    let target = parse_host(host, default_namespace)
+        .ok_or_else(|| ResolveError::NotAServiceHost(host.to_string()))?;
+    let port = target.port.map(|p| p.to_string());
+    service_backends(store, &target.namespace, &target.name, port.as_deref())
 }
 
 /// The loopback addresses of the ready, served pods behind `host`, as [`resolve_pods`] finds them.
