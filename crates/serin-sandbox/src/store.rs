@@ -601,6 +601,11 @@ impl Store {
             ("", "Namespace") => {
                 object["status"] = json!({"phase": "Active"});
                 object["spec"] = json!({"finalizers": ["kubernetes"]});
+                // The label every namespace carries, so selectors can name namespaces.
+                let name = name_of(&object).to_string();
+                meta_mut(&mut object)
+                    .entry("labels")
+                    .or_insert_with(|| json!({}))["kubernetes.io/metadata.name"] = json!(name);
             }
             ("", "Pod") if object["status"]["phase"].is_null() => {
                 object["status"]["phase"] = json!("Pending");
@@ -1135,6 +1140,7 @@ impl Store {
                 acted = true;
             }
             // Owners waiting on their dependents, namespaces and CRDs waiting to be emptied.
+            let mut status_updates = Vec::new();
             for ((resource, _, _), object) in &inner.objects {
                 if !meta(object)["deletionTimestamp"].is_string() {
                     continue;
@@ -1162,6 +1168,13 @@ impl Store {
                     let empty = !inner.objects.keys().any(|(_, ns, _)| ns == name);
                     if empty {
                         to_finish.push((info.clone(), object.clone(), "kubernetes"));
+                    } else {
+                        let status = terminating_namespace_status(inner, object);
+                        if object["status"] != status {
+                            let mut updated = object.clone();
+                            updated["status"] = status;
+                            status_updates.push((info.clone(), object.clone(), updated));
+                        }
                     }
                 }
                 if resource == "customresourcedefinitions.apiextensions.k8s.io" {
@@ -1175,6 +1188,9 @@ impl Store {
                         ));
                     }
                 }
+            }
+            for (info, object, updated) in status_updates {
+                self.commit(inner, &info, ChangeType::Modified, updated, Some(object));
             }
             for (info, object, finalizer) in to_finish {
                 let mut updated = object.clone();
@@ -1219,6 +1235,62 @@ impl Store {
             );
         }
     }
+}
+
+/// A Terminating namespace's status as the namespace controller reports it: what is left in it
+/// and which finalizers hold it (`kubectl describe ns`).
+fn terminating_namespace_status(inner: &Inner, namespace: &Value) -> Value {
+    let name = name_of(namespace);
+    let mut remaining: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut finalizers: BTreeMap<String, usize> = BTreeMap::new();
+    for ((resource, ns, _), object) in &inner.objects {
+        if ns != name {
+            continue;
+        }
+        *remaining.entry(resource.as_str()).or_default() += 1;
+        for finalizer in string_set(&meta(object)["finalizers"]) {
+            *finalizers.entry(finalizer).or_default() += 1;
+        }
+    }
+    let since = namespace["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.first())
+        .and_then(|c| c["lastTransitionTime"].as_str())
+        .map(String::from)
+        .unwrap_or_else(now_rfc3339);
+    let condition = |kind: &str, status: bool, reason: &str, message: String| {
+        json!({"type": kind, "status": if status { "True" } else { "False" },
+            "reason": reason, "message": message, "lastTransitionTime": since})
+    };
+    let listed = |counts: Vec<String>| counts.join(", ");
+    let content = listed(
+        remaining
+            .iter()
+            .map(|(resource, n)| {
+                let resource = if resource.contains('.') {
+                    resource.to_string()
+                } else {
+                    format!("{resource}.")
+                };
+                format!("{resource} has {n} resource instances")
+            })
+            .collect(),
+    );
+    let held = listed(
+        finalizers
+            .iter()
+            .map(|(f, n)| format!("{f} in {n} resource instances"))
+            .collect(),
+    );
+    json!({"phase": "Terminating", "conditions": [
+        condition("NamespaceDeletionDiscoveryFailure", false, "ResourcesDiscovered", "All resources successfully discovered".into()),
+        condition("NamespaceDeletionGroupVersionParsingFailure", false, "ParsedGroupVersions", "All legacy kube types successfully parsed".into()),
+        condition("NamespaceDeletionContentFailure", false, "ContentDeleted", "All content successfully deleted, may be waiting on finalization".into()),
+        condition("NamespaceContentRemaining", true, "SomeResourcesRemain", format!("Some resources are remaining: {content}")),
+        condition("NamespaceFinalizersRemaining", !finalizers.is_empty(),
+            if finalizers.is_empty() { "ContentHasNoFinalizers" } else { "SomeFinalizersRemain" },
+            if finalizers.is_empty() { "All content-preserving finalizers finished".into() } else { format!("Some content in the namespace has finalizers remaining: {held}") }),
+    ]})
 }
 
 fn string_set(value: &Value) -> HashSet<String> {
