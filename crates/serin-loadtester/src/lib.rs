@@ -61,7 +61,13 @@ pub struct Options {
     pub proxy: ProxyConfig,
     /// When set, only payloads whose namespace matches may run tasks (Flagger's `-namespace-regexp`).
     pub namespace_filter: Option<Regex>,
+    /// Where to write one JSON log line per task start and end, besides `tracing` (the sandbox
+    /// keeps them as the pod's log for `kubectl logs`).
+    pub log_sink: Option<LogSink>,
 }
+
+/// Receives the load tester's log lines.
+pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
 
 impl Default for Options {
     fn default() -> Self {
@@ -70,6 +76,7 @@ impl Default for Options {
             allow_shell: false,
             proxy: ProxyConfig::from_env(),
             namespace_filter: None,
+            log_sink: None,
         }
     }
 }

@@ -193,7 +193,33 @@ impl Drop for RunningGuard {
     }
 }
 
+/// Writes a task's log line to the log sink, if the load tester has one.
+fn log_line(shared: &Shared, message: &str, canary: &str, command: &str, output: Option<&str>) {
+    if let Some(sink) = &shared.options.log_sink {
+        let mut line = serde_json::json!({
+            "level": "info", "ts": humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+            "msg": message, "canary": canary, "cmd": command,
+        });
+        if let Some(output) = output {
+            line["output"] = serde_json::json!(output);
+        }
+        sink(&line.to_string());
+    }
+}
+
 fn record(shared: &Shared, canary: String, command: String, outcome: TaskOutcome) {
+    let (message, output) = match &outcome {
+        TaskOutcome::Load(report) => ("command finished", Some(report.summary())),
+        TaskOutcome::Command(result) if result.success => {
+            ("command finished", Some(result.output.clone()))
+        }
+        TaskOutcome::Command(result) => (
+            "command failed",
+            Some(format!("{}: {}", result.exit, result.output)),
+        ),
+        TaskOutcome::Skipped => ("command skipped: already running", None),
+    };
+    log_line(shared, message, &canary, &command, output.as_deref());
     let mut history = shared.history.lock().unwrap();
     if history.len() == TASK_HISTORY_LIMIT {
         history.remove(0);
@@ -227,6 +253,7 @@ fn start_async(
     let shared = shared.clone();
     let mut shutdown = shared.shutdown.clone();
     tracing::info!(%canary, "command starting {command}");
+    log_line(&shared, "command starting", &canary, &command, None);
     tokio::spawn(async move {
         let _guard = guard;
         tokio::select! {

@@ -44,6 +44,10 @@ pub trait PodRuntime: Send + Sync {
     /// The sandbox's mesh proxy listens at `proxy` (called once, before any pod starts), so a
     /// runtime can send its pods' outgoing traffic through it as a sidecar would.
     fn mesh_proxy_started(&self, _proxy: std::net::SocketAddr) {}
+    /// What the pod's containers wrote (`kubectl logs`); `None` (the default): nothing.
+    fn logs(&self, _pod: &Value) -> Option<Arc<crate::logs::PodLogs>> {
+        None
+    }
     /// What a running pod's containers use now (`kubectl top`, the HPA); idle by default.
     fn usage(&self, pod: &Value) -> Vec<crate::autoscaling::ContainerUsage> {
         crate::autoscaling::idle_usage(pod)

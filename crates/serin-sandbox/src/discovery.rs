@@ -75,6 +75,8 @@ pub fn api_resource_list(registry: &Registry, group: &str, version: &str) -> Opt
                 "kind": "TokenRequest", "verbs": ["create"]}));
         }
         if r.kind == "Pod" && r.group.is_empty() {
+            resources.push(json!({"name": "pods/log", "singularName": "",
+                "namespaced": true, "kind": "Pod", "verbs": ["get"]}));
             resources.push(json!({"name": "pods/eviction", "singularName": "",
                 "namespaced": true, "group": "policy", "version": "v1",
                 "kind": "Eviction", "verbs": ["create"]}));
@@ -121,6 +123,9 @@ fn aggregated_resource(r: &ResourceInfo) -> Value {
             "verbs": ["get", "patch", "update"]}));
     }
     if r.kind == "Pod" && r.group.is_empty() {
+        subresources.push(json!({"subresource": "log",
+            "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "verbs": ["get"]}));
         subresources.push(json!({"subresource": "eviction",
             "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
             "verbs": ["create"]}));

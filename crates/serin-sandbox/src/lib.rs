@@ -22,6 +22,7 @@ pub mod convert;
 pub mod defaults;
 pub mod discovery;
 pub mod instrument;
+pub mod logs;
 pub mod managed;
 pub mod mesh_crds;
 pub mod mesh_proxy;

@@ -7,6 +7,7 @@
 //! the mesh telemetry without anyone setting `HTTP_PROXY` (see [`ServingOptions::loadtester_proxy`]).
 
 use crate::controllers::{PodHealth, PodRuntime, PodStart};
+use crate::logs::{ContainerLog, PodLogs};
 use crate::podinfo::{self, PodinfoSettings};
 use serde_json::{Value, json};
 use serin_loadtester::proxy::ProxyConfig;
@@ -168,6 +169,7 @@ struct PodServer {
     stop: watch::Sender<bool>,
     app: App,
     meter: RequestMeter,
+    logs: Arc<PodLogs>,
 }
 
 /// Counts the requests a pod served, and keeps a few timed readings of the count for its rate.
@@ -304,21 +306,64 @@ fn port_mapping(pod: &Value, app: &App, address: SocketAddr) -> Value {
     Value::Array(ports)
 }
 
+/// What a pod's app reports to: its request counter and its container's log.
+#[derive(Clone)]
+struct Outputs {
+    served: Arc<AtomicU64>,
+    log: Arc<ContainerLog>,
+}
+
+fn log_json(log: &ContainerLog, line: Value) {
+    let mut line = line;
+    line["ts"] = json!(k8s_openapi::jiff::Timestamp::now().to_string());
+    log.write(&line.to_string());
+}
+
 async fn serve(
     app: App,
     listener: std::net::TcpListener,
     mut stop: watch::Receiver<bool>,
-    served: Arc<AtomicU64>,
+    outputs: Outputs,
 ) {
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
         return;
     };
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
     match app {
         App::Podinfo(settings) => {
+            log_json(
+                &outputs.log,
+                json!({"level": "info", "msg": "Starting podinfo",
+                "version": settings.version, "port": settings.port.to_string()}),
+            );
+            log_json(
+                &outputs.log,
+                json!({"level": "info", "msg": "Starting HTTP Server",
+                "addr": format!(":{}", settings.port)}),
+            );
+            let Outputs { served, log } = outputs;
             let counted = podinfo::router(settings).layer(axum::middleware::from_fn(
                 move |request: axum::extract::Request, next: axum::middleware::Next| {
                     served.fetch_add(1, Ordering::Relaxed);
-                    next.run(request)
+                    let log = log.clone();
+                    let started = Instant::now();
+                    let (method, uri) = (request.method().to_string(), request.uri().to_string());
+                    let agent = request
+                        .headers()
+                        .get(axum::http::header::USER_AGENT)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_string();
+                    async move {
+                        let response = next.run(request).await;
+                        log_json(
+                            &log,
+                            json!({"level": "info", "msg": "request", "method": method,
+                            "uri": uri, "status": response.status().as_u16(), "user-agent": agent,
+                            "duration": format!("{:?}", started.elapsed())}),
+                        );
+                        response
+                    }
                 },
             ));
             let _ = axum::serve(listener, counted)
@@ -328,8 +373,15 @@ async fn serve(
                 .await;
         }
         App::LoadTester(proxy) => {
+            log_json(
+                &outputs.log,
+                json!({"level": "info", "msg": "Starting load tester",
+                "port": port}),
+            );
+            let log = outputs.log.clone();
             let options = serin_loadtester::Options {
                 proxy,
+                log_sink: Some(Arc::new(move |line: &str| log.write(line))),
                 ..serin_loadtester::Options::default()
             };
             if let Ok(server) = serin_loadtester::Server::start(listener, options) {
@@ -355,7 +407,7 @@ async fn supervise(
     (readiness, liveness): (Option<Probe>, Option<Probe>),
     health: Arc<Mutex<PodHealth>>,
     stop: watch::Receiver<bool>,
-    served: Arc<AtomicU64>,
+    outputs: Outputs,
 ) {
     let mut listener = Some(first);
     loop {
@@ -365,7 +417,7 @@ async fn supervise(
         // probe_until_dead returns both when the pod stops and when liveness fails: either way
         // this server ends.
         let (end_server, server_ends) = watch::channel(false);
-        let server = tokio::spawn(serve(app.clone(), current, server_ends, served.clone()));
+        let server = tokio::spawn(serve(app.clone(), current, server_ends, outputs.clone()));
         let live = probe_until_dead(
             address,
             readiness.clone(),
@@ -384,6 +436,7 @@ async fn supervise(
             h.ready = false;
             h.restarts += 1;
         }
+        outputs.log.restarted();
         for _ in 0..40 {
             if *stop.borrow() {
                 return;
@@ -510,6 +563,11 @@ impl PodRuntime for ServingRuntime {
         let health = Arc::new(Mutex::new(PodHealth::default()));
         let (stop, stopped) = watch::channel(false);
         let meter = RequestMeter::default();
+        let logs = Arc::new(PodLogs::for_pod(pod));
+        let app_log = container["name"]
+            .as_str()
+            .and_then(|name| logs.container(name))
+            .unwrap_or_default();
         tokio::spawn(supervise(
             app.clone(),
             listener,
@@ -520,7 +578,10 @@ impl PodRuntime for ServingRuntime {
             ),
             health.clone(),
             stopped,
-            meter.served.clone(),
+            Outputs {
+                served: meter.served.clone(),
+                log: app_log,
+            },
         ));
         self.pods.lock().unwrap().insert(
             uid,
@@ -531,6 +592,7 @@ impl PodRuntime for ServingRuntime {
                 stop,
                 app,
                 meter,
+                logs,
             },
         );
         PodStart::ReadyAfter(Duration::ZERO)
@@ -592,8 +654,17 @@ impl PodRuntime for ServingRuntime {
         usage
     }
 
+    fn logs(&self, pod: &Value) -> Option<Arc<PodLogs>> {
+        self.pods
+            .lock()
+            .unwrap()
+            .get(&pod_uid(pod))
+            .map(|server| server.logs.clone())
+    }
+
     fn stop(&self, pod: &Value) {
         if let Some(server) = self.pods.lock().unwrap().remove(&pod_uid(pod)) {
+            server.logs.end();
             let _ = server.stop.send(true);
         }
     }

@@ -308,6 +308,8 @@ async fn route(
         )))
     } else if target.info.verbs == Verbs::ReadOnly {
         serve_resource_metrics(state, method, &query, &target).unwrap_or_else(error_response)
+    } else if target.subresource.as_deref() == Some("log") {
+        serve_log(state, method, &query, &target).unwrap_or_else(error_response)
     } else if let Some(answer) = serve_actions(state, &identity, method, headers, &target, &body) {
         answer.unwrap_or_else(error_response)
     } else {
@@ -384,6 +386,56 @@ fn serve_actions(
         };
         Ok(json_response(201, &answer))
     }))
+}
+
+/// Serves `pods/NAME/log` (`kubectl logs`) from what the runtime kept of the pod's output.
+fn serve_log(
+    state: &AppState,
+    method: &Method,
+    query: &Query,
+    target: &Target,
+) -> Result<Response, ApiError> {
+    if *method != Method::GET {
+        return Err(ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource",
+        ));
+    }
+    let number = |key: &str| -> Result<Option<u64>, ApiError> {
+        query
+            .get(key)
+            .filter(|v| !v.is_empty())
+            .map(|v| {
+                v.parse::<i64>()
+                    .map(|n| u64::try_from(n).ok())
+                    .map_err(|_| ApiError::bad_request(format!("{key}: {v:?} is not a number")))
+            })
+            .transpose()
+            .map(Option::flatten)
+    };
+    let options = crate::logs::LogOptions {
+        container: query
+            .get("container")
+            .filter(|c| !c.is_empty())
+            .map(String::from),
+        follow: query.flag("follow"),
+        previous: query.flag("previous"),
+        timestamps: query.flag("timestamps"),
+        tail_lines: number("tailLines")?.map(|n| n as usize),
+        since_seconds: number("sinceSeconds")?,
+        limit_bytes: number("limitBytes")?.map(|n| n as usize),
+    };
+    let namespace = target.namespace.as_deref().unwrap_or("");
+    let pod = state.store.get(
+        &target.info,
+        namespace,
+        target.name.as_deref().unwrap_or(""),
+    )?;
+    let body = crate::logs::serve(&pod, state.runtime.logs(&pod), &options)?;
+    let mut response = Response::new(body);
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    Ok(response)
 }
 
 /// Serves metrics.k8s.io (`kubectl top`) from the runtime's usage estimates.
@@ -556,6 +608,7 @@ fn resolve(
             || (sub == "token" && t.info.kind == "ServiceAccount" && t.info.group.is_empty())
             || (sub == "eviction" && t.info.kind == "Pod" && t.info.group.is_empty())
             || (sub == "ephemeralcontainers" && t.info.kind == "Pod" && t.info.group.is_empty())
+            || (sub == "log" && t.info.kind == "Pod" && t.info.group.is_empty())
             || (sub == "finalize" && t.info.kind == "Namespace");
         if !known {
             return Err(ApiError::unknown_path());
