@@ -121,13 +121,14 @@ async fn kubectl_logs_shows_what_the_pods_wrote() {
     k.ok(&[
         "get",
         "--raw",
-        &format!("/api/v1/namespaces/default/services/web:9898/proxy/version"),
+        "/api/v1/namespaces/default/services/web:9898/proxy/version",
     ]);
     let deadline = Instant::now() + Duration::from_secs(10);
     while !reader.is_finished() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
     let _ = follow.kill();
+    let _ = follow.wait();
     let followed = reader.join().unwrap().unwrap_or_default();
     assert!(
         followed.contains("\"uri\":\"/version\""),
