@@ -64,6 +64,7 @@ fn options() -> Options {
         allow_shell: false,
         proxy: ProxyConfig::direct(),
         namespace_filter: None,
+        log_sink: None,
     }
 }
 
