@@ -44,6 +44,11 @@ pub trait PodRuntime: Send + Sync {
     /// The sandbox's mesh proxy listens at `proxy` (called once, before any pod starts), so a
     /// runtime can send its pods' outgoing traffic through it as a sidecar would.
     fn mesh_proxy_started(&self, _proxy: std::net::SocketAddr) {}
+    /// How the pod's app ended, for pods that run to completion (restartPolicy `Never` or
+    /// `OnFailure`, as a Job's); `None` (the default): still running.
+    fn terminated(&self, _pod: &Value) -> Option<Termination> {
+        None
+    }
     /// What the pod's containers wrote (`kubectl logs`); `None` (the default): nothing.
     fn logs(&self, _pod: &Value) -> Option<Arc<crate::logs::PodLogs>> {
         None
@@ -52,6 +57,25 @@ pub trait PodRuntime: Send + Sync {
     fn usage(&self, pod: &Value) -> Vec<crate::autoscaling::ContainerUsage> {
         crate::autoscaling::idle_usage(pod)
     }
+}
+
+/// How a pod's app ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Termination {
+    /// The exit code (0: the pod Succeeded).
+    pub exit_code: i32,
+    /// The kubelet's reason: `Completed`, `Error`, `StartError`.
+    pub reason: String,
+    /// What went wrong, if anything.
+    pub message: String,
+}
+
+/// Whether `pod` runs to completion rather than forever (restartPolicy `Never` or `OnFailure`).
+pub fn runs_to_completion(pod: &Value) -> bool {
+    matches!(
+        pod["spec"]["restartPolicy"].as_str(),
+        Some("Never" | "OnFailure")
+    )
 }
 
 /// A running pod's health as its runtime's probes see it.
@@ -96,7 +120,7 @@ fn with_health(status: &Value, health: &PodHealth, now: &str) -> Value {
     status
 }
 
-/// Makes every pod Ready after `delay`.
+/// Makes every pod Ready after `delay`; pods that run to completion then finish successfully.
 pub struct DelayRuntime {
     /// How long a pod takes to become Ready.
     pub delay: Duration,
@@ -106,6 +130,46 @@ impl PodRuntime for DelayRuntime {
     fn start(&self, _pod: &Value) -> PodStart {
         PodStart::ReadyAfter(self.delay)
     }
+
+    fn terminated(&self, pod: &Value) -> Option<Termination> {
+        runs_to_completion(pod).then(|| Termination {
+            exit_code: 0,
+            reason: "Completed".into(),
+            message: String::new(),
+        })
+    }
+}
+
+/// The status of a pod whose app ended: Succeeded on exit 0, else Failed, with each container
+/// terminated as the kubelet reports it.
+fn finished_status(pod: &Value, ended: &Termination) -> Value {
+    let now = now_rfc3339();
+    let mut status = pod["status"].clone();
+    status["phase"] = json!(if ended.exit_code == 0 {
+        "Succeeded"
+    } else {
+        "Failed"
+    });
+    let started = pod["status"]["startTime"].clone();
+    for container in status["containerStatuses"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+    {
+        container["ready"] = json!(false);
+        container["started"] = json!(false);
+        container["state"] = json!({"terminated": {"exitCode": ended.exit_code, "reason": ended.reason,
+            "message": (!ended.message.is_empty()).then_some(&ended.message),
+            "startedAt": started, "finishedAt": now}});
+    }
+    for condition in status["conditions"].as_array_mut().into_iter().flatten() {
+        if condition["type"] == "Ready" || condition["type"] == "ContainersReady" {
+            condition["status"] = json!("False");
+            condition["reason"] = json!("PodCompleted");
+            condition["lastTransitionTime"] = json!(now);
+        }
+    }
+    status
 }
 
 /// Name of the node every pod is scheduled to.
@@ -241,6 +305,7 @@ pub struct Controllers {
     pods: ResourceInfo,
     replicasets: ResourceInfo,
     deployments: ResourceInfo,
+    jobs: ResourceInfo,
     events: ResourceInfo,
 }
 
@@ -297,10 +362,10 @@ fn write_event(
     message: String,
 ) {
     let now = now_rfc3339();
-    let api_version = match kind {
+    let api_version = object["apiVersion"].as_str().unwrap_or(match kind {
         "Pod" => "v1",
         _ => "apps/v1",
-    };
+    });
     let event = json!({
         "metadata": {"generateName": format!("{}.", name(object))},
         "involvedObject": {"apiVersion": api_version, "kind": kind, "namespace": ns(object),
@@ -333,6 +398,7 @@ impl Controllers {
             .expect("built in");
         let nodes = store.resource("", "v1", "nodes").expect("built in");
         let events = store.resource("", "v1", "events").expect("built in");
+        let jobs = store.resource("batch", "v1", "jobs").expect("built in");
         let node = json!({"metadata": {"name": NODE_NAME, "labels": {"kubernetes.io/hostname": NODE_NAME}},
             "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "sandbox kubelet is ready"}],
                 "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": NODE_NAME}],
@@ -356,6 +422,7 @@ impl Controllers {
             pods,
             replicasets,
             deployments,
+            jobs,
             events,
         }
     }
@@ -377,6 +444,7 @@ impl Controllers {
         changed |= self.kubelet();
         changed |= self.replicasets();
         changed |= self.deployments();
+        changed |= self.sync_jobs();
         changed |= crate::services::sync_endpoints(&self.store, &controller_writes());
         changed
     }
@@ -487,6 +555,18 @@ impl Controllers {
                     self.write_status(&self.pods, &bound, status);
                 }
                 changed = true;
+                continue;
+            }
+            if matches!(
+                pod["status"]["phase"].as_str(),
+                Some("Succeeded" | "Failed")
+            ) {
+                continue;
+            }
+            if pod["status"]["phase"] == "Running"
+                && let Some(ended) = self.runtime.terminated(&pod)
+            {
+                changed |= self.write_status(&self.pods, &pod, finished_status(&pod, &ended));
                 continue;
             }
             if pod["status"]["phase"] == "Running" {
@@ -691,6 +771,155 @@ impl Controllers {
                 m.retain(|k, v| k == "replicas" || k == "observedGeneration" || v != &json!(0));
             }
             changed |= self.write_status(&self.replicasets, &rs, status);
+        }
+        changed
+    }
+
+    /// The Job controller: runs pods until `completions` succeed (at most `parallelism` at a
+    /// time), or until more than `backoffLimit` failed.
+    fn sync_jobs(&mut self) -> bool {
+        let mut changed = false;
+        let pods = self.all(&self.pods);
+        let pods_by_owner = by_controller(&pods);
+        for job in self.all(&self.jobs) {
+            if job["metadata"]["deletionTimestamp"].is_string() {
+                continue;
+            }
+            let finished = job["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| {
+                    (c["type"] == "Complete" || c["type"] == "Failed") && c["status"] == "True"
+                });
+            if finished {
+                continue;
+            }
+            let job_uid = uid(&job);
+            let owned: Vec<&Value> = pods_by_owner
+                .get(&job_uid)
+                .into_iter()
+                .flatten()
+                .copied()
+                .collect();
+            let phase_count = |phase: &str| {
+                owned
+                    .iter()
+                    .filter(|p| p["status"]["phase"] == phase)
+                    .count() as i64
+            };
+            let (succeeded, failed) = (phase_count("Succeeded"), phase_count("Failed"));
+            let active: Vec<&&Value> = owned
+                .iter()
+                .filter(|p| !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed")))
+                .filter(|p| !p["metadata"]["deletionTimestamp"].is_string())
+                .collect();
+            let spec = &job["spec"];
+            let completions = spec["completions"].as_i64().unwrap_or(1);
+            let parallelism = spec["parallelism"].as_i64().unwrap_or(1);
+            let backoff_limit = spec["backoffLimit"].as_i64().unwrap_or(6);
+            let now = now_rfc3339();
+            let mut status = json!({
+                "startTime": job["status"]["startTime"].as_str().unwrap_or(&now),
+                "active": active.len(), "succeeded": succeeded, "failed": failed,
+                "ready": active.iter().filter(|p| p["status"]["conditions"].as_array().into_iter().flatten()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")).count(),
+                "terminating": 0, "uncountedTerminatedPods": {},
+            });
+            let condition = |kind: &str, reason: &str, message: &str| {
+                json!({"type": kind, "status": "True", "reason": reason, "message": message,
+                    "lastProbeTime": now, "lastTransitionTime": now})
+            };
+            if succeeded >= completions {
+                status["completionTime"] = json!(now);
+                status["conditions"] = json!([
+                    condition(
+                        "SuccessCriteriaMet",
+                        "CompletionsReached",
+                        "Reached expected number of succeeded pods"
+                    ),
+                    condition(
+                        "Complete",
+                        "CompletionsReached",
+                        "Reached expected number of succeeded pods"
+                    ),
+                ]);
+                record_event(
+                    &self.store,
+                    &self.events,
+                    &job,
+                    "Job",
+                    "job-controller",
+                    "Completed",
+                    "Job completed".into(),
+                );
+            } else if failed > backoff_limit {
+                status["conditions"] = json!([
+                    condition(
+                        "FailureTarget",
+                        "BackoffLimitExceeded",
+                        "Job has reached the specified backoff limit"
+                    ),
+                    condition(
+                        "Failed",
+                        "BackoffLimitExceeded",
+                        "Job has reached the specified backoff limit"
+                    ),
+                ]);
+                for pod in &active {
+                    let _ = self.store.delete(
+                        &self.pods,
+                        &ns(pod),
+                        &name(pod),
+                        &DeleteOptions::default(),
+                        false,
+                    );
+                }
+                status["active"] = json!(0);
+                record_warning(
+                    &self.store,
+                    &self.events,
+                    &job,
+                    "Job",
+                    "job-controller",
+                    "BackoffLimitExceeded",
+                    "Job has reached the specified backoff limit".into(),
+                );
+            } else {
+                let wanted = parallelism.min(completions - succeeded) - active.len() as i64;
+                for _ in 0..wanted.max(0) {
+                    let template = &spec["template"];
+                    let pod = json!({
+                        "metadata": {"generateName": format!("{}-", name(&job)),
+                            "labels": template["metadata"]["labels"],
+                            "annotations": template["metadata"]["annotations"],
+                            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name(&job),
+                                "uid": job_uid, "controller": true, "blockOwnerDeletion": true}]},
+                        "spec": template["spec"]
+                    });
+                    if let Ok(pod) =
+                        self.store
+                            .create(&self.pods, Some(&ns(&job)), pod, &controller_writes())
+                    {
+                        record_event(
+                            &self.store,
+                            &self.events,
+                            &job,
+                            "Job",
+                            "job-controller",
+                            "SuccessfulCreate",
+                            format!("Created pod: {}", name(&pod)),
+                        );
+                        status["active"] = json!(int(&status["active"]) + 1);
+                    }
+                }
+            }
+            if let Some(m) = status.as_object_mut() {
+                m.retain(|k, v| {
+                    !(matches!(k.as_str(), "active" | "succeeded" | "failed") && v == &json!(0))
+                });
+            }
+            changed |= self.write_status(&self.jobs, &job, status);
         }
         changed
     }
@@ -1091,7 +1320,13 @@ impl Controllers {
 fn feeds_controllers(resource: &str) -> bool {
     matches!(
         resource,
-        "pods" | "replicasets.apps" | "deployments.apps" | "services" | "endpoints" | "nodes"
+        "pods"
+            | "replicasets.apps"
+            | "deployments.apps"
+            | "jobs.batch"
+            | "services"
+            | "endpoints"
+            | "nodes"
     )
 }
 

@@ -107,6 +107,19 @@ pub fn apply(info: &ResourceInfo, object: &mut Value) {
             }
         }
         ("", "Secret") => default(object, "type", json!("Opaque")),
+        ("batch", "Job") => {
+            let spec = &mut object["spec"];
+            if !spec.is_object() {
+                return;
+            }
+            default(spec, "completions", json!(1));
+            default(spec, "parallelism", json!(1));
+            default(spec, "backoffLimit", json!(6));
+            default(spec, "completionMode", json!("NonIndexed"));
+            default(spec, "suspend", json!(false));
+            default(spec, "podReplacementPolicy", json!("TerminatingOrFailed"));
+            pod_spec(&mut spec["template"]["spec"]);
+        }
         _ => {}
     }
 }

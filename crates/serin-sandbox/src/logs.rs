@@ -177,7 +177,11 @@ pub fn serve(
         .as_array()
         .and_then(|s| s.iter().find(|s| s["name"] == container.as_str()));
     let waiting = status.and_then(|s| s["state"]["waiting"]["reason"].as_str());
-    if pod["status"]["phase"] != "Running" || waiting.is_some() {
+    let started = matches!(
+        pod["status"]["phase"].as_str(),
+        Some("Running" | "Succeeded" | "Failed")
+    );
+    if !started || waiting.is_some() {
         // The kubelet's words for the common reasons.
         let reason = match waiting.unwrap_or("ContainerCreating") {
             "ErrImagePull" | "ImagePullBackOff" => "trying and failing to pull image",

@@ -309,6 +309,17 @@ pub fn builtins() -> Vec<ResourceInfo> {
             true,
             Spec,
         ),
+        builtin(
+            "batch",
+            "v1",
+            "Job",
+            "jobs",
+            true,
+            &[],
+            &["all"],
+            true,
+            Spec,
+        ),
         // Served for `kubectl autoscale`, which writes v1; stored as v2 (see `convert`).
         builtin(
             "autoscaling",

@@ -6,7 +6,7 @@
 //! sidecar would: `hey ... http://podinfo-canary.test:9898/` resolves the Service and is counted in
 //! the mesh telemetry without anyone setting `HTTP_PROXY` (see [`ServingOptions::loadtester_proxy`]).
 
-use crate::controllers::{PodHealth, PodRuntime, PodStart};
+use crate::controllers::{PodHealth, PodRuntime, PodStart, Termination, runs_to_completion};
 use crate::logs::{ContainerLog, PodLogs};
 use crate::podinfo::{self, PodinfoSettings};
 use serde_json::{Value, json};
@@ -202,10 +202,52 @@ impl RequestMeter {
     }
 }
 
+/// A load tester pod that runs one command to completion (a Job's pod).
+struct CommandRun {
+    logs: Arc<PodLogs>,
+    ended: Arc<Mutex<Option<Termination>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Runs a load tester container's command as its image would: `hey` through the built-in load
+/// generator; any other program does not exist in the sandbox's image.
+async fn run_command(
+    words: Vec<String>,
+    proxy: ProxyConfig,
+    log: Arc<ContainerLog>,
+) -> Termination {
+    let failed = |exit_code: i32, reason: &str, message: String| Termination {
+        exit_code,
+        reason: reason.into(),
+        message,
+    };
+    if !serin_loadtester::hey::is_hey(&words) {
+        let program = words.first().cloned().unwrap_or_default();
+        let message = format!(
+            "failed to create containerd task: exec: \"{program}\": executable file not found in $PATH (the sandbox's load tester image runs hey only)"
+        );
+        log.write(&message);
+        return failed(128, "StartError", message);
+    }
+    match serin_loadtester::hey::parse_hey_args(&words[1..]) {
+        Ok(plan) => {
+            let report =
+                serin_loadtester::load::run_load(&plan, &proxy, Duration::from_secs(3600)).await;
+            log.write(&report.summary());
+            failed(0, "Completed", String::new())
+        }
+        Err(error) => {
+            log.write(&error);
+            failed(1, "Error", String::new())
+        }
+    }
+}
+
 /// Runs pods as in-process HTTP servers on loopback ports; see the module documentation.
 pub struct ServingRuntime {
     options: ServingOptions,
     pods: Mutex<HashMap<String, PodServer>>,
+    commands: Mutex<HashMap<String, CommandRun>>,
     /// The sandbox's mesh proxy, once it runs.
     mesh_proxy: Mutex<Option<SocketAddr>>,
 }
@@ -229,6 +271,7 @@ impl ServingRuntime {
         ServingRuntime {
             options,
             pods: Mutex::default(),
+            commands: Mutex::default(),
             mesh_proxy: Mutex::default(),
         }
     }
@@ -526,7 +569,9 @@ impl PodRuntime for ServingRuntime {
 
     fn start(&self, pod: &Value) -> PodStart {
         let uid = pod_uid(pod);
-        if self.pods.lock().unwrap().contains_key(&uid) {
+        if self.pods.lock().unwrap().contains_key(&uid)
+            || self.commands.lock().unwrap().contains_key(&uid)
+        {
             return PodStart::ReadyAfter(Duration::ZERO);
         }
         let (app, container) = match self.app_for(pod) {
@@ -545,6 +590,34 @@ impl PodRuntime for ServingRuntime {
                 };
             }
         };
+        let words: Vec<String> = ["command", "args"]
+            .iter()
+            .flat_map(|field| container[*field].as_array().cloned().unwrap_or_default())
+            .filter_map(|w| w.as_str().map(String::from))
+            .collect();
+        if let App::LoadTester(proxy) = &app
+            && runs_to_completion(pod)
+            && !words.is_empty()
+        {
+            let logs = Arc::new(PodLogs::for_pod(pod));
+            let log = container["name"]
+                .as_str()
+                .and_then(|name| logs.container(name))
+                .unwrap_or_default();
+            let ended = Arc::new(Mutex::new(None));
+            let recorded = ended.clone();
+            let proxy = proxy.clone();
+            let task = tokio::spawn(async move {
+                let termination = run_command(words, proxy, log.clone()).await;
+                *recorded.lock().unwrap() = Some(termination);
+                log.clone().end();
+            });
+            self.commands
+                .lock()
+                .unwrap()
+                .insert(uid, CommandRun { logs, ended, task });
+            return PodStart::ReadyAfter(Duration::ZERO);
+        }
         let listener = match bind(SocketAddr::from(([127, 0, 0, 1], 0))) {
             Ok(l) => l,
             Err(e) => {
@@ -655,14 +728,30 @@ impl PodRuntime for ServingRuntime {
     }
 
     fn logs(&self, pod: &Value) -> Option<Arc<PodLogs>> {
+        let uid = pod_uid(pod);
+        if let Some(run) = self.commands.lock().unwrap().get(&uid) {
+            return Some(run.logs.clone());
+        }
         self.pods
             .lock()
             .unwrap()
-            .get(&pod_uid(pod))
+            .get(&uid)
             .map(|server| server.logs.clone())
     }
 
+    fn terminated(&self, pod: &Value) -> Option<Termination> {
+        self.commands
+            .lock()
+            .unwrap()
+            .get(&pod_uid(pod))
+            .and_then(|run| run.ended.lock().unwrap().clone())
+    }
+
     fn stop(&self, pod: &Value) {
+        if let Some(run) = self.commands.lock().unwrap().remove(&pod_uid(pod)) {
+            run.task.abort();
+            run.logs.end();
+        }
         if let Some(server) = self.pods.lock().unwrap().remove(&pod_uid(pod)) {
             server.logs.end();
             let _ = server.stop.send(true);

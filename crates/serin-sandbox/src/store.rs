@@ -607,6 +607,23 @@ impl Store {
                     .entry("labels")
                     .or_insert_with(|| json!({}))["kubernetes.io/metadata.name"] = json!(name);
             }
+            ("batch", "Job") if object["spec"]["selector"].is_null() => {
+                // As the API server does for Jobs without manualSelector: pods are matched by
+                // the Job's uid, and the template carries the labels that say so.
+                let uid = object["metadata"]["uid"].clone();
+                let name = json!(name_of(&object));
+                object["spec"]["selector"] =
+                    json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
+                let template = &mut object["spec"]["template"];
+                if !template["metadata"]["labels"].is_object() {
+                    template["metadata"]["labels"] = json!({});
+                }
+                let labels = &mut template["metadata"]["labels"];
+                labels["batch.kubernetes.io/controller-uid"] = uid.clone();
+                labels["batch.kubernetes.io/job-name"] = name.clone();
+                labels["controller-uid"] = uid;
+                labels["job-name"] = name;
+            }
             ("", "Pod") if object["status"]["phase"].is_null() => {
                 object["status"]["phase"] = json!("Pending");
             }

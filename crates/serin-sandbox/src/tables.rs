@@ -125,6 +125,13 @@ fn pod_status(pod: &Value) -> Value {
     let waiting = statuses
         .iter()
         .find_map(|s| s["state"]["waiting"]["reason"].as_str());
+    // A finished pod shows its container's termination reason (`Completed`, `Error`).
+    let terminated = statuses
+        .iter()
+        .find_map(|s| s["state"]["terminated"]["reason"].as_str());
+    if let Some(reason) = terminated.filter(|_| waiting.is_none()) {
+        return json!(reason);
+    }
     json!(
         waiting
             .or(pod["status"]["phase"].as_str())
@@ -227,6 +234,40 @@ fn hpa_targets(hpa: &Value) -> Value {
     } else {
         shown.join(", ")
     })
+}
+
+/// A Job's state as kubectl 1.32 shows it: Complete, Failed or Running.
+fn job_status(job: &Value) -> Value {
+    let has = |kind: &str| {
+        job["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == kind && c["status"] == "True")
+    };
+    json!(if has("Complete") {
+        "Complete"
+    } else if has("Failed") {
+        "Failed"
+    } else {
+        "Running"
+    })
+}
+
+/// How long a Job ran (so far), as a human duration.
+fn job_duration(job: &Value) -> Value {
+    let Some(start) = job["status"]["startTime"].as_str() else {
+        return json!("");
+    };
+    let parse = |t: &str| t.parse::<k8s_openapi::jiff::Timestamp>().ok();
+    let end = job["status"]["completionTime"]
+        .as_str()
+        .and_then(parse)
+        .unwrap_or_else(k8s_openapi::jiff::Timestamp::now);
+    match parse(start) {
+        Some(begun) => json!(human_duration(end.duration_since(begun).as_secs().max(0))),
+        None => json!(""),
+    }
 }
 
 /// A binding's subjects of one kind, comma-separated (`namespace/name` for ServiceAccounts).
@@ -386,6 +427,24 @@ fn builtin_columns(info: &ResourceInfo) -> Option<Vec<Column>> {
             computed("Type", 0, |s| json!(s["type"].as_str().unwrap_or("Opaque"))),
             computed("Data", 0, data_count),
             age(),
+        ],
+        ("batch", "Job") => vec![
+            name(),
+            computed("Status", 0, job_status),
+            computed("Completions", 0, |j| {
+                json!(format!(
+                    "{}/{}",
+                    int(&j["status"]["succeeded"]),
+                    j["spec"]["completions"].as_i64().unwrap_or(1)
+                ))
+            }),
+            computed("Duration", 0, job_duration),
+            age(),
+            computed("Containers", 1, |j| joined(containers(j), "name")),
+            computed("Images", 1, |j| joined(containers(j), "image")),
+            computed("Selector", 1, |j| {
+                selector(&j["spec"]["selector"]["matchLabels"])
+            }),
         ],
         ("rbac.authorization.k8s.io", "Role" | "ClusterRole") => vec![
             name(),
