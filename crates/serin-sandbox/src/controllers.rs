@@ -306,6 +306,7 @@ pub struct Controllers {
     replicasets: ResourceInfo,
     deployments: ResourceInfo,
     jobs: ResourceInfo,
+    daemonsets: ResourceInfo,
     events: ResourceInfo,
 }
 
@@ -399,6 +400,9 @@ impl Controllers {
         let nodes = store.resource("", "v1", "nodes").expect("built in");
         let events = store.resource("", "v1", "events").expect("built in");
         let jobs = store.resource("batch", "v1", "jobs").expect("built in");
+        let daemonsets = store
+            .resource("apps", "v1", "daemonsets")
+            .expect("built in");
         let node = json!({"metadata": {"name": NODE_NAME, "labels": {"kubernetes.io/hostname": NODE_NAME}},
             "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "sandbox kubelet is ready"}],
                 "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": NODE_NAME}],
@@ -423,6 +427,7 @@ impl Controllers {
             replicasets,
             deployments,
             jobs,
+            daemonsets,
             events,
         }
     }
@@ -445,6 +450,7 @@ impl Controllers {
         changed |= self.replicasets();
         changed |= self.deployments();
         changed |= self.sync_jobs();
+        changed |= self.sync_daemonsets();
         changed |= crate::services::sync_endpoints(&self.store, &controller_writes());
         changed
     }
@@ -771,6 +777,134 @@ impl Controllers {
                 m.retain(|k, v| k == "replicas" || k == "observedGeneration" || v != &json!(0));
             }
             changed |= self.write_status(&self.replicasets, &rs, status);
+        }
+        changed
+    }
+
+    /// The DaemonSet controller: one pod per node, bound to it directly (daemon pods run on
+    /// cordoned nodes too), replaced one at a time when the template changes.
+    fn sync_daemonsets(&mut self) -> bool {
+        let mut changed = false;
+        let pods = self.all(&self.pods);
+        let pods_by_owner = by_controller(&pods);
+        let nodes = self.store.resource("", "v1", "nodes").expect("built in");
+        let nodes: Vec<String> = self.all(&nodes).iter().map(name).collect();
+        for ds in self.all(&self.daemonsets) {
+            if ds["metadata"]["deletionTimestamp"].is_string() {
+                continue;
+            }
+            let ds_uid = uid(&ds);
+            let generation = ds["metadata"]["generation"].as_i64().unwrap_or(1);
+            let owned: Vec<&Value> = pods_by_owner
+                .get(&ds_uid)
+                .into_iter()
+                .flatten()
+                .copied()
+                .filter(|p| !p["metadata"]["deletionTimestamp"].is_string())
+                .collect();
+            let current_template = |pod: &Value| {
+                pod["metadata"]["labels"]["pod-template-generation"]
+                    == generation.to_string().as_str()
+            };
+            let max_unavailable = ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"]
+                .as_i64()
+                .unwrap_or(1)
+                .max(1);
+            let rolling = ds["spec"]["updateStrategy"]["type"] != "OnDelete";
+            let mut replaced = 0;
+            for node in &nodes {
+                let on_node: Vec<&&Value> = owned
+                    .iter()
+                    .filter(|p| p["spec"]["nodeName"] == node.as_str())
+                    .collect();
+                if on_node.is_empty() {
+                    let template = &ds["spec"]["template"];
+                    let mut labels = template["metadata"]["labels"].clone();
+                    if !labels.is_object() {
+                        labels = json!({});
+                    }
+                    labels["pod-template-generation"] = json!(generation.to_string());
+                    let mut spec = template["spec"].clone();
+                    spec["nodeName"] = json!(node);
+                    let pod = json!({
+                        "metadata": {"generateName": format!("{}-", name(&ds)), "labels": labels,
+                            "annotations": template["metadata"]["annotations"],
+                            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": name(&ds),
+                                "uid": ds_uid, "controller": true, "blockOwnerDeletion": true}]},
+                        "spec": spec,
+                    });
+                    if let Ok(pod) =
+                        self.store
+                            .create(&self.pods, Some(&ns(&ds)), pod, &controller_writes())
+                    {
+                        record_event(
+                            &self.store,
+                            &self.events,
+                            &ds,
+                            "DaemonSet",
+                            "daemonset-controller",
+                            "SuccessfulCreate",
+                            format!("Created pod: {}", name(&pod)),
+                        );
+                        changed = true;
+                    }
+                } else if rolling
+                    && replaced < max_unavailable
+                    && let Some(old) = on_node.iter().find(|p| !current_template(p))
+                {
+                    let deleted = self.store.delete(
+                        &self.pods,
+                        &ns(old),
+                        &name(old),
+                        &DeleteOptions::default(),
+                        false,
+                    );
+                    if deleted.is_ok() {
+                        record_event(
+                            &self.store,
+                            &self.events,
+                            &ds,
+                            "DaemonSet",
+                            "daemonset-controller",
+                            "SuccessfulDelete",
+                            format!("Deleted pod: {}", name(old)),
+                        );
+                        replaced += 1;
+                        changed = true;
+                    }
+                }
+            }
+            let ready = |p: &&Value| {
+                p["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            };
+            let scheduled = owned.len();
+            let number_ready = owned.iter().filter(|p| ready(p)).count();
+            let updated = owned.iter().filter(|p| current_template(p)).count();
+            let available = owned
+                .iter()
+                .filter(|p| ready(p) && current_template(p))
+                .count();
+            let mut status = json!({
+                "currentNumberScheduled": scheduled, "desiredNumberScheduled": nodes.len(),
+                "numberMisscheduled": 0, "numberReady": number_ready,
+                "numberAvailable": available, "updatedNumberScheduled": updated,
+                "observedGeneration": generation,
+            });
+            let unavailable = nodes.len().saturating_sub(available);
+            if unavailable > 0 {
+                status["numberUnavailable"] = json!(unavailable);
+            }
+            if let Some(m) = status.as_object_mut() {
+                m.retain(|k, v| {
+                    !(matches!(k.as_str(), "numberAvailable" | "updatedNumberScheduled")
+                        && v == &json!(0))
+                });
+            }
+            changed |= self.write_status(&self.daemonsets, &ds, status);
         }
         changed
     }
@@ -1324,6 +1458,7 @@ fn feeds_controllers(resource: &str) -> bool {
             | "replicasets.apps"
             | "deployments.apps"
             | "jobs.batch"
+            | "daemonsets.apps"
             | "services"
             | "endpoints"
             | "nodes"

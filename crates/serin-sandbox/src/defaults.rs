@@ -107,6 +107,19 @@ pub fn apply(info: &ResourceInfo, object: &mut Value) {
             }
         }
         ("", "Secret") => default(object, "type", json!("Opaque")),
+        ("apps", "DaemonSet") => {
+            let spec = &mut object["spec"];
+            if !spec.is_object() {
+                return;
+            }
+            default(spec, "revisionHistoryLimit", json!(10));
+            default(
+                spec,
+                "updateStrategy",
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
+            );
+            pod_spec(&mut spec["template"]["spec"]);
+        }
         ("batch", "Job") => {
             let spec = &mut object["spec"];
             if !spec.is_object() {

@@ -310,6 +310,17 @@ pub fn builtins() -> Vec<ResourceInfo> {
             Spec,
         ),
         builtin(
+            "apps",
+            "v1",
+            "DaemonSet",
+            "daemonsets",
+            true,
+            &["ds"],
+            &["all"],
+            true,
+            Spec,
+        ),
+        builtin(
             "batch",
             "v1",
             "Job",

@@ -428,6 +428,29 @@ fn builtin_columns(info: &ResourceInfo) -> Option<Vec<Column>> {
             computed("Data", 0, data_count),
             age(),
         ],
+        ("apps", "DaemonSet") => vec![
+            name(),
+            computed("Desired", 0, |d| {
+                int(&d["status"]["desiredNumberScheduled"])
+            }),
+            computed("Current", 0, |d| {
+                int(&d["status"]["currentNumberScheduled"])
+            }),
+            computed("Ready", 0, |d| int(&d["status"]["numberReady"])),
+            computed("Up-to-date", 0, |d| {
+                int(&d["status"]["updatedNumberScheduled"])
+            }),
+            computed("Available", 0, |d| int(&d["status"]["numberAvailable"])),
+            computed("Node Selector", 0, |d| {
+                selector(&d["spec"]["template"]["spec"]["nodeSelector"])
+            }),
+            age(),
+            computed("Containers", 1, |d| joined(containers(d), "name")),
+            computed("Images", 1, |d| joined(containers(d), "image")),
+            computed("Selector", 1, |d| {
+                selector(&d["spec"]["selector"]["matchLabels"])
+            }),
+        ],
         ("batch", "Job") => vec![
             name(),
             computed("Status", 0, job_status),
