@@ -49,6 +49,15 @@ pub trait PodRuntime: Send + Sync {
     fn terminated(&self, _pod: &Value) -> Option<Termination> {
         None
     }
+    /// Where `kubectl exec` runs a command in `container` of `pod`: by default its name and env,
+    /// `hey` in load tester images, and direct HTTP.
+    fn exec_context(&self, pod: &Value, container: &Value) -> crate::exec::Context {
+        crate::exec::Context::of(
+            pod,
+            container,
+            serin_loadtester::proxy::ProxyConfig::direct(),
+        )
+    }
     /// What the pod's containers wrote (`kubectl logs`); `None` (the default): nothing.
     fn logs(&self, _pod: &Value) -> Option<Arc<crate::logs::PodLogs>> {
         None

@@ -21,6 +21,7 @@ pub mod controllers;
 pub mod convert;
 pub mod defaults;
 pub mod discovery;
+pub mod exec;
 pub mod instrument;
 pub mod logs;
 pub mod managed;

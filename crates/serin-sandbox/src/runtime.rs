@@ -739,6 +739,17 @@ impl PodRuntime for ServingRuntime {
             .map(|server| server.logs.clone())
     }
 
+    fn exec_context(&self, pod: &Value, container: &Value) -> crate::exec::Context {
+        let mut context = crate::exec::Context::of(pod, container, self.loadtester_proxy());
+        let image = container["image"].as_str().unwrap_or_default();
+        context.load_tester = self
+            .options
+            .loadtester_images
+            .iter()
+            .any(|p| image.contains(p.as_str()));
+        context
+    }
+
     fn terminated(&self, pod: &Value) -> Option<Termination> {
         self.commands
             .lock()

@@ -12,7 +12,9 @@ use crate::status::ApiError;
 use crate::store::{ChangeType, DeleteOptions, Part, PatchType, Store, WriteOptions};
 use crate::tables;
 use axum::body::{Body, Bytes};
+use axum::extract::FromRequestParts;
 use axum::extract::State;
+use axum::extract::ws::WebSocketUpgrade;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use futures::SinkExt;
@@ -132,17 +134,117 @@ struct Target {
     watch_path: bool,
 }
 
-async fn handle(
-    State(state): State<AppState>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+async fn handle(State(state): State<AppState>, request: axum::extract::Request) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let wants_websocket = parts
+        .headers
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
+    if wants_websocket {
+        return match WebSocketUpgrade::from_request_parts(&mut parts, &state).await {
+            Ok(upgrade) => exec_upgrade(&state, upgrade, &parts.uri, &parts.headers)
+                .unwrap_or_else(error_response),
+            Err(rejection) => rejection.into_response(),
+        };
+    }
+    // The API server refuses bodies over 3 MiB; the sandbox allows more, but not without bound.
+    let body = match axum::body::to_bytes(body, 8 << 20).await {
+        Ok(body) => body,
+        Err(_) => {
+            let mut error = ApiError::bad_request("the request body is larger than 8 MiB");
+            error.code = 413;
+            error.reason = "RequestEntityTooLarge";
+            return error_response(error);
+        }
+    };
+    let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
     match route(&state, &method, &uri, &headers, body).await {
         Ok(response) => response,
         Err(error) => error_response(error),
     }
+}
+
+/// The answer to a streaming subresource the sandbox cannot serve as asked.
+fn streaming_unavailable(sub: &str) -> ApiError {
+    if sub == "exec" {
+        return ApiError::bad_request(
+            "Upgrade request required: the sandbox serves exec over WebSocket (v5.channel.k8s.io), not SPDY",
+        );
+    }
+    let mut error = ApiError::not_found("pods", "", "pods", "");
+    error.message = format!(
+        "the sandbox does not serve pods/{sub} yet; reach a pod with kubectl get --raw .../pods/NAME:PORT/proxy/ or kubectl proxy"
+    );
+    error
+}
+
+/// `kubectl exec` (a WebSocket upgrade of `pods/NAME/exec`): checks who asks and for what, then
+/// runs the command in the pod's context over the channel protocol.
+fn exec_upgrade(
+    state: &AppState,
+    upgrade: WebSocketUpgrade,
+    uri: &Uri,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let identity = state.auth.authenticate(&state.store, headers)?;
+    let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
+    let ["api", "v1", "namespaces", namespace, "pods", name, sub] = segments.as_slice() else {
+        return Err(ApiError::bad_request(
+            "only pods/NAME/exec accepts a WebSocket upgrade in the sandbox (attach and port-forward are not served)",
+        ));
+    };
+    if *sub != "exec" {
+        return Err(ApiError::not_found(
+            "pods",
+            "",
+            &format!("pods/{sub}"),
+            name,
+        ));
+    }
+    let request = auth::Request::Resource {
+        verb: "create".into(),
+        group: String::new(),
+        resource: "pods".into(),
+        subresource: "exec".into(),
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+    };
+    if !state
+        .auth
+        .authorize(&state.store, &identity, &request)
+        .allowed
+    {
+        return Err(auth::forbidden(&identity, &request));
+    }
+    let query = Query::parse(uri);
+    let words: Vec<String> = query
+        .0
+        .iter()
+        .filter(|(k, _)| k == "command")
+        .map(|(_, v)| v.clone())
+        .collect();
+    let pods = state.store.resource("", "v1", "pods").expect("built in");
+    let pod = state.store.get(&pods, namespace, name)?;
+    let containers: Vec<Value> = pod["spec"]["containers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let container = match query.get("container").filter(|c| !c.is_empty()) {
+        Some(wanted) => containers.iter().find(|c| c["name"] == wanted).cloned(),
+        None if containers.len() == 1 => containers.first().cloned(),
+        None => None,
+    };
+    let Some(container) = container.filter(|_| pod["status"]["phase"] == "Running") else {
+        return Err(ApiError::bad_request(format!(
+            "unable to upgrade connection: container not found (\"{}\")",
+            query.get("container").unwrap_or_default()
+        )));
+    };
+    let context = state.runtime.exec_context(&pod, &container);
+    Ok(upgrade
+        .protocols(crate::exec::PROTOCOLS)
+        .on_upgrade(move |socket| crate::exec::serve(socket, words, context)))
 }
 
 async fn route(
@@ -308,6 +410,9 @@ async fn route(
         )))
     } else if target.info.verbs == Verbs::ReadOnly {
         serve_resource_metrics(state, method, &query, &target).unwrap_or_else(error_response)
+    } else if let Some(sub @ ("exec" | "attach" | "portforward")) = target.subresource.as_deref() {
+        // Reached only without a WebSocket upgrade (kubectl's SPDY fallback).
+        error_response(streaming_unavailable(sub))
     } else if target.subresource.as_deref() == Some("log") {
         serve_log(state, method, &query, &target).unwrap_or_else(error_response)
     } else if let Some(answer) = serve_actions(state, &identity, method, headers, &target, &body) {
@@ -609,6 +714,9 @@ fn resolve(
             || (sub == "eviction" && t.info.kind == "Pod" && t.info.group.is_empty())
             || (sub == "ephemeralcontainers" && t.info.kind == "Pod" && t.info.group.is_empty())
             || (sub == "log" && t.info.kind == "Pod" && t.info.group.is_empty())
+            || (matches!(sub.as_str(), "exec" | "attach" | "portforward")
+                && t.info.kind == "Pod"
+                && t.info.group.is_empty())
             || (sub == "finalize" && t.info.kind == "Namespace");
         if !known {
             return Err(ApiError::unknown_path());
