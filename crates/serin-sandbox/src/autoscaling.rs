@@ -534,27 +534,17 @@ impl Autoscaler {
     }
 
     fn event(&self, hpa: &Value, kind: &str, reason: &str, message: &str) {
-        let Some(events) = self.store.resource("", "v1", "events") else {
-            return;
-        };
-        let metadata = &hpa["metadata"];
-        let now = now_rfc3339();
-        let event = json!({
-            "metadata": {"generateName": format!("{}.", metadata["name"].as_str().unwrap_or_default())},
-            "involvedObject": {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
-                "namespace": metadata["namespace"], "name": metadata["name"], "uid": metadata["uid"],
-                "resourceVersion": metadata["resourceVersion"]},
-            "reason": reason, "message": message, "type": kind,
-            "source": {"component": "horizontal-pod-autoscaler"},
-            "reportingComponent": "horizontal-pod-autoscaler",
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-        });
-        let _ = self.store.create(
-            &events,
-            metadata["namespace"].as_str(),
-            event,
-            &WriteOptions::by("horizontal-pod-autoscaler"),
-        );
+        if let Some(events) = self.store.resource("", "v1", "events") {
+            crate::controllers::write_event(
+                &self.store,
+                &events,
+                hpa,
+                "HorizontalPodAutoscaler",
+                "horizontal-pod-autoscaler",
+                (kind, reason),
+                message.to_string(),
+            );
+        }
     }
 
     fn write_status(

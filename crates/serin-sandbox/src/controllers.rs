@@ -362,7 +362,8 @@ fn record_warning(
     );
 }
 
-fn write_event(
+/// Writes a core/v1 Event of `event_type` (`Normal` or `Warning`) about `object`, as `component`.
+pub(crate) fn write_event(
     store: &Store,
     events: &ResourceInfo,
     object: &Value,
@@ -694,26 +695,13 @@ impl Controllers {
             if current < desired {
                 for _ in current..desired {
                     let template = &rs["spec"]["template"];
-                    let pod = json!({
-                        "metadata": {"generateName": format!("{}-", name(&rs)), "labels": template["metadata"]["labels"],
-                            "annotations": template["metadata"]["annotations"],
-                            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name(&rs), "uid": rs_uid, "controller": true, "blockOwnerDeletion": true}]},
-                        "spec": template["spec"]
-                    });
-                    if let Ok(pod) =
-                        self.store
-                            .create(&self.pods, Some(&ns(&rs)), pod, &controller_writes())
-                    {
-                        record_event(
-                            &self.store,
-                            &self.events,
-                            &rs,
-                            "ReplicaSet",
-                            "replicaset-controller",
-                            "SuccessfulCreate",
-                            format!("Created pod: {}", name(&pod)),
-                        );
-                    }
+                    let labels = template["metadata"]["labels"].clone();
+                    self.create_owned_pod(
+                        &rs,
+                        "replicaset-controller",
+                        labels,
+                        template["spec"].clone(),
+                    );
                 }
                 changed = true;
             } else if current > desired {
@@ -790,6 +778,35 @@ impl Controllers {
         changed
     }
 
+    /// Creates a pod of `owner` (a ReplicaSet, DaemonSet or Job) with its template's annotations
+    /// and the given labels and spec, and records the controller's `SuccessfulCreate` event.
+    fn create_owned_pod(&self, owner: &Value, component: &str, labels: Value, spec: Value) -> bool {
+        let kind = owner["kind"].as_str().unwrap_or_default();
+        let pod = json!({
+            "metadata": {"generateName": format!("{}-", name(owner)), "labels": labels,
+                "annotations": owner["spec"]["template"]["metadata"]["annotations"],
+                "ownerReferences": [{"apiVersion": owner["apiVersion"], "kind": kind, "name": name(owner),
+                    "uid": uid(owner), "controller": true, "blockOwnerDeletion": true}]},
+            "spec": spec,
+        });
+        let Ok(pod) = self
+            .store
+            .create(&self.pods, Some(&ns(owner)), pod, &controller_writes())
+        else {
+            return false;
+        };
+        record_event(
+            &self.store,
+            &self.events,
+            owner,
+            kind,
+            component,
+            "SuccessfulCreate",
+            format!("Created pod: {}", name(&pod)),
+        );
+        true
+    }
+
     /// The DaemonSet controller: one pod per node, bound to it directly (daemon pods run on
     /// cordoned nodes too), replaced one at a time when the template changes.
     fn sync_daemonsets(&mut self) -> bool {
@@ -835,28 +852,7 @@ impl Controllers {
                     labels["pod-template-generation"] = json!(generation.to_string());
                     let mut spec = template["spec"].clone();
                     spec["nodeName"] = json!(node);
-                    let pod = json!({
-                        "metadata": {"generateName": format!("{}-", name(&ds)), "labels": labels,
-                            "annotations": template["metadata"]["annotations"],
-                            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": name(&ds),
-                                "uid": ds_uid, "controller": true, "blockOwnerDeletion": true}]},
-                        "spec": spec,
-                    });
-                    if let Ok(pod) =
-                        self.store
-                            .create(&self.pods, Some(&ns(&ds)), pod, &controller_writes())
-                    {
-                        record_event(
-                            &self.store,
-                            &self.events,
-                            &ds,
-                            "DaemonSet",
-                            "daemonset-controller",
-                            "SuccessfulCreate",
-                            format!("Created pod: {}", name(&pod)),
-                        );
-                        changed = true;
-                    }
+                    changed |= self.create_owned_pod(&ds, "daemonset-controller", labels, spec);
                 } else if rolling
                     && replaced < max_unavailable
                     && let Some(old) = on_node.iter().find(|p| !current_template(p))
@@ -1032,27 +1028,13 @@ impl Controllers {
                 let wanted = parallelism.min(completions - succeeded) - active.len() as i64;
                 for _ in 0..wanted.max(0) {
                     let template = &spec["template"];
-                    let pod = json!({
-                        "metadata": {"generateName": format!("{}-", name(&job)),
-                            "labels": template["metadata"]["labels"],
-                            "annotations": template["metadata"]["annotations"],
-                            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name(&job),
-                                "uid": job_uid, "controller": true, "blockOwnerDeletion": true}]},
-                        "spec": template["spec"]
-                    });
-                    if let Ok(pod) =
-                        self.store
-                            .create(&self.pods, Some(&ns(&job)), pod, &controller_writes())
-                    {
-                        record_event(
-                            &self.store,
-                            &self.events,
-                            &job,
-                            "Job",
-                            "job-controller",
-                            "SuccessfulCreate",
-                            format!("Created pod: {}", name(&pod)),
-                        );
+                    let labels = template["metadata"]["labels"].clone();
+                    if self.create_owned_pod(
+                        &job,
+                        "job-controller",
+                        labels,
+                        template["spec"].clone(),
+                    ) {
                         status["active"] = json!(int(&status["active"]) + 1);
                     }
                 }

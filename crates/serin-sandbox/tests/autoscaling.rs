@@ -4,45 +4,23 @@
 mod common;
 
 use common::Kubectl;
-use serin_sandbox::runtime::{ServingRuntime, http_get};
-use serin_sandbox::{Sandbox, SandboxOptions};
+use serin_sandbox::SandboxOptions;
+use serin_sandbox::runtime::http_get;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn replicas(k: &Kubectl) -> String {
     k.ok(&["get", "deploy", "web", "-o", "jsonpath={.spec.replicas}"])
 }
 
-/// Polls `check` every 250 ms for up to `limit`.
-fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let until = Instant::now() + limit;
-    while Instant::now() < until {
-        if check() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    false
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_hpa_scales_a_deployment_on_the_cpu_its_requests_cost() {
-    let dir = tempfile::tempdir().unwrap();
-    let options = SandboxOptions {
-        runtime: Some(Arc::new(ServingRuntime::default())),
+    let (sandbox, _dir, k) = common::serving_sandbox(SandboxOptions {
         autoscaler_period: Duration::from_secs(1),
         ..SandboxOptions::default()
-    };
-    let sandbox = Sandbox::start_with(dir.path(), options).await.unwrap();
-    let k = Kubectl::new(&sandbox);
-    k.ok(&[
-        "create",
-        "deployment",
-        "web",
-        "--image=ghcr.io/stefanprodan/podinfo:6.0.0",
-        "--replicas=2",
-    ]);
+    })
+    .await;
+    common::rolled_out_podinfo_deployment(&k, "web", &["--replicas=2"]);
     k.ok(&[
         "set",
         "resources",
@@ -86,7 +64,7 @@ async fn an_hpa_scales_a_deployment_on_the_cpu_its_requests_cost() {
         r#"{"spec":{"behavior":{"scaleDown":{"stabilizationWindowSeconds":0}}}}"#,
     ]);
     assert!(
-        eventually(Duration::from_secs(20), || replicas(&k) == "1"),
+        common::eventually(Duration::from_secs(20), || replicas(&k) == "1"),
         "scaled down to 1"
     );
     let hpa = k.ok(&["get", "hpa", "web"]);
@@ -115,7 +93,7 @@ async fn an_hpa_scales_a_deployment_on_the_cpu_its_requests_cost() {
     });
     let scaled = tokio::task::spawn_blocking(move || {
         let k = k;
-        let up = eventually(Duration::from_secs(40), || {
+        let up = common::eventually(Duration::from_secs(40), || {
             replicas(&k).parse::<u32>().unwrap_or(0) > 1
         });
         (k, up)

@@ -3,24 +3,18 @@
 
 mod common;
 
-use common::Kubectl;
-use serin_sandbox::runtime::ServingRuntime;
-use serin_sandbox::{MeshSettings, Sandbox, SandboxOptions};
-use std::sync::Arc;
+use serin_sandbox::{MeshSettings, SandboxOptions};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_exec_runs_commands_in_the_pods_context() {
-    let dir = tempfile::tempdir().unwrap();
-    let options = SandboxOptions {
-        runtime: Some(Arc::new(ServingRuntime::default())),
+    let (sandbox, _dir, k) = common::serving_sandbox(SandboxOptions {
         mesh: Some(MeshSettings {
             prometheus: None,
             ..MeshSettings::default()
         }),
         ..SandboxOptions::default()
-    };
-    let sandbox = Sandbox::start_with(dir.path(), options).await.unwrap();
-    let k = Kubectl::new(&sandbox);
+    })
+    .await;
     k.ok(&[
         "create",
         "deployment",

@@ -5,9 +5,7 @@
 mod common;
 
 use common::Kubectl;
-use serin_sandbox::runtime::ServingRuntime;
 use serin_sandbox::{Sandbox, SandboxOptions};
-use std::sync::Arc;
 
 const FAILING: &str = r#"apiVersion: batch/v1
 kind: Job
@@ -25,13 +23,10 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_run_to_completion_or_fail_at_their_backoff_limit() {
-    let dir = tempfile::tempdir().unwrap();
-    let options = SandboxOptions {
-        runtime: Some(Arc::new(ServingRuntime::default())),
+    let (sandbox, _dir, k) = common::serving_sandbox(SandboxOptions {
         ..SandboxOptions::default()
-    };
-    let sandbox = Sandbox::start_with(dir.path(), options).await.unwrap();
-    let k = Kubectl::new(&sandbox);
+    })
+    .await;
     k.ok(&[
         "create",
         "deployment",

@@ -3,34 +3,17 @@
 
 mod common;
 
-use common::Kubectl;
-use serin_sandbox::runtime::ServingRuntime;
-use serin_sandbox::{Sandbox, SandboxOptions};
+use serin_sandbox::SandboxOptions;
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let until = Instant::now() + limit;
-    while Instant::now() < until {
-        if check() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    false
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_logs_shows_what_the_pods_wrote() {
-    let dir = tempfile::tempdir().unwrap();
-    let options = SandboxOptions {
-        runtime: Some(Arc::new(ServingRuntime::default())),
+    let (sandbox, dir, k) = common::serving_sandbox(SandboxOptions {
         ..SandboxOptions::default()
-    };
-    let sandbox = Sandbox::start_with(dir.path(), options).await.unwrap();
-    let k = Kubectl::new(&sandbox);
+    })
+    .await;
     k.ok(&[
         "create",
         "deployment",
@@ -79,7 +62,7 @@ async fn kubectl_logs_shows_what_the_pods_wrote() {
         task.to_str().unwrap(),
     ]);
     assert!(
-        eventually(Duration::from_secs(20), || k
+        common::eventually(Duration::from_secs(20), || k
             .ok(&["logs", "lt"])
             .contains("\"msg\":\"command finished\"")),
         "the load tester logged its task: {}",
@@ -143,7 +126,7 @@ async fn kubectl_logs_shows_what_the_pods_wrote() {
         "{previous}"
     );
     k.ok(&["run", "unpullable", "--image=registry.example/unknown:1"]);
-    assert!(eventually(Duration::from_secs(10), || {
+    assert!(common::eventually(Duration::from_secs(10), || {
         k.output(&["logs", "unpullable"])
             .1
             .contains("is waiting to start: trying and failing to pull image")

@@ -3,20 +3,14 @@
 
 mod common;
 
-use common::Kubectl;
-use serin_sandbox::runtime::ServingRuntime;
-use serin_sandbox::{Sandbox, SandboxOptions};
-use std::sync::Arc;
+use serin_sandbox::SandboxOptions;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cordon_drain_uncordon_and_proxies() {
-    let dir = tempfile::tempdir().unwrap();
-    let options = SandboxOptions {
-        runtime: Some(Arc::new(ServingRuntime::default())),
+    let (sandbox, _dir, k) = common::serving_sandbox(SandboxOptions {
         ..SandboxOptions::default()
-    };
-    let sandbox = Sandbox::start_with(dir.path(), options).await.unwrap();
-    let k = Kubectl::new(&sandbox);
+    })
+    .await;
     k.ok(&[
         "create",
         "deployment",

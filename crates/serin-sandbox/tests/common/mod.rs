@@ -1,9 +1,55 @@
 //! Helpers shared by the integration tests: the real kubectl pointed at a sandbox.
 #![allow(dead_code)]
 
-use serin_sandbox::Sandbox;
+use serin_sandbox::runtime::ServingRuntime;
+use serin_sandbox::{Sandbox, SandboxOptions};
 use std::io::Write;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A sandbox whose pods serve (podinfo, the load tester) with `options` otherwise, and kubectl.
+pub async fn serving_sandbox(options: SandboxOptions) -> (Sandbox, tempfile::TempDir, Kubectl) {
+    let dir = tempfile::tempdir().unwrap();
+    let options = SandboxOptions {
+        runtime: Some(Arc::new(ServingRuntime::default())),
+        ..options
+    };
+    let sandbox = Sandbox::start_with(dir.path(), options).await.unwrap();
+    let kubectl = Kubectl::new(&sandbox);
+    (sandbox, dir, kubectl)
+}
+
+/// `kubectl create deployment NAME` of podinfo 6.0.0 (port 9898, `extra` flags), rolled out.
+pub fn rolled_out_podinfo_deployment(k: &Kubectl, name: &str, extra: &[&str]) {
+    let mut args = vec![
+        "create",
+        "deployment",
+        name,
+        "--image=ghcr.io/stefanprodan/podinfo:6.0.0",
+        "--port=9898",
+    ];
+    args.extend_from_slice(extra);
+    k.ok(&args);
+    k.ok(&[
+        "rollout",
+        "status",
+        &format!("deployment/{name}"),
+        "--timeout=60s",
+    ]);
+}
+
+/// Polls `check` every 200 ms for up to `limit`; whether it ever held.
+pub fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    false
+}
 
 /// The real kubectl with the sandbox's kubeconfig and a private discovery cache.
 pub struct Kubectl {
