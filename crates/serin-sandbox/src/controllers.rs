@@ -277,6 +277,15 @@ fn by_controller(objects: &[Value]) -> HashMap<String, Vec<&Value>> {
     children
 }
 
+/// Whether a pod's Ready condition is True.
+fn is_ready(pod: &Value) -> bool {
+    pod["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+}
+
 fn int(v: &Value) -> i64 {
     v.as_i64().unwrap_or(0)
 }
@@ -741,16 +750,7 @@ impl Controllers {
                 changed = true;
             }
             let min_ready = int(&rs["spec"]["minReadySeconds"]);
-            let ready: Vec<&&Value> = owned
-                .iter()
-                .filter(|p| {
-                    p["status"]["conditions"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                })
-                .collect();
+            let ready: Vec<&&Value> = owned.iter().filter(|p| is_ready(p)).collect();
             let available = ready
                 .iter()
                 .filter(|p| {
@@ -879,13 +879,7 @@ impl Controllers {
                     }
                 }
             }
-            let ready = |p: &&Value| {
-                p["status"]["conditions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            };
+            let ready = |p: &&Value| is_ready(p);
             let scheduled = owned.len();
             let number_ready = owned.iter().filter(|p| ready(p)).count();
             let updated = owned.iter().filter(|p| current_template(p)).count();
@@ -961,8 +955,7 @@ impl Controllers {
             let mut status = json!({
                 "startTime": job["status"]["startTime"].as_str().unwrap_or(&now),
                 "active": active.len(), "succeeded": succeeded, "failed": failed,
-                "ready": active.iter().filter(|p| p["status"]["conditions"].as_array().into_iter().flatten()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")).count(),
+                "ready": active.iter().filter(|p| is_ready(p)).count(),
                 "terminating": 0, "uncountedTerminatedPods": {},
             });
             let condition = |kind: &str, reason: &str, message: &str| {
