@@ -194,19 +194,11 @@ fn exec_upgrade(
             "only pods/NAME/exec accepts a WebSocket upgrade in the sandbox (attach and port-forward are not served)",
         ));
     };
-    if *sub != "exec" {
-        return Err(ApiError::not_found(
-            "pods",
-            "",
-            &format!("pods/{sub}"),
-            name,
-        ));
-    }
     let request = auth::Request::Resource {
         verb: "create".into(),
         group: String::new(),
         resource: "pods".into(),
-        subresource: "exec".into(),
+        subresource: sub.to_string(),
         namespace: namespace.to_string(),
         name: name.to_string(),
     };
@@ -216,6 +208,9 @@ fn exec_upgrade(
         .allowed
     {
         return Err(auth::forbidden(&identity, &request));
+    }
+    if *sub != "exec" {
+        return Err(streaming_unavailable(sub));
     }
     let query = Query::parse(uri);
     let words: Vec<String> = query
