@@ -173,18 +173,18 @@ impl Auth {
             URL_SAFE_NO_PAD.encode(claims.to_string()),
             URL_SAFE_NO_PAD.encode(signature)
         );
-        self.tokens
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(
-                token.clone(),
-                IssuedToken {
-                    namespace: namespace.into(),
-                    name: name.into(),
-                    uid: uid.into(),
-                    expires,
-                },
-            );
+        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        // Expired tokens authenticate no one: forget them, so issuing many cannot grow the map.
+        tokens.retain(|_, issued| issued.expires >= now);
+        tokens.insert(
+            token.clone(),
+            IssuedToken {
+                namespace: namespace.into(),
+                name: name.into(),
+                uid: uid.into(),
+                expires,
+            },
+        );
         let expiry = Timestamp::from_second(epoch(expires) as i64).unwrap_or(Timestamp::UNIX_EPOCH);
         (token, expiry)
     }
