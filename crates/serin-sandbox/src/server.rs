@@ -143,10 +143,30 @@ async fn handle(State(state): State<AppState>, request: axum::extract::Request) 
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
     if wants_websocket {
         return match WebSocketUpgrade::from_request_parts(&mut parts, &state).await {
-            Ok(upgrade) => exec_upgrade(&state, upgrade, &parts.uri, &parts.headers)
-                .unwrap_or_else(error_response),
+            Ok(upgrade) => streaming_upgrade(
+                &state,
+                Transport::WebSocket(upgrade),
+                &parts.uri,
+                &parts.headers,
+            )
+            .unwrap_or_else(error_response),
             Err(rejection) => rejection.into_response(),
         };
+    }
+    let wants_spdy = parts
+        .headers
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("SPDY/3.1"));
+    if wants_spdy {
+        let on_upgrade = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
+        return streaming_upgrade(
+            &state,
+            Transport::Spdy(on_upgrade),
+            &parts.uri,
+            &parts.headers,
+        )
+        .unwrap_or_else(error_response);
     }
     // The API server refuses bodies over 3 MiB; the sandbox allows more, but not without bound.
     let body = match axum::body::to_bytes(body, 8 << 20).await {
@@ -167,23 +187,36 @@ async fn handle(State(state): State<AppState>, request: axum::extract::Request) 
 
 /// The answer to a streaming subresource the sandbox cannot serve as asked.
 fn streaming_unavailable(sub: &str) -> ApiError {
-    if sub == "exec" {
-        return ApiError::bad_request(
+    match sub {
+        "exec" => ApiError::bad_request(
             "Upgrade request required: the sandbox serves exec over WebSocket (v5.channel.k8s.io), not SPDY",
-        );
+        ),
+        "portforward" => ApiError::bad_request(
+            "Upgrade request required: the sandbox serves port-forward over WebSocket (SPDY/3.1+portforward.k8s.io) or an SPDY/3.1 upgrade",
+        ),
+        _ => {
+            let mut error = ApiError::not_found("pods", "", "pods", "");
+            error.message = format!(
+                "the sandbox does not serve pods/{sub} yet; reach a pod with kubectl get --raw .../pods/NAME:PORT/proxy/ or kubectl proxy"
+            );
+            error
+        }
     }
-    let mut error = ApiError::not_found("pods", "", "pods", "");
-    error.message = format!(
-        "the sandbox does not serve pods/{sub} yet; reach a pod with kubectl get --raw .../pods/NAME:PORT/proxy/ or kubectl proxy"
-    );
-    error
 }
 
-/// `kubectl exec` (a WebSocket upgrade of `pods/NAME/exec`): checks who asks and for what, then
-/// runs the command in the pod's context over the channel protocol.
-fn exec_upgrade(
+/// How a streaming request asked to switch protocols.
+enum Transport {
+    /// A WebSocket upgrade (kubectl's exec, and port-forward since kubectl 1.30).
+    WebSocket(WebSocketUpgrade),
+    /// An `Upgrade: SPDY/3.1` request (kubectl's fallback), with the connection to take over.
+    Spdy(Option<hyper::upgrade::OnUpgrade>),
+}
+
+/// `kubectl exec` and `kubectl port-forward` (upgrades of `pods/NAME/exec` and
+/// `pods/NAME/portforward`): checks who asks and for what, then serves the stream.
+fn streaming_upgrade(
     state: &AppState,
-    upgrade: WebSocketUpgrade,
+    transport: Transport,
     uri: &Uri,
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -191,7 +224,7 @@ fn exec_upgrade(
     let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
     let ["api", "v1", "namespaces", namespace, "pods", name, sub] = segments.as_slice() else {
         return Err(ApiError::bad_request(
-            "only pods/NAME/exec accepts a WebSocket upgrade in the sandbox (attach and port-forward are not served)",
+            "only pods/NAME/exec and pods/NAME/portforward accept an upgrade in the sandbox",
         ));
     };
     let request = auth::Request::Resource {
@@ -209,9 +242,88 @@ fn exec_upgrade(
     {
         return Err(auth::forbidden(&identity, &request));
     }
-    if *sub != "exec" {
-        return Err(streaming_unavailable(sub));
+    match (*sub, transport) {
+        ("exec", Transport::WebSocket(upgrade)) => {
+            exec_upgrade(state, upgrade, uri, namespace, name)
+        }
+        ("portforward", transport) => {
+            let pods = state.store.resource("", "v1", "pods").expect("built in");
+            let pod = state.store.get(&pods, namespace, name)?;
+            if pod["status"]["phase"] != "Running" {
+                return Err(ApiError::bad_request(format!(
+                    "unable to upgrade connection: pod {name} is not running"
+                )));
+            }
+            portforward_upgrade(transport, headers, pod)
+        }
+        (sub, _) => Err(streaming_unavailable(sub)),
     }
+}
+
+/// Answers a port-forward upgrade in whichever of kubectl's two transports it came.
+fn portforward_upgrade(
+    transport: Transport,
+    headers: &HeaderMap,
+    pod: Value,
+) -> Result<Response, ApiError> {
+    match transport {
+        Transport::WebSocket(upgrade) => {
+            let upgrade = upgrade.protocols([crate::portforward::WEBSOCKET_PROTOCOL]);
+            if upgrade.selected_protocol().is_none() {
+                return Err(ApiError::bad_request(format!(
+                    "unable to upgrade connection: the sandbox serves port-forward WebSockets only with the {} subprotocol (kubectl 1.30 or later)",
+                    crate::portforward::WEBSOCKET_PROTOCOL
+                )));
+            }
+            Ok(upgrade.on_upgrade(move |socket| crate::portforward::serve_websocket(socket, pod)))
+        }
+        Transport::Spdy(on_upgrade) => {
+            let offered: Vec<&str> = headers
+                .get_all("x-stream-protocol-version")
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .map(str::trim)
+                .collect();
+            let protocol = crate::portforward::STREAM_PROTOCOL;
+            if !offered.contains(&protocol) {
+                let mut error = ApiError::bad_request(format!(
+                    "unable to upgrade connection: unable to negotiate protocol: client supports {offered:?}, server supports [\"{protocol}\"]"
+                ));
+                error.code = 403;
+                error.reason = "Forbidden";
+                return Err(error);
+            }
+            let Some(on_upgrade) = on_upgrade else {
+                return Err(ApiError::bad_request(
+                    "unable to upgrade connection: the connection cannot be taken over",
+                ));
+            };
+            tokio::spawn(async move {
+                if let Ok(upgraded) = on_upgrade.await {
+                    crate::portforward::serve_upgraded(hyper_util::rt::TokioIo::new(upgraded), pod)
+                        .await;
+                }
+            });
+            Ok(Response::builder()
+                .status(StatusCode::SWITCHING_PROTOCOLS)
+                .header(header::CONNECTION, "Upgrade")
+                .header(header::UPGRADE, "SPDY/3.1")
+                .header("X-Stream-Protocol-Version", protocol)
+                .body(axum::body::Body::empty())
+                .expect("static headers"))
+        }
+    }
+}
+
+/// `kubectl exec`: runs the command in the pod's context over the channel protocol.
+fn exec_upgrade(
+    state: &AppState,
+    upgrade: WebSocketUpgrade,
+    uri: &Uri,
+    namespace: &str,
+    name: &str,
+) -> Result<Response, ApiError> {
     let query = Query::parse(uri);
     let words: Vec<String> = query
         .0
