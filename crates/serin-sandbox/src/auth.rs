@@ -304,6 +304,92 @@ impl Auth {
         Err(error)
     }
 
+    /// The OwnerReferencesPermissionEnforcement admission check (on by default on OpenShift): whoever
+    /// changes an object's `ownerReferences` must be allowed to delete the object, and whoever sets
+    /// `blockOwnerDeletion` on a reference must be allowed to update the owner's `finalizers`
+    /// subresource. `new` is the object as it would be stored, `old` the stored one.
+    pub fn admit_owner_references(
+        &self,
+        store: &Store,
+        identity: &Identity,
+        info: &ResourceInfo,
+        namespace: &str,
+        new: &Value,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        let references = |object: Option<&Value>| {
+            object
+                .and_then(|o| o["metadata"]["ownerReferences"].as_array())
+                .cloned()
+                .unwrap_or_default()
+        };
+        let (now, before) = (references(Some(new)), references(old));
+        if identity.is_admin() || now == before {
+            return Ok(());
+        }
+        let name = new["metadata"]["name"].as_str().unwrap_or_default();
+        let refuse = |why: &str| {
+            let mut error = ApiError::forbidden(format!(
+                "{} \"{name}\" is forbidden: {why}: , <nil>",
+                info.qualified_plural()
+            ));
+            error.details = Some(json!({"name": name, "group": info.group, "kind": info.plural}));
+            error
+        };
+        let delete = Request::Resource {
+            verb: "delete".into(),
+            group: info.group.clone(),
+            resource: info.plural.clone(),
+            subresource: String::new(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        };
+        if !self.authorize(store, identity, &delete).allowed {
+            return Err(refuse(
+                "cannot set an ownerRef on a resource you can't delete",
+            ));
+        }
+        let blocks = |reference: &Value| reference["blockOwnerDeletion"] == true;
+        let registry = store.registry();
+        for reference in now.iter().filter(|r| blocks(r)) {
+            let already = before
+                .iter()
+                .any(|b| b["uid"] == reference["uid"] && blocks(b));
+            if already {
+                continue;
+            }
+            let api_version = reference["apiVersion"].as_str().unwrap_or_default();
+            let kind = reference["kind"].as_str().unwrap_or_default();
+            let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+            let Some(owner) = registry
+                .all()
+                .find(|r| r.group == group && r.version == version && r.kind == kind)
+            else {
+                return Err(refuse(&format!(
+                    "cannot set blockOwnerDeletion in this case because cannot find RESTMapping for APIVersion {api_version} Kind {kind}"
+                )));
+            };
+            let update = Request::Resource {
+                verb: "update".into(),
+                group: owner.group.clone(),
+                resource: owner.plural.clone(),
+                subresource: "finalizers".into(),
+                namespace: if owner.namespaced {
+                    namespace.to_string()
+                } else {
+                    String::new()
+                },
+                name: reference["name"].as_str().unwrap_or_default().to_string(),
+            };
+            if !self.authorize(store, identity, &update).allowed {
+                return Err(refuse(
+                    "cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers on",
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Decides a request; allowed requests of identities other than the admin are recorded.
     pub fn authorize(&self, store: &Store, identity: &Identity, request: &Request) -> Decision {
         if identity.is_admin() {

@@ -527,6 +527,7 @@ async fn route(
     } else {
         match serve(
             state,
+            &identity,
             method,
             headers,
             &query,
@@ -978,8 +979,10 @@ fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
     response
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn serve(
     state: &AppState,
+    identity: &Identity,
     method: &Method,
     headers: &HeaderMap,
     query: &Query,
@@ -1060,6 +1063,9 @@ async fn serve(
         (&Method::POST, None, None) => {
             let mut body = parse_body(headers, &body)?;
             let warnings = check_fields(info, query, &mut body, Decoding::Object)?;
+            state
+                .auth
+                .admit_owner_references(store, identity, info, ns, &body, None)?;
             let created = store.create(info, target.namespace.as_deref(), body, &write)?;
             Ok(with_warnings(json_response(201, &created), &warnings))
         }
@@ -1074,6 +1080,17 @@ async fn serve(
         (&Method::PUT, Some(name), _) => {
             let mut body = parse_body(headers, &body)?;
             let warnings = check_fields(info, query, &mut body, Decoding::Object)?;
+            if part == Part::Main {
+                let old = store.get(info, ns, name).ok();
+                state.auth.admit_owner_references(
+                    store,
+                    identity,
+                    info,
+                    ns,
+                    &body,
+                    old.as_ref(),
+                )?;
+            }
             let updated = store.update(info, ns, name, body, part, &write)?;
             Ok(with_warnings(json_response(200, &updated), &warnings))
         }
@@ -1118,6 +1135,24 @@ async fn serve(
                 }
                 let updated = scale::set_scale(store, info, ns, name, &scale, &write)?;
                 return Ok(json_response(200, &scale::scale_of(info, &updated)));
+            }
+            if part == Part::Main && !identity.is_admin() {
+                // The admission check needs the patched object: a dry run computes it.
+                let preview = WriteOptions {
+                    dry_run: true,
+                    ..write.clone()
+                };
+                let old = store.get(info, ns, name).ok();
+                let (patched, _) =
+                    store.patch(info, ns, name, patch_type, &patch, part, &preview)?;
+                state.auth.admit_owner_references(
+                    store,
+                    identity,
+                    info,
+                    ns,
+                    &patched,
+                    old.as_ref(),
+                )?;
             }
             let (object, created) =
                 store.patch(info, ns, name, patch_type, &patch, part, &write)?;

@@ -367,3 +367,166 @@ rules:
     );
     sandbox.stop().await;
 }
+
+/// A ConfigMap owned by Deployment `web` (uid `uid`), blocking its owner's deletion or not.
+fn owned_configmap(name: &str, uid: &str, block: bool) -> String {
+    format!(
+        r#"{{"apiVersion": "v1", "kind": "ConfigMap",
+  "metadata": {{"name": "{name}", "namespace": "team-a",
+    "ownerReferences": [{{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+      "uid": "{uid}", "controller": true, "blockOwnerDeletion": {block}}}]}},
+  "data": {{"a": "1"}}}}"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocking_an_owners_deletion_needs_update_on_its_finalizers() {
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::start(dir.path()).await.unwrap();
+    let admin = Kubectl::new(&sandbox);
+    admin.ok(&["create", "namespace", "team-a"]);
+    admin.ok(&["-n", "team-a", "create", "serviceaccount", "robot"]);
+    admin.ok(&[
+        "-n",
+        "team-a",
+        "create",
+        "deployment",
+        "web",
+        "--image=nginx",
+    ]);
+    let uid = admin.ok(&[
+        "-n",
+        "team-a",
+        "get",
+        "deploy",
+        "web",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    admin.ok(&[
+        "-n",
+        "team-a",
+        "create",
+        "role",
+        "writer",
+        "--verb=get,list,create,update,patch",
+        "--resource=configmaps,deployments",
+    ]);
+    admin.ok(&[
+        "-n",
+        "team-a",
+        "create",
+        "rolebinding",
+        "robot-writer",
+        "--role=writer",
+        "--serviceaccount=team-a:robot",
+    ]);
+    let robot = |args: &[&str], stdin: Option<&str>| {
+        let mut all = vec!["--as", ROBOT, "-n", "team-a"];
+        all.extend_from_slice(args);
+        admin.run(&all, stdin)
+    };
+
+    // Without delete on ConfigMaps, no ownerReference at all may be set.
+    let (ok, _, err) = robot(
+        &["create", "-f", "-"],
+        Some(&owned_configmap("a", &uid, false)),
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("configmaps \"a\" is forbidden: cannot set an ownerRef on a resource you can't delete: , <nil>"),
+        "{err}"
+    );
+    admin.ok(&[
+        "-n",
+        "team-a",
+        "create",
+        "role",
+        "deleter",
+        "--verb=delete",
+        "--resource=configmaps",
+    ]);
+    admin.ok(&[
+        "-n",
+        "team-a",
+        "create",
+        "rolebinding",
+        "robot-deleter",
+        "--role=deleter",
+        "--serviceaccount=team-a:robot",
+    ]);
+    // A reference that does not block the owner's deletion needs nothing more.
+    let (ok, _, err) = robot(
+        &["create", "-f", "-"],
+        Some(&owned_configmap("a", &uid, false)),
+    );
+    assert!(ok, "{err}");
+    // Blocking it needs update on deployments/finalizers, whether created, replaced or patched.
+    let refused = "cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers on: , <nil>";
+    let (ok, _, err) = robot(
+        &["create", "-f", "-"],
+        Some(&owned_configmap("b", &uid, true)),
+    );
+    assert!(
+        !ok && err.contains(&format!("configmaps \"b\" is forbidden: {refused}")),
+        "{err}"
+    );
+    let (ok, _, err) = robot(
+        &["replace", "-f", "-"],
+        Some(&owned_configmap("a", &uid, true)),
+    );
+    assert!(!ok && err.contains(refused), "{err}");
+    let patch = r#"[{"op": "replace", "path": "/metadata/ownerReferences/0/blockOwnerDeletion", "value": true}]"#;
+    let (ok, _, err) = robot(
+        &["patch", "configmap", "a", "--type=json", "-p", patch],
+        None,
+    );
+    assert!(!ok && err.contains(refused), "{err}");
+    // The refused writes left nothing behind.
+    let blocks = admin.ok(&[
+        "-n",
+        "team-a",
+        "get",
+        "configmap",
+        "a",
+        "-o",
+        "jsonpath={.metadata.ownerReferences[0].blockOwnerDeletion}",
+    ]);
+    assert_eq!(blocks, "false");
+    assert!(!admin.output(&["-n", "team-a", "get", "configmap", "b"]).0);
+
+    admin.ok(&[
+        "-n",
+        "team-a",
+        "create",
+        "role",
+        "finalizer",
+        "--verb=update",
+        "--resource=deployments/finalizers",
+    ]);
+    admin.ok(&[
+        "-n",
+        "team-a",
+        "create",
+        "rolebinding",
+        "robot-finalizer",
+        "--role=finalizer",
+        "--serviceaccount=team-a:robot",
+    ]);
+    let (ok, _, err) = robot(
+        &["patch", "configmap", "a", "--type=json", "-p", patch],
+        None,
+    );
+    assert!(ok, "{err}");
+    let (ok, _, err) = robot(
+        &["create", "-f", "-"],
+        Some(&owned_configmap("b", &uid, true)),
+    );
+    assert!(ok, "{err}");
+    // The admin is never held to the check.
+    let (ok, _, err) = admin.run(
+        &["create", "-f", "-"],
+        Some(&owned_configmap("c", &uid, true)),
+    );
+    assert!(ok, "{err}");
+}
