@@ -310,9 +310,11 @@ pub struct CanaryAnalysis {
     pub iterations: Option<i32>,
     /// Highest canary weight before promotion (default 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
     pub max_weight: Option<i32>,
     /// Canary weight added each tick.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
     pub step_weight: Option<i32>,
     /// Explicit ascending ladder of canary weights.
     #[serde(default, skip_serializing_if = "Option::is_none")]

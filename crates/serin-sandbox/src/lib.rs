@@ -43,6 +43,7 @@ pub mod services;
 pub mod spdy;
 pub mod status;
 pub mod store;
+pub mod structural;
 pub mod tables;
 pub mod telemetry;
 pub mod tls;

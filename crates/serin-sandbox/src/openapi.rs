@@ -301,6 +301,22 @@ pub fn prune_unknown_fields(info: &ResourceInfo, object: &mut Value) -> Vec<Stri
     check_fields(info, object, true)
 }
 
+/// Drops from a custom resource's `metadata` what ObjectMeta does not declare, as decoding it
+/// does, and returns the paths (relative to `metadata`).
+pub fn prune_object_meta(metadata: &mut Value) -> Vec<String> {
+    let mut walker = Walker {
+        definitions: &BUILTINS.definitions,
+        prune: true,
+        unknown: Vec::new(),
+    };
+    walker.walk(
+        &json!({"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}),
+        metadata,
+        "",
+    );
+    walker.unknown
+}
+
 fn check_fields(info: &ResourceInfo, object: &mut Value, prune: bool) -> Vec<String> {
     let builtins = &*BUILTINS;
     let key = (info.group.clone(), info.version.clone(), info.kind.clone());

@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// When `metadata.generation` moves on an update.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +59,9 @@ pub struct ResourceInfo {
     pub printer_columns: Vec<Value>,
     /// Which verbs the resource answers.
     pub verbs: Verbs,
+    /// A custom resource's structural schema (its CRD version's `openAPIV3Schema`), which prunes,
+    /// defaults and validates what is written.
+    pub schema: Option<Arc<crate::structural::Schema>>,
 }
 
 /// The verbs a resource answers.
@@ -147,6 +151,7 @@ fn builtin(
         builtin: true,
         printer_columns: Vec::new(),
         verbs: Verbs::All,
+        schema: None,
     }
 }
 
@@ -562,6 +567,9 @@ pub fn resources_of_crd(crd: &Value) -> Vec<ResourceInfo> {
                 .as_array()
                 .cloned()
                 .unwrap_or_default(),
+            schema: version["schema"]["openAPIV3Schema"]
+                .as_object()
+                .map(|schema| crate::structural::Schema::new(&Value::Object(schema.clone()))),
         });
     }
     // The storage version is preferred in discovery.

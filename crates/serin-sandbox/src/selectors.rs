@@ -17,6 +17,13 @@ enum Requirement {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LabelSelector(Vec<Requirement>);
 
+impl LabelSelector {
+    /// Whether the selector selects everything.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// Splits on commas that are not inside parentheses.
 fn split_terms(text: &str) -> Vec<String> {
     let mut terms = Vec::new();
@@ -140,6 +147,13 @@ impl LabelSelector {
 /// A parsed `fieldSelector` (`=`, `==`, `!=`, joined by commas).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FieldSelector(Vec<(String, bool, String)>);
+
+impl FieldSelector {
+    /// Whether the selector selects everything.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
 
 /// Field paths a kind may be selected on, besides `metadata.name` and `metadata.namespace`.
 fn supported_fields(kind: &str, group: &str) -> &'static [&'static str] {

@@ -926,12 +926,15 @@ fn check_fields(
             "fieldValidation: Unsupported value: {mode:?}: supported values: \"Ignore\", \"Strict\", \"Warn\""
         )));
     }
-    if !info.builtin {
-        return Ok(Vec::new());
-    }
+    // A custom resource is pruned by the store once the write is resolved (a patch's nulls are
+    // deletions, not values), so here its unknown fields are only reported.
+    let unknown = match (&info.schema, info.builtin) {
+        (_, true) => openapi::unknown_fields(info, body),
+        (Some(schema), false) => crate::structural::prune(schema, &mut body.clone()),
+        (None, false) => return Ok(Vec::new()),
+    };
     let strict = mode == "Strict" || matches!(decoding, Decoding::Apply { .. });
     if strict {
-        let unknown = openapi::unknown_fields(info, body);
         if unknown.is_empty() {
             return Ok(Vec::new());
         }
@@ -957,7 +960,11 @@ fn check_fields(
         };
         return Err(ApiError::bad_request(message));
     }
-    let dropped = openapi::prune_unknown_fields(info, body);
+    let dropped = if info.builtin {
+        openapi::prune_unknown_fields(info, body)
+    } else {
+        unknown
+    };
     Ok(if mode == "Ignore" {
         Vec::new()
     } else {
@@ -1022,21 +1029,30 @@ async fn serve(
                     watch_drop_after,
                 );
             }
-            let (items, rv) = store.list(info, target.namespace.as_deref(), &labels, &fields);
+            let page = list_page(store, &target, query, &labels, &fields)?;
+            let mut metadata = json!({"resourceVersion": page.rv.to_string()});
+            if let Some(token) = &page.continue_token {
+                metadata["continue"] = json!(token);
+            }
+            if let Some(remaining) = page
+                .remaining
+                .filter(|_| labels.is_empty() && fields.is_empty())
+            {
+                metadata["remainingItemCount"] = json!(remaining);
+            }
             if let Some(include) = table_request(headers, query) {
-                return Ok(table_response(&tables::table(
-                    info,
-                    &items,
-                    &rv.to_string(),
-                    include,
-                    true,
-                )));
+                let mut table =
+                    tables::table(info, &page.items, &page.rv.to_string(), include, true);
+                if let Some(token) = &page.continue_token {
+                    table["metadata"]["continue"] = json!(token);
+                }
+                return Ok(table_response(&table));
             }
             Ok(json_response(
                 200,
                 &json!({
                     "kind": format!("{}List", info.kind), "apiVersion": info.api_version(),
-                    "metadata": {"resourceVersion": rv.to_string()}, "items": items
+                    "metadata": metadata, "items": page.items
                 }),
             ))
         }
@@ -1200,6 +1216,48 @@ async fn serve(
             "the server does not allow this method on the requested resource: {method}"
         ))),
     }
+}
+
+/// A list request, in pages when it sets `limit` or `continue`. As the API server's watch cache
+/// does, `resourceVersion=0` without a token answers everything in one page.
+fn list_page(
+    store: &Store,
+    target: &Target,
+    query: &Query,
+    labels: &LabelSelector,
+    fields: &FieldSelector,
+) -> Result<crate::store::Page, ApiError> {
+    let token = query.get("continue").filter(|t| !t.is_empty());
+    let limit = match query.get("limit").filter(|l| !l.is_empty()) {
+        None => None,
+        Some(text) => Some(text.parse::<i64>().map_err(|_| {
+            ApiError::bad_request(format!(
+                "limit: Invalid value: {text:?}: must be an integer"
+            ))
+        })?),
+    };
+    let from_cache = query.get("resourceVersion") == Some("0") && token.is_none();
+    let limit = match limit.filter(|l| *l > 0) {
+        Some(limit) if !from_cache => limit as usize,
+        _ if token.is_some() => usize::MAX,
+        _ => {
+            let (items, rv) = store.list(&target.info, target.namespace.as_deref(), labels, fields);
+            return Ok(crate::store::Page {
+                items,
+                rv,
+                continue_token: None,
+                remaining: None,
+            });
+        }
+    };
+    store.list_page(
+        &target.info,
+        target.namespace.as_deref(),
+        labels,
+        fields,
+        limit,
+        token,
+    )
 }
 
 fn delete_options(

@@ -52,6 +52,57 @@ pub struct Change {
     pub previous: Option<Value>,
 }
 
+/// One page of a paged list.
+#[derive(Debug)]
+pub struct Page {
+    /// The page's objects, in namespace/name order.
+    pub items: Vec<Value>,
+    /// The resourceVersion every page of this list shows.
+    pub rv: u64,
+    /// The token for the next page, when more objects follow.
+    pub continue_token: Option<String>,
+    /// How many objects follow this page.
+    pub remaining: Option<u64>,
+}
+
+/// Where a paged list resumes: the snapshot's resourceVersion and the last key served, as the
+/// API server's token holds them (base64 of `{"v":"meta.k8s.io/v1","rv":N,"start":"ns/name\0"}`).
+struct ContinueToken {
+    rv: u64,
+    namespace: String,
+    name: String,
+}
+
+impl ContinueToken {
+    fn encode(&self) -> String {
+        use base64::Engine;
+        let start = format!("{}/{}\u{0}", self.namespace, self.name);
+        let json = json!({"v": "meta.k8s.io/v1", "rv": self.rv, "start": start});
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json.to_string())
+    }
+
+    fn decode(token: &str) -> Result<Self, ApiError> {
+        use base64::Engine;
+        let invalid = || {
+            ApiError::bad_request(
+                "continue key is not valid: the token was not issued by this server",
+            )
+        };
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(token.trim_end_matches('='))
+            .map_err(|_| invalid())?;
+        let value: Value = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
+        let start = value["start"].as_str().ok_or_else(invalid)?;
+        let start = start.strip_suffix('\u{0}').unwrap_or(start);
+        let (namespace, name) = start.split_once('/').ok_or_else(invalid)?;
+        Ok(ContinueToken {
+            rv: value["rv"].as_u64().ok_or_else(invalid)?,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        })
+    }
+}
+
 /// Which part of an object a write may change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Part {
@@ -304,7 +355,12 @@ impl Store {
 
     /// The stored object as the resource's version shows it (with its `apiVersion` and `kind`).
     pub fn present(info: &ResourceInfo, object: Value) -> Value {
-        crate::convert::to_version(info, object)
+        let mut object = crate::convert::to_version(info, object);
+        // Defaults added to a CRD after an object was stored appear when it is read, as from etcd.
+        if let Some(schema) = info.schema.as_ref().filter(|s| s.has_defaults()) {
+            crate::structural::default(schema, &mut object);
+        }
+        object
     }
 
     fn key(info: &ResourceInfo, namespace: &str, name: &str) -> Key {
@@ -345,6 +401,102 @@ impl Store {
             .filter(|o| fields.matches(o))
             .collect();
         (items, inner.rv)
+    }
+
+    /// One page of a list (`limit`, `continue`): at most `limit` objects after the token's position,
+    /// as they were at the first page's resourceVersion. A token older than the retained history
+    /// is 410 Expired, as when etcd has compacted past it.
+    pub fn list_page(
+        &self,
+        info: &ResourceInfo,
+        namespace: Option<&str>,
+        labels: &LabelSelector,
+        fields: &FieldSelector,
+        limit: usize,
+        token: Option<&str>,
+    ) -> Result<Page, ApiError> {
+        let inner = self.lock();
+        let resource = info.storage_key();
+        let (snapshot, after) = match token {
+            None => (inner.rv, None),
+            Some(token) => {
+                let position = ContinueToken::decode(token)?;
+                if position.rv < inner.compacted_through {
+                    return Err(ApiError::expired(
+                        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+                    ));
+                }
+                (position.rv, Some((position.namespace, position.name)))
+            }
+        };
+        let in_scope = |ns: &str, name: &str| {
+            namespace.is_none_or(|want| want == ns)
+                && after
+                    .as_ref()
+                    .is_none_or(|(a_ns, a_name)| (ns, name) > (a_ns.as_str(), a_name.as_str()))
+        };
+        // The objects as they are now, then every later change undone, newest first.
+        let mut view: BTreeMap<(String, String), Value> = inner
+            .objects
+            .range((resource.clone(), String::new(), String::new())..)
+            .take_while(|((r, _, _), _)| *r == resource)
+            .filter(|((_, ns, name), _)| in_scope(ns, name))
+            .map(|((_, ns, name), o)| ((ns.clone(), name.clone()), o.clone()))
+            .collect();
+        for change in inner.history.iter().rev() {
+            if change.rv <= snapshot {
+                break;
+            }
+            if change.resource != resource {
+                continue;
+            }
+            let (ns, name) = (namespace_of(&change.object), name_of(&change.object));
+            if !in_scope(ns, name) {
+                continue;
+            }
+            let key = (ns.to_string(), name.to_string());
+            match (&change.change, &change.previous) {
+                (ChangeType::Added, _) => {
+                    view.remove(&key);
+                }
+                (_, Some(previous)) => {
+                    view.insert(key, previous.clone());
+                }
+                (_, None) => {
+                    view.insert(key, change.object.clone());
+                }
+            }
+        }
+        let mut matching = view
+            .into_iter()
+            .filter(|(_, o)| labels.matches(o))
+            .map(|(key, o)| (key, Self::present(info, o)))
+            .filter(|(_, o)| fields.matches(o));
+        let mut items = Vec::new();
+        let mut last = None;
+        for (key, object) in matching.by_ref().take(limit) {
+            items.push(object);
+            last = Some(key);
+        }
+        let remaining = matching.count();
+        let token = (remaining > 0)
+            .then(|| {
+                last.map(|(namespace, name)| {
+                    ContinueToken {
+                        rv: snapshot,
+                        namespace,
+                        name,
+                    }
+                    .encode()
+                })
+            })
+            .flatten();
+        Ok(Page {
+            items,
+            rv: snapshot,
+            continue_token: token,
+            remaining: (remaining > 0).then_some(remaining as u64),
+        })
     }
 
     /// Starts a watch of `info` from `resource_version` (`None` or `"0"`: current objects first).
@@ -630,6 +782,9 @@ impl Store {
             _ => {}
         }
         crate::defaults::apply(info, &mut object);
+        if let Some(schema) = &info.schema {
+            crate::structural::admit(schema, &info.kind, &info.group, &mut object)?;
+        }
         Ok(object)
     }
 
@@ -774,6 +929,9 @@ impl Store {
                 object
             }
         };
+        if let Some(schema) = &info.schema {
+            crate::structural::admit(schema, &info.kind, &info.group, &mut object)?;
+        }
         object["apiVersion"] = old["apiVersion"].clone();
         object["kind"] = old["kind"].clone();
         if object["apiVersion"].is_null() {
