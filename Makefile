@@ -17,7 +17,9 @@ clippy:
 doc-check:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --quiet
 
+# The chart tests run a real Helm 4 (scripts/install-helm.sh puts it at target/tools/helm).
 unit:
+	scripts/install-helm.sh
 	CARGO=$(CARGO) scripts/run-tests.sh
 
 ## make crds: regenerate the CRD manifests from the Rust types.

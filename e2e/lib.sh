@@ -20,6 +20,11 @@
 #   E2E_OPERATOR_METRICS_SERVER
 #                      the operator's --metrics-server in sandbox mode (default: the sandbox's
 #                      Prometheus); a scenario sets it to prove a Canary's own spec.metricsServer is used
+#   E2E_INSTALL=helm   sandbox mode: install the operator with the Helm chart (charts/serin, two
+#                      replicas with leader election, in serin-system, under the chart's RBAC) instead
+#                      of starting it on the host; the sandbox runs its image as the serin-operator
+#                      binary. A scenario that passes this way must also have met no 403.
+#   HELM               the helm binary (default target/tools/helm, from scripts/install-helm.sh)
 #   E2E_SKIP_BUILD=1   use the binaries in target/debug as they are
 #   E2E_KEEP=1         keep the work directory (logs, kubeconfig) after a passing run
 #   E2E_WORK_ROOT      where work directories are made (default: $TMPDIR or /tmp)
@@ -39,6 +44,13 @@ if [[ -n ${E2E_KUBECONFIG:-} ]]; then
   MODE=cluster
 else
   MODE=sandbox
+fi
+INSTALL=${E2E_INSTALL:-host}
+[[ $INSTALL == host || $INSTALL == helm ]] || { echo "E2E_INSTALL must be helm or empty, got '$INSTALL'" >&2; exit 2; }
+HELM=${HELM:-$REPO_DIR/target/tools/helm}
+if [[ $INSTALL == helm && $MODE == cluster ]]; then
+  echo "E2E_INSTALL=helm runs in sandbox mode only: on a cluster, install the chart yourself" >&2
+  exit 2
 fi
 
 WORK=$(mktemp -d "${E2E_WORK_ROOT:-${TMPDIR:-/tmp}}/serin-e2e-$SCENARIO.XXXXXX")
@@ -99,7 +111,10 @@ dump_diagnostics() {
     tail -n 30 "$RECEIVER_DIR/requests.jsonl" 2>&1
   fi
   echo "---------------- operator log (last 80 lines) ----------------"
-  if [[ $MODE == sandbox ]]; then
+  if [[ $INSTALL == helm ]]; then
+    kubectl --request-timeout=10s -n serin-system get pods -o wide 2>&1
+    kubectl --request-timeout=10s -n serin-system logs deploy/serin --tail=80 2>&1
+  elif [[ $MODE == sandbox ]]; then
     tail -n 80 "$WORK/operator.log" 2>&1
   else
     kubectl --request-timeout=10s -n "${E2E_OPERATOR_NAMESPACE:-serin-system}" \
@@ -114,6 +129,9 @@ cleanup() {
   # Output may go to a closed pipe (`| head`): that must not stop the cleanup half-way.
   trap '' PIPE
   set +e
+  if ((rc == 0)) && [[ $INSTALL == helm ]]; then
+    no_forbidden_requests || rc=1
+  fi
   if ((rc != 0 && rc != 77)) && [[ -n ${KUBECONFIG:-} ]]; then
     dump_diagnostics >&2
   fi
@@ -384,6 +402,36 @@ print(value if isinstance(value, str) else json.dumps(value, separators=(",", ":
 
 # ----- setup -----------------------------------------------------------------------------------
 
+helm_cmd() {
+  HELM_CACHE_HOME=$WORK/helm/cache HELM_CONFIG_HOME=$WORK/helm/config HELM_DATA_HOME=$WORK/helm/data \
+    "$HELM" "$@"
+}
+
+# install_with_helm: the operator as users install it — the chart's CRDs, ServiceAccount, ClusterRole
+# and a Deployment of two replicas with leader election — and waits until both are Ready.
+install_with_helm() {
+  [[ -x $HELM ]] || fail "$HELM is missing: run scripts/install-helm.sh"
+  helm_cmd install serin "$REPO_DIR/charts/serin" --namespace serin-system --create-namespace \
+    --set "metricsServer=${E2E_OPERATOR_METRICS_SERVER:-$PROMETHEUS_URL}" \
+    --set leaderElection.enabled=true --set replicaCount=2 \
+    --wait --timeout 120s >"$WORK/helm-install.log" 2>&1 ||
+    { cat "$WORK/helm-install.log" >&2; fail "helm install failed"; }
+  log "operator installed with Helm: $(kubectl -n serin-system get deploy serin -o jsonpath='{.status.readyReplicas}')/2 replicas ready, Lease held by $(kubectl -n serin-system get lease serin-operator -o jsonpath='{.spec.holderIdentity}' 2>/dev/null)"
+}
+
+# no_forbidden_requests: the sandbox answered no request with 403 (only the operator runs as a
+# ServiceAccount here, so a 403 is the chart's RBAC missing a rule).
+no_forbidden_requests() {
+  local api forbidden
+  api=$(json_field "$WORK/sandbox/endpoints.json" apiserver)
+  forbidden=$(curl -sf --noproxy '*' --max-time 10 "$api/metrics" | grep 'code="403"' || true)
+  if [[ -n $forbidden ]]; then
+    log "FAIL: the operator met 403s (the chart's RBAC lacks a rule): $forbidden"
+    return 1
+  fi
+  log "no request was refused (403) by RBAC"
+}
+
 build() {
   [[ ${E2E_SKIP_BUILD:-} == 1 ]] && return 0
   log "building serin and serin-operator (cargo build)"
@@ -463,8 +511,12 @@ setup() {
   if [[ $MODE == sandbox ]]; then
     build
     start_sandbox
-    install_crds
-    start_operator
+    if [[ $INSTALL == helm ]]; then
+      install_with_helm
+    else
+      install_crds
+      start_operator
+    fi
   else
     export KUBECONFIG=$E2E_KUBECONFIG
     PROMETHEUS_URL=${E2E_PROMETHEUS:-http://prometheus.istio-system:9090}

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs e2e scenarios, several at a time, and prints a summary.
 #
-#   e2e/run.sh                 every scenario (e2e/[0-9][0-9]-*.sh)
+#   e2e/run.sh                 every scenario (e2e/[0-9][0-9]-*.sh), then 01 and 02 again with
+#                              the operator installed by the Helm chart (01-progressive@helm, ...)
 #   e2e/run.sh 01 02           the scenarios whose names start with 01 and 02
+#   e2e/run.sh 01@helm         scenario 01 with the operator installed by Helm (E2E_INSTALL=helm)
 #   e2e/run.sh 05-confirm-promotion e2e/08-steps-pause.sh
 #
 # In sandbox mode (no E2E_KUBECONFIG) the binaries are built once here, then every scenario starts
@@ -20,13 +22,26 @@ set -Eeuo pipefail
 E2E_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(cd "$E2E_DIR/.." && pwd)
 
-scenarios=()
+scenarios=() # script paths
+installs=()  # how each one installs the operator: host, or helm
 if (($# == 0)); then
   for script in "$E2E_DIR"/[0-9][0-9]-*.sh; do
     scenarios+=("$script")
+    installs+=(host)
   done
+  if [[ -z ${E2E_KUBECONFIG:-} ]]; then
+    for script in "$E2E_DIR"/01-*.sh "$E2E_DIR"/02-*.sh; do
+      scenarios+=("$script")
+      installs+=(helm)
+    done
+  fi
 else
   for name in "$@"; do
+    install=host
+    if [[ $name == *@helm ]]; then
+      install=helm
+      name=${name%@helm}
+    fi
     name=$(basename "$name" .sh)
     matches=("$E2E_DIR/$name"*.sh)
     if [[ ! -e ${matches[0]} ]]; then
@@ -34,7 +49,10 @@ else
       for script in "$E2E_DIR"/[0-9][0-9]-*.sh; do echo "  $(basename "$script" .sh)" >&2; done
       exit 2
     fi
-    scenarios+=("${matches[@]}")
+    for script in "${matches[@]}"; do
+      scenarios+=("$script")
+      installs+=("$install")
+    done
   done
 fi
 
@@ -72,9 +90,14 @@ LOG_DIR=${E2E_LOG_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/serin-e2e-logs.XXXXXX")}
 mkdir -p "$LOG_DIR"
 
 names=()
-for script in "${scenarios[@]}"; do
-  names+=("$(basename "$script" .sh)")
+for i in "${!scenarios[@]}"; do
+  name=$(basename "${scenarios[i]}" .sh)
+  [[ ${installs[i]} == helm ]] && name+=@helm
+  names+=("$name")
 done
+if [[ " ${installs[*]} " == *" helm "* && -z ${HELM:-} && ! -x $REPO_DIR/target/tools/helm ]]; then
+  "$REPO_DIR/scripts/install-helm.sh" >/dev/null
+fi
 
 declare -A pid_index=() # running scenario: pid -> index in scenarios
 status=()               # index -> PASS | FAIL | SKIP | (empty: not run)
@@ -137,7 +160,8 @@ for i in "${!scenarios[@]}"; do
     break
   fi
   started_at[i]=$(date +%s)
-  SCENARIO=${names[i]} "${scenarios[i]}" >"$LOG_DIR/${names[i]}.log" 2>&1 </dev/null &
+  install=${installs[i]/host/}
+  E2E_INSTALL=$install SCENARIO=${names[i]} "${scenarios[i]}" >"$LOG_DIR/${names[i]}.log" 2>&1 </dev/null &
   pid_index[$!]=$i
   echo "$(date +%H:%M:%S) started ${names[i]}"
 done

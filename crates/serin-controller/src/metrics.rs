@@ -80,6 +80,7 @@ pub struct OperatorMetrics {
     failures: Family<ReleaseLabels, Counter>,
     duration: Family<CanaryLabels, Histogram>,
     reconciles: Counter,
+    leader: Gauge,
 }
 
 impl Default for OperatorMetrics {
@@ -93,6 +94,7 @@ impl Default for OperatorMetrics {
         let failures = Family::default();
         let duration = Family::new_with_constructor(duration_histogram as fn() -> Histogram);
         let reconciles = Counter::default();
+        let leader = Gauge::default();
         // A family's clone shares its values, so the registry encodes what the methods below set.
         // Help texts have no final period: the encoder adds one.
         let mut registry = Registry::default();
@@ -138,6 +140,11 @@ impl Default for OperatorMetrics {
             reconciles.clone(),
         );
         registry.register(
+            "serin_leader",
+            "Whether this replica acts: 1 when it holds the Lease or runs without leader election, 0 while it waits",
+            leader.clone(),
+        );
+        registry.register(
             "serin_canary_duration_seconds",
             "Duration of analysing ticks",
             Family::clone(&duration),
@@ -153,6 +160,7 @@ impl Default for OperatorMetrics {
             failures,
             duration,
             reconciles,
+            leader,
         }
     }
 }
@@ -175,6 +183,11 @@ impl OperatorMetrics {
                 mesh_provider: mesh_provider.to_string(),
             })
             .set(1);
+    }
+
+    /// Sets `serin_leader`: whether this replica acts (holds the Lease) or waits.
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
     }
 
     /// Sets the number of Canaries per namespace (namespaces no longer listed keep their last

@@ -27,8 +27,10 @@ pub fn init_logging(format: LogFormat, level: &str) -> Result<(), String> {
             format!("--log-level {level:?}: {e}; use trace, debug, info, warn or error")
         })?,
     };
+    // Colours only on a terminal: a container's log (`kubectl logs`) is read as plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let installed = match format {
         LogFormat::Text => builder.try_init(),

@@ -133,10 +133,10 @@ async fn operate(flags: Flags) -> anyhow::Result<()> {
     ctx.concurrency = flags.concurrency.max(1);
     ctx.event_webhook = flags.event_webhook.filter(|url| !url.is_empty());
     ctx.cluster_name = flags.cluster_name;
-    let ready = Arc::new(AtomicBool::new(false));
+    let leading = Arc::new(AtomicBool::new(false));
     let admin = admin_server(
         flags.admin_address,
-        ready.clone(),
+        leading.clone(),
         ctx.metrics.clone(),
         flags.mesh_provider.clone(),
     )
@@ -154,7 +154,8 @@ async fn operate(flags: Flags) -> anyhow::Result<()> {
             .await?,
         );
     }
-    ready.store(true, Ordering::Relaxed);
+    leading.store(true, Ordering::Relaxed);
+    ctx.metrics.set_leader(true);
     tracing::info!(
         "watching Canaries in {}",
         flags.namespace.as_deref().unwrap_or("all namespaces")
@@ -281,9 +282,12 @@ fn comma_list(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The admin server. `/readyz` is 200 as soon as it serves, for a standby replica too (its body
+/// says it waits), so a Deployment's rolling update can replace replicas; `serin_leader` tells
+/// which replica acts.
 async fn admin_server(
     address: SocketAddr,
-    ready: Arc<AtomicBool>,
+    leading: Arc<AtomicBool>,
     metrics: Arc<serin_controller::metrics::OperatorMetrics>,
     mesh_provider: String,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
@@ -296,15 +300,12 @@ async fn admin_server(
         .route(
             "/readyz",
             axum::routing::get(move || {
-                let ready = ready.load(Ordering::Relaxed);
+                let leading = leading.load(Ordering::Relaxed);
                 async move {
-                    if ready {
-                        (axum::http::StatusCode::OK, "ok")
+                    if leading {
+                        "ok"
                     } else {
-                        (
-                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                            "not leading yet",
-                        )
+                        "ok (standby: waiting to hold the Lease)"
                     }
                 }
             }),

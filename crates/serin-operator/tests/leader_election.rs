@@ -31,16 +31,30 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// The status code of `GET /readyz` on an operator's admin server.
-fn readyz(port: u16) -> Option<u16> {
+/// The status code and body of `GET path` on an operator's admin server.
+fn admin_get(port: u16, path: &str) -> Option<(u16, String)> {
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
     stream
-        .write_all(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
         .ok()?;
     let mut response = String::new();
     stream.read_to_string(&mut response).ok()?;
-    response.split_whitespace().nth(1)?.parse().ok()
+    let code = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())?;
+    Some((code, body))
+}
+
+/// Whether the operator on `port` acts, as its `serin_leader` gauge says.
+fn leads(port: u16) -> Option<bool> {
+    let (_, metrics) = admin_get(port, "/metrics")?;
+    let line = metrics.lines().find(|l| l.starts_with("serin_leader "))?;
+    Some(line.ends_with(" 1"))
 }
 
 fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
@@ -134,13 +148,23 @@ async fn a_frozen_leader_writes_nothing_after_another_took_over() {
             ])
         };
         eventually(Duration::from_secs(30), "operator-a leads", || {
-            readyz(admin_a) == Some(200)
+            leads(admin_a) == Some(true)
         });
         let b = start_operator(&kubeconfig, "operator-b", admin_b, &log_b);
         eventually(Duration::from_secs(10), "operator-b answers", || {
-            readyz(admin_b).is_some()
+            leads(admin_b).is_some()
         });
-        assert_eq!(readyz(admin_b), Some(503), "operator-b waits while a leads");
+        assert_eq!(
+            leads(admin_b),
+            Some(false),
+            "operator-b waits while a leads"
+        );
+        // A standby is Ready, so a Deployment's rolling update can replace the replicas.
+        let (code, body) = admin_get(admin_b, "/readyz").unwrap();
+        assert_eq!(
+            (code, body.as_str()),
+            (200, "ok (standby: waiting to hold the Lease)")
+        );
         eventually(Duration::from_secs(90), "the Canary is Initialized", || {
             status("phase") == "Initialized"
         });
@@ -156,7 +180,7 @@ async fn a_frozen_leader_writes_nothing_after_another_took_over() {
 
         signal(&a, "STOP");
         eventually(Duration::from_secs(40), "operator-b takes over", || {
-            readyz(admin_b) == Some(200)
+            leads(admin_b) == Some(true)
         });
         let writes_of_a = metrics.writes_by("operator-a");
         assert!(writes_of_a > 0, "operator-a wrote while it led");

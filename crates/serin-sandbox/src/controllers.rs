@@ -44,6 +44,9 @@ pub trait PodRuntime: Send + Sync {
     /// The sandbox's mesh proxy listens at `proxy` (called once, before any pod starts), so a
     /// runtime can send its pods' outgoing traffic through it as a sidecar would.
     fn mesh_proxy_started(&self, _proxy: std::net::SocketAddr) {}
+    /// The sandbox hands out API credentials for ServiceAccounts (called once, before any pod
+    /// starts), so a runtime can run pods that call the API server as their ServiceAccount.
+    fn api_access_ready(&self, _access: std::sync::Arc<dyn crate::process::ApiAccess>) {}
     /// How the pod's app ended, for pods that run to completion (restartPolicy `Never` or
     /// `OnFailure`, as a Job's); `None` (the default): still running.
     fn terminated(&self, _pod: &Value) -> Option<Termination> {

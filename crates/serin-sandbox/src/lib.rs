@@ -32,6 +32,7 @@ pub mod openapi;
 pub mod patch;
 pub mod podinfo;
 pub mod portforward;
+pub mod process;
 pub mod prometheus;
 pub mod protobuf;
 pub mod registry;
@@ -159,6 +160,55 @@ pub fn kubeconfig_text(url: &str) -> String {
     )
 }
 
+/// A kubeconfig for the HTTPS address `https_url` (trusting `ca_pem`) that authenticates with
+/// `token`, default namespace `namespace`.
+fn token_kubeconfig(https_url: &str, ca_pem: &str, token: &str, namespace: &str) -> String {
+    use base64::Engine;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: serin-sandbox\n  cluster:\n    server: {https_url}\n    certificate-authority-data: {ca}\nusers:\n- name: token\n  user:\n    token: {token}\ncontexts:\n- name: token\n  context:\n    cluster: serin-sandbox\n    user: token\n    namespace: {namespace}\ncurrent-context: token\n"
+    )
+}
+
+/// How long the tokens handed to pods last (the API server's bound tokens are refreshed by the
+/// kubelet; the sandbox issues one long enough for any run instead).
+const POD_TOKEN_SECONDS: i64 = 48 * 3600;
+
+/// Credentials for pods: a fresh token of their ServiceAccount in a kubeconfig for the HTTPS address.
+struct PodCredentials {
+    store: Arc<Store>,
+    auth: Arc<auth::Auth>,
+    https_url: String,
+    ca_pem: String,
+}
+
+impl process::ApiAccess for PodCredentials {
+    fn kubeconfig_for(&self, namespace: &str, service_account: &str) -> Result<String, String> {
+        let accounts = self
+            .store
+            .resource("", "v1", "serviceaccounts")
+            .expect("built in");
+        let account = self
+            .store
+            .get(&accounts, namespace, service_account)
+            .map_err(|_| {
+                format!(
+                    "error looking up service account {namespace}/{service_account}: serviceaccount \"{service_account}\" not found"
+                )
+            })?;
+        let uid = account["metadata"]["uid"].as_str().unwrap_or_default();
+        let (token, _) = self
+            .auth
+            .issue(namespace, service_account, uid, &[], POD_TOKEN_SECONDS);
+        Ok(token_kubeconfig(
+            &self.https_url,
+            &self.ca_pem,
+            &token,
+            namespace,
+        ))
+    }
+}
+
 impl Sandbox {
     /// Starts the API server on a free loopback port and writes `dir/kubeconfig` and
     /// `dir/endpoints.json` (`{"apiserver": URL}`, plus `proxy` and `prometheus` with a mesh).
@@ -205,14 +255,21 @@ impl Sandbox {
             runtime.mesh_proxy_started(proxy.address);
             mesh = Some(proxy);
         }
-        let autoscaler =
-            autoscaling::spawn(store.clone(), runtime.clone(), options.autoscaler_period);
-        let controllers = controllers::spawn(store.clone(), runtime, options.controller_period);
-        let identity_controllers = auth::spawn_controllers(store.clone());
         let certificate = tls::ServingCertificate::generate()?;
         let tls_listener =
             tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
         let https_url = format!("https://{}", tls_listener.local_addr()?);
+        // Before the first pod starts: pods that call the API server do so as their ServiceAccount.
+        runtime.api_access_ready(Arc::new(PodCredentials {
+            store: store.clone(),
+            auth: auth.clone(),
+            https_url: https_url.clone(),
+            ca_pem: certificate.ca_pem.clone(),
+        }));
+        let autoscaler =
+            autoscaling::spawn(store.clone(), runtime.clone(), options.autoscaler_period);
+        let controllers = controllers::spawn(store.clone(), runtime, options.controller_period);
+        let identity_controllers = auth::spawn_controllers(store.clone());
         let tls_listener = tls::TlsListener::new(tls_listener, &certificate)?;
         let https_app = app.clone();
         let https_server = tokio::spawn(async move {
@@ -271,12 +328,7 @@ impl Sandbox {
     /// A kubeconfig that authenticates with `token` (e.g. one `kubectl create token` printed) over
     /// the HTTPS address, as that token's ServiceAccount.
     pub fn kubeconfig_for_token(&self, token: &str) -> String {
-        use base64::Engine;
-        let ca = base64::engine::general_purpose::STANDARD.encode(&self.ca_pem);
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: serin-sandbox\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: token\n  user:\n    token: {token}\ncontexts:\n- name: token\n  context:\n    cluster: serin-sandbox\n    user: token\n    namespace: default\ncurrent-context: token\n",
-            self.https_url
-        )
+        token_kubeconfig(&self.https_url, &self.ca_pem, token, "default")
     }
 
     /// Replaces the fault rules in force.

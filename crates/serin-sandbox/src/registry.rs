@@ -325,6 +325,18 @@ pub fn builtins() -> Vec<ResourceInfo> {
             true,
             Spec,
         ),
+        // Stored and served (Helm charts ship them); evictions do not consult them yet.
+        builtin(
+            "policy",
+            "v1",
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+            true,
+            &["pdb"],
+            &[],
+            true,
+            Spec,
+        ),
         builtin(
             "batch",
             "v1",

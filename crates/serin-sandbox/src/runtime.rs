@@ -9,6 +9,7 @@
 use crate::controllers::{PodHealth, PodRuntime, PodStart, Termination, runs_to_completion};
 use crate::logs::{ContainerLog, PodLogs};
 use crate::podinfo::{self, PodinfoSettings};
+use crate::process::{ApiAccess, ProcessSpec};
 use serde_json::{Value, json};
 use serin_loadtester::proxy::ProxyConfig;
 use std::collections::HashMap;
@@ -39,6 +40,10 @@ pub struct ServingOptions {
     /// and `NO_PROXY`. Either way loopback targets (`localhost`, `127.0.0.0/8`, `::1`) and the
     /// hosts in `NO_PROXY` are reached directly, and hey's `-x` still wins.
     pub loadtester_proxy: Option<SocketAddr>,
+    /// Images that run Serin's operator as a child process; `serin-operator` by default.
+    pub operator_images: Vec<String>,
+    /// The `serin-operator` binary those pods run; by default [`crate::process::operator_binary`].
+    pub operator_binary: Option<std::path::PathBuf>,
 }
 
 impl Default for ServingOptions {
@@ -47,6 +52,8 @@ impl Default for ServingOptions {
             podinfo_images: vec!["podinfo".into()],
             loadtester_images: vec!["serin-loadtester".into(), "flagger-loadtester".into()],
             loadtester_proxy: None,
+            operator_images: vec!["serin-operator".into()],
+            operator_binary: crate::process::operator_binary(),
         }
     }
 }
@@ -70,6 +77,15 @@ pub fn loadtester_proxy_config(proxy: SocketAddr) -> ProxyConfig {
 enum App {
     Podinfo(PodinfoSettings),
     LoadTester(ProxyConfig),
+    Operator(Arc<ProcessSpec>),
+}
+
+/// Why a pod's app cannot start.
+enum Refusal {
+    /// No container's image is one the sandbox runs.
+    Image(String),
+    /// The image is known but its container cannot be set up.
+    Container(&'static str, String),
 }
 
 /// One container probe, with Kubernetes' defaults for the fields left out.
@@ -250,6 +266,8 @@ pub struct ServingRuntime {
     commands: Mutex<HashMap<String, CommandRun>>,
     /// The sandbox's mesh proxy, once it runs.
     mesh_proxy: Mutex<Option<SocketAddr>>,
+    /// Credentials for pods that call the API server, once the sandbox hands them out.
+    api_access: Mutex<Option<Arc<dyn ApiAccess>>>,
 }
 
 impl Default for ServingRuntime {
@@ -273,6 +291,7 @@ impl ServingRuntime {
             pods: Mutex::default(),
             commands: Mutex::default(),
             mesh_proxy: Mutex::default(),
+            api_access: Mutex::default(),
         }
     }
 
@@ -289,6 +308,15 @@ impl ServingRuntime {
         }
     }
 
+    /// Every image pattern this runtime runs.
+    fn served_images(&self) -> impl Iterator<Item = &String> {
+        self.options
+            .podinfo_images
+            .iter()
+            .chain(&self.options.loadtester_images)
+            .chain(&self.options.operator_images)
+    }
+
     /// The loopback address serving the pod with this uid, while it runs.
     pub fn address(&self, uid: &str) -> Option<SocketAddr> {
         self.pods.lock().unwrap().get(uid).map(|p| p.address)
@@ -296,7 +324,7 @@ impl ServingRuntime {
 
     /// The app for the first container whose image the sandbox serves, or the first image it
     /// cannot serve.
-    fn app_for(&self, pod: &Value) -> Result<(App, Value), String> {
+    fn app_for(&self, pod: &Value) -> Result<(App, Value), Refusal> {
         let containers = pod["spec"]["containers"]
             .as_array()
             .cloned()
@@ -310,12 +338,61 @@ impl ServingRuntime {
                 App::Podinfo(PodinfoSettings::from_container(container, hostname))
             } else if matches(&self.options.loadtester_images) {
                 App::LoadTester(self.loadtester_proxy())
+            } else if matches(&self.options.operator_images) {
+                App::Operator(Arc::new(self.operator_process(pod, container)?))
             } else {
-                return Err(image.to_string());
+                return Err(Refusal::Image(image.to_string()));
             };
             chosen.get_or_insert((app, container.clone()));
         }
-        chosen.ok_or_else(String::new)
+        chosen.ok_or_else(|| Refusal::Image(String::new()))
+    }
+
+    /// The operator binary, run for `container` as the pod's ServiceAccount.
+    fn operator_process(&self, pod: &Value, container: &Value) -> Result<ProcessSpec, Refusal> {
+        let Some(binary) = self.options.operator_binary.clone() else {
+            return Err(Refusal::Container(
+                "CreateContainerError",
+                format!(
+                    "the sandbox runs {} images with the serin-operator binary built from this workspace, and found none: build it (cargo build -p serin-operator) or set {}",
+                    container["image"].as_str().unwrap_or_default(),
+                    crate::process::OPERATOR_BINARY_ENV
+                ),
+            ));
+        };
+        let namespace = pod["metadata"]["namespace"].as_str().unwrap_or("default");
+        let account = pod["spec"]["serviceAccountName"]
+            .as_str()
+            .filter(|a| !a.is_empty())
+            .unwrap_or("default");
+        let access = self.api_access.lock().unwrap().clone();
+        let kubeconfig = match access {
+            Some(access) => access
+                .kubeconfig_for(namespace, account)
+                .map_err(|e| Refusal::Container("CreateContainerConfigError", e))?,
+            None => {
+                return Err(Refusal::Container(
+                    "CreateContainerConfigError",
+                    "the sandbox hands out no API credentials to pods".into(),
+                ));
+            }
+        };
+        let mut spec = ProcessSpec::of(pod, container, binary, kubeconfig);
+        // Its webhooks call cluster names (http://flagger-loadtester.test/), which only the mesh
+        // proxy resolves: the proxy goes in the environment, as a sidecar would take the traffic.
+        // The container's own settings come later and win.
+        if let Some(proxy) = *self.mesh_proxy.lock().unwrap() {
+            let mut env = vec![
+                ("HTTP_PROXY".to_string(), format!("http://{proxy}")),
+                (
+                    "NO_PROXY".to_string(),
+                    "127.0.0.1,localhost,::1".to_string(),
+                ),
+            ];
+            env.append(&mut spec.env);
+            spec.env = env;
+        }
+        Ok(spec)
     }
 }
 
@@ -339,7 +416,7 @@ fn port_mapping(pod: &Value, app: &App, address: SocketAddr) -> Value {
     }
     let own_port = match app {
         App::Podinfo(settings) => u64::from(settings.port),
-        App::LoadTester(_) => 8080,
+        App::LoadTester(_) | App::Operator(_) => 8080,
     };
     if seen.insert(own_port) {
         ports.push(
@@ -414,6 +491,20 @@ async fn serve(
                     let _ = stop.wait_for(|stopping| *stopping).await;
                 })
                 .await;
+        }
+        App::Operator(spec) => {
+            let Ok(address) = listener.local_addr() else {
+                return;
+            };
+            // The process binds the pod's port itself.
+            drop(listener);
+            let dir = std::env::temp_dir().join(format!(
+                "serin-sandbox-pod-{}-{}",
+                std::process::id(),
+                address.port()
+            ));
+            crate::process::run(&spec, address, &dir, stop, outputs.log).await;
+            let _ = std::fs::remove_dir_all(&dir);
         }
         App::LoadTester(proxy) => {
             log_json(
@@ -567,6 +658,10 @@ impl PodRuntime for ServingRuntime {
         *self.mesh_proxy.lock().unwrap() = Some(proxy);
     }
 
+    fn api_access_ready(&self, access: Arc<dyn ApiAccess>) {
+        *self.api_access.lock().unwrap() = Some(access);
+    }
+
     fn start(&self, pod: &Value) -> PodStart {
         let uid = pod_uid(pod);
         if self.pods.lock().unwrap().contains_key(&uid)
@@ -576,17 +671,19 @@ impl PodRuntime for ServingRuntime {
         }
         let (app, container) = match self.app_for(pod) {
             Ok(found) => found,
-            Err(image) => {
+            Err(Refusal::Image(image)) => {
                 return PodStart::Waiting {
                     reason: "ErrImagePull".into(),
                     message: format!(
                         "failed to pull image \"{image}\": the sandbox only runs images matching {:?}",
-                        self.options
-                            .podinfo_images
-                            .iter()
-                            .chain(&self.options.loadtester_images)
-                            .collect::<Vec<_>>()
+                        self.served_images().collect::<Vec<_>>()
                     ),
+                };
+            }
+            Err(Refusal::Container(reason, message)) => {
+                return PodStart::Waiting {
+                    reason: reason.into(),
+                    message,
                 };
             }
         };
@@ -706,11 +803,7 @@ impl PodRuntime for ServingRuntime {
             .flatten()
             .position(|c| {
                 let image = c["image"].as_str().unwrap_or_default();
-                self.options
-                    .podinfo_images
-                    .iter()
-                    .chain(&self.options.loadtester_images)
-                    .any(|p| image.contains(p.as_str()))
+                self.served_images().any(|p| image.contains(p.as_str()))
             });
         if let Some(container) = serving.and_then(|i| usage.get_mut(i)) {
             match server.app {
@@ -721,6 +814,10 @@ impl PodRuntime for ServingRuntime {
                 App::LoadTester(_) => {
                     container.cpu_millis = 2;
                     container.memory_bytes = 16 << 20;
+                }
+                App::Operator(_) => {
+                    container.cpu_millis = 5;
+                    container.memory_bytes = 24 << 20;
                 }
             }
         }

@@ -1,0 +1,449 @@
+//! The Helm charts with a real Helm 4 (`scripts/install-helm.sh`) against `serin sandbox up`: both
+//! charts lint strictly, every rendering of a values matrix is accepted by the API server
+//! (`kubectl apply --dry-run=server`), bad values are refused by the schema with a message naming the
+//! key, and install, upgrade and uninstall behave as on a cluster.
+
+mod common;
+
+use common::{Kubectl, SandboxUp};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `$HELM`, else the Helm that `scripts/install-helm.sh` installs.
+fn helm_binary() -> PathBuf {
+    let path = std::env::var_os("HELM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target/tools/helm"));
+    assert!(
+        path.exists(),
+        "Helm is not installed at {}: run scripts/install-helm.sh (make test does)",
+        path.display()
+    );
+    path
+}
+
+/// Helm with its own cache and configuration directories, pointed at `kubeconfig`.
+struct Helm {
+    binary: PathBuf,
+    home: tempfile::TempDir,
+    kubeconfig: Option<PathBuf>,
+}
+
+impl Helm {
+    fn new(kubeconfig: Option<PathBuf>) -> Self {
+        Helm {
+            binary: helm_binary(),
+            home: tempfile::tempdir().unwrap(),
+            kubeconfig,
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> (bool, String, String) {
+        let mut command = Command::new(&self.binary);
+        command
+            .args(args)
+            .current_dir(workspace())
+            .env("HELM_CACHE_HOME", self.home.path().join("cache"))
+            .env("HELM_CONFIG_HOME", self.home.path().join("config"))
+            .env("HELM_DATA_HOME", self.home.path().join("data"))
+            .stdin(Stdio::null());
+        if let Some(kubeconfig) = &self.kubeconfig {
+            command.env("KUBECONFIG", kubeconfig);
+        }
+        let out = command.output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let (ok, out, err) = self.run(args);
+        assert!(ok, "helm {args:?} failed:\n{out}\n{err}");
+        out
+    }
+}
+
+/// The Prometheus operator's monitor kinds, as far as the API server needs them to accept objects.
+const MONITOR_CRDS: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: servicemonitors.monitoring.coreos.com}
+spec:
+  group: monitoring.coreos.com
+  scope: Namespaced
+  names: {plural: servicemonitors, singular: servicemonitor, kind: ServiceMonitor, listKind: ServiceMonitorList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, properties: {spec: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: podmonitors.monitoring.coreos.com}
+spec:
+  group: monitoring.coreos.com
+  scope: Namespaced
+  names: {plural: podmonitors, singular: podmonitor, kind: PodMonitor, listKind: PodMonitorList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, properties: {spec: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
+"#;
+
+#[test]
+fn the_charts_render_what_the_api_server_accepts() {
+    let helm = Helm::new(None);
+    for chart in ["charts/serin", "charts/loadtester"] {
+        helm.ok(&["lint", "--strict", chart]);
+    }
+    let sandbox = SandboxUp::start();
+    let k = Kubectl::new(&sandbox.dir.path().join("kubeconfig"));
+    for namespace in ["serin-system", "team-a", "test"] {
+        k.expect(&["create", "namespace", namespace], "created");
+    }
+    k.with_input(&["apply", "-f", "-"], MONITOR_CRDS, "created");
+    k.expect(
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/podmonitors.monitoring.coreos.com",
+        ],
+        "met",
+    );
+
+    let matrix: [(&str, &[&str], &[&str]); 6] = [
+        (
+            "defaults",
+            &[],
+            &[
+                "kind: ClusterRole\n",
+                "strategy:\n    type: Recreate",
+                "- --mesh-provider=istio",
+            ],
+        ),
+        (
+            "two replicas with leader election",
+            &["replicaCount=2", "leaderElection.enabled=true"],
+            &[
+                "replicas: 2",
+                "- --leader-elect",
+                "- --leader-election-namespace=serin-system",
+                "resources: [leases]",
+            ],
+        ),
+        (
+            "one namespace",
+            &["namespace=team-a"],
+            &["kind: Role\n", "namespace: team-a", "- --namespace=team-a"],
+        ),
+        (
+            "Flagger's keys",
+            &[
+                "metricsServer=http://prometheus.istio-system:9090",
+                "selectorLabels=app",
+                "includeLabelPrefix=app.kubernetes.io",
+                "configTracking.enabled=false",
+                "eventWebhook=http://events.test/",
+                "clusterName=prod",
+                "logLevel=debug",
+            ],
+            &[
+                "- --metrics-server=http://prometheus.istio-system:9090",
+                "- --selector-labels=app",
+                "- --include-label-prefix=app.kubernetes.io",
+                "- --enable-config-tracking=false",
+                "- --event-webhook=http://events.test/",
+                "- --cluster-name=prod",
+                "- --log-level=debug",
+            ],
+        ),
+        (
+            "monitors and a disruption budget",
+            &[
+                "serviceMonitor.enabled=true",
+                "podMonitor.enabled=true",
+                "podDisruptionBudget.enabled=true",
+            ],
+            &[
+                "kind: ServiceMonitor",
+                "kind: PodMonitor",
+                "kind: PodDisruptionBudget",
+            ],
+        ),
+        (
+            "existing account, no RBAC",
+            &[
+                "rbac.create=false",
+                "serviceAccount.create=false",
+                "serviceAccount.name=ops",
+            ],
+            &["serviceAccountName: ops"],
+        ),
+    ];
+    for (case, sets, expected) in matrix {
+        let mut args = vec![
+            "template",
+            "serin",
+            "charts/serin",
+            "--namespace",
+            "serin-system",
+        ];
+        for set in sets {
+            args.extend(["--set", set]);
+        }
+        let rendered = helm.ok(&args);
+        for text in expected {
+            assert!(
+                rendered.contains(text),
+                "{case}: {text:?} missing from\n{rendered}"
+            );
+        }
+        if case == "existing account, no RBAC" {
+            assert!(!rendered.contains("kind: ClusterRole"), "{rendered}");
+        }
+        let (ok, out, err) = k.run(&["apply", "--dry-run=server", "-f", "-"], Some(&rendered));
+        assert!(
+            ok,
+            "{case}: the API server refused the rendering:\n{out}\n{err}"
+        );
+        assert!(out.contains("(server dry run)"), "{out}");
+    }
+    let rendered = helm.ok(&[
+        "template",
+        "loadtester",
+        "charts/loadtester",
+        "--namespace",
+        "test",
+    ]);
+    let (ok, _, err) = k.run(&["apply", "--dry-run=server", "-f", "-"], Some(&rendered));
+    assert!(ok, "{err}");
+
+    for (set, message) in [
+        (
+            "meshProvider=linkerd",
+            "at '/meshProvider': value must be 'istio'",
+        ),
+        (
+            "replicaCount=0",
+            "at '/replicaCount': minimum: got 0, want 1",
+        ),
+        (
+            "metricsServer=prometheus:9090",
+            "at '/metricsServer': 'prometheus:9090' does not match pattern",
+        ),
+        (
+            "slack.url=https://hooks.slack.com/x",
+            "additional properties 'slack' not allowed",
+        ),
+        ("logLevel=loud", "at '/logLevel': value must be one of"),
+        ("namespace=Team_A", "at '/namespace'"),
+    ] {
+        let (ok, _, err) = helm.run(&["template", "serin", "charts/serin", "--set", set]);
+        assert!(!ok, "{set} was accepted");
+        assert!(err.contains(message), "{set}: {err}");
+    }
+}
+
+/// The sandbox runs the operator image as the `serin-operator` binary beside `serin`; `cargo test
+/// --workspace` builds it, and a test run of this package alone builds it here.
+fn ensure_operator_binary() {
+    let binary = Path::new(env!("CARGO_BIN_EXE_serin")).with_file_name("serin-operator");
+    if !binary.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let built = Command::new(cargo)
+            .args(["build", "-q", "-p", "serin-operator"])
+            .current_dir(workspace())
+            .status()
+            .unwrap();
+        assert!(built.success(), "cargo build -p serin-operator failed");
+    }
+}
+
+#[test]
+fn helm_installs_upgrades_and_uninstalls_in_the_sandbox() {
+    ensure_operator_binary();
+    let sandbox = SandboxUp::start();
+    let kubeconfig = sandbox.dir.path().join("kubeconfig");
+    let helm = Helm::new(Some(kubeconfig.clone()));
+    let k = Kubectl::new(&kubeconfig);
+    let install = helm.ok(&[
+        "install",
+        "serin",
+        "charts/serin",
+        "-n",
+        "serin-system",
+        "--create-namespace",
+        "--set",
+        "leaderElection.enabled=true",
+        "--set",
+        "replicaCount=2",
+        "--wait",
+        "--timeout",
+        "120s",
+    ]);
+    assert!(install.contains("STATUS: deployed"), "{install}");
+    assert!(
+        install.contains("watches Canaries in every namespace"),
+        "{install}"
+    );
+    // The CRDs come from the chart's crds/ directory.
+    k.expect(
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/canaries.serin.dev",
+        ],
+        "met",
+    );
+    k.expect(
+        &[
+            "-n",
+            "serin-system",
+            "get",
+            "deploy",
+            "serin",
+            "-o",
+            "jsonpath={.status.readyReplicas} {.spec.template.spec.serviceAccountName}",
+        ],
+        "2 serin",
+    );
+    // Both replicas run the operator as the chart's ServiceAccount: one leads, the other waits.
+    let holder = k.expect(
+        &[
+            "-n",
+            "serin-system",
+            "get",
+            "lease",
+            "serin-operator",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ],
+        "serin-",
+    );
+    let log = k.expect(
+        &["-n", "serin-system", "logs", &format!("pod/{holder}")],
+        "leading as",
+    );
+    assert!(log.contains("watching Canaries in all namespaces"), "{log}");
+    k.expect(
+        &[
+            "get",
+            "clusterrole",
+            "serin",
+            "-o",
+            "jsonpath={.rules[1].resources}",
+        ],
+        "canaries/finalizers",
+    );
+    k.expect(
+        &[
+            "auth",
+            "can-i",
+            "update",
+            "canaries.serin.dev/status",
+            "--as=system:serviceaccount:serin-system:serin",
+        ],
+        "yes",
+    );
+    k.expect(
+        &[
+            "-n",
+            "serin-system",
+            "auth",
+            "can-i",
+            "update",
+            "leases.coordination.k8s.io",
+            "--as=system:serviceaccount:serin-system:serin",
+        ],
+        "yes",
+    );
+    let (_, denied, _) = k.run(
+        &[
+            "auth",
+            "can-i",
+            "delete",
+            "canaries.serin.dev",
+            "--as=system:serviceaccount:serin-system:serin",
+        ],
+        None,
+    );
+    assert_eq!(denied.trim(), "no", "the operator never deletes a Canary");
+    k.with_input(
+        &["apply", "-f", "-"],
+        include_str!("../../../artifacts/examples/canary-progressive.yaml")
+            .replace("namespace: test", "namespace: default")
+            .as_str(),
+        "created",
+    );
+
+    // helm upgrade with changed values rolls the operator.
+    helm.ok(&[
+        "upgrade",
+        "serin",
+        "charts/serin",
+        "-n",
+        "serin-system",
+        "--reuse-values",
+        "--set",
+        "logLevel=debug",
+    ]);
+    k.expect(
+        &["-n", "serin-system", "get", "deploy", "serin", "-o", "jsonpath={.metadata.annotations.deployment\\.kubernetes\\.io/revision} {.spec.template.spec.containers[0].args}"],
+        "2 [",
+    );
+    k.expect(
+        &[
+            "-n",
+            "serin-system",
+            "get",
+            "deploy",
+            "serin",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].args}",
+        ],
+        "--log-level=debug",
+    );
+    k.expect(
+        &["-n", "serin-system", "rollout", "history", "deploy/serin"],
+        "2 ",
+    );
+    helm.ok(&[
+        "install",
+        "loadtester",
+        "charts/loadtester",
+        "-n",
+        "test",
+        "--create-namespace",
+    ]);
+    k.expect(
+        &[
+            "-n",
+            "test",
+            "get",
+            "svc",
+            "loadtester",
+            "-o",
+            "jsonpath={.spec.ports[0].port}",
+        ],
+        "80",
+    );
+
+    // helm uninstall removes what the release made, keeps the CRDs and every Canary.
+    helm.ok(&["uninstall", "serin", "-n", "serin-system", "--wait"]);
+    let (found, _, _) = k.run(&["-n", "serin-system", "get", "deploy", "serin"], None);
+    assert!(!found);
+    let (found, _, _) = k.run(&["get", "clusterrole", "serin"], None);
+    assert!(!found);
+    k.expect(&["get", "crd", "canaries.serin.dev"], "canaries.serin.dev");
+    k.expect(&["get", "canary", "podinfo"], "podinfo");
+}
