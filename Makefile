@@ -2,7 +2,7 @@
 CARGO ?= cargo
 CRD_FILES := artifacts/crds/serin.yaml charts/serin/crds/serin.yaml
 
-.PHONY: test fmt-check clippy unit doc-check crds demo simulate doc bench bench-sandbox bench-loadtester e2e e2e-core e2e-prerequisites bench-operator
+.PHONY: test fmt-check clippy unit doc-check crds kustomize image demo simulate doc bench bench-sandbox bench-loadtester e2e e2e-core e2e-prerequisites bench-operator
 
 ## make test: formatting check, clippy with warnings as errors, every test in the workspace, then every
 ## e2e scenario against sandboxes (several at a time: E2E_JOBS, see e2e/README.md).
@@ -26,6 +26,16 @@ unit:
 crds:
 	$(CARGO) run -q -p serin-api --bin serin-crdgen > artifacts/crds/serin.yaml
 	cp artifacts/crds/serin.yaml charts/serin/crds/serin.yaml
+
+## make image: the serin-operator and serin-loadtester OCI images, built offline with Debian's buildah
+## (FROM scratch, non-root, no shell) into target/images/*.oci.tar and buildah's local storage.
+image:
+	scripts/build-image.sh serin-operator
+	scripts/build-image.sh serin-loadtester
+
+## make kustomize: regenerate artifacts/kustomize/base/serin.yaml from the Helm chart.
+kustomize:
+	scripts/render-kustomize-base.sh > artifacts/kustomize/base/serin.yaml
 
 ## make demo: a healthy and a faulty release end to end in a local sandbox (pods, mesh, Prometheus,
 ## the load tester, the controller), printing phase, weight and metrics live; installs Debian's prometheus if missing.

@@ -113,7 +113,8 @@ dump_diagnostics() {
   echo "---------------- operator log (last 80 lines) ----------------"
   if [[ $INSTALL == helm ]]; then
     kubectl --request-timeout=10s -n serin-system get pods -o wide 2>&1
-    kubectl --request-timeout=10s -n serin-system logs deploy/serin --tail=80 2>&1
+    kubectl --request-timeout=10s -n serin-system logs -l app.kubernetes.io/name=serin --prefix --tail=60 2>&1
+    kubectl --request-timeout=10s -n serin-system get lease serin-operator -o yaml 2>&1 | tail -n 8
   elif [[ $MODE == sandbox ]]; then
     tail -n 80 "$WORK/operator.log" 2>&1
   else
@@ -429,7 +430,16 @@ no_forbidden_requests() {
     log "FAIL: the operator met 403s (the chart's RBAC lacks a rule): $forbidden"
     return 1
   fi
-  log "no request was refused (403) by RBAC"
+  log "no request was refused (403) by RBAC; the operator used:"
+  curl -sf --noproxy '*' --max-time 10 "$api/sandbox/access" | python3 -c '
+import json, sys
+used = json.load(sys.stdin).get("system:serviceaccount:serin-system:serin", [])
+rules = {}
+for a in used:
+    rules.setdefault((a["group"] or "core", a["resource"] + ("/" + a["subresource"] if a["subresource"] else "")), []).append(a["verb"])
+for (group, resource), verbs in sorted(rules.items()):
+    print("    %s %s: %s" % (group, resource, ",".join(sorted(verbs))))
+' || true
 }
 
 build() {

@@ -341,7 +341,7 @@ fn helm_installs_upgrades_and_uninstalls_in_the_sandbox() {
             "clusterrole",
             "serin",
             "-o",
-            "jsonpath={.rules[1].resources}",
+            "jsonpath={.rules[*].resources}",
         ],
         "canaries/finalizers",
     );
@@ -349,7 +349,7 @@ fn helm_installs_upgrades_and_uninstalls_in_the_sandbox() {
         &[
             "auth",
             "can-i",
-            "update",
+            "patch",
             "canaries.serin.dev/status",
             "--as=system:serviceaccount:serin-system:serin",
         ],
@@ -446,4 +446,74 @@ fn helm_installs_upgrades_and_uninstalls_in_the_sandbox() {
     assert!(!found);
     k.expect(&["get", "crd", "canaries.serin.dev"], "canaries.serin.dev");
     k.expect(&["get", "canary", "podinfo"], "podinfo");
+}
+
+#[test]
+fn the_kustomize_base_is_the_chart_rendered() {
+    let rendered = Command::new(workspace().join("scripts/render-kustomize-base.sh"))
+        .env("HELM", helm_binary())
+        .output()
+        .unwrap();
+    assert!(
+        rendered.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rendered.stderr)
+    );
+    let committed =
+        std::fs::read_to_string(workspace().join("artifacts/kustomize/base/serin.yaml")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&rendered.stdout) == committed,
+        "artifacts/kustomize/base/serin.yaml is out of date with charts/serin: run make kustomize"
+    );
+}
+
+#[test]
+fn kubectl_apply_k_installs_a_ready_operator() {
+    ensure_operator_binary();
+    let sandbox = SandboxUp::start();
+    let k = Kubectl::new(&sandbox.dir.path().join("kubeconfig"));
+    let overlay = workspace().join("artifacts/kustomize/istio");
+    let overlay = overlay.to_str().unwrap();
+    let rendered = k.expect(&["kustomize", overlay], "kind: ClusterRole");
+    assert!(rendered.contains("- --metrics-server=http://prometheus.istio-system:9090"));
+    k.expect(&["apply", "-k", overlay], "deployment.apps/serin created");
+    k.expect(
+        &[
+            "-n",
+            "serin-system",
+            "rollout",
+            "status",
+            "deploy/serin",
+            "--timeout=120s",
+        ],
+        "successfully rolled out",
+    );
+    k.expect(
+        &[
+            "-n",
+            "serin-system",
+            "get",
+            "deploy",
+            "serin",
+            "-o",
+            "jsonpath={.status.readyReplicas}",
+        ],
+        "2",
+    );
+    let holder = k.expect(
+        &[
+            "-n",
+            "serin-system",
+            "get",
+            "lease",
+            "serin-operator",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ],
+        "serin-",
+    );
+    k.expect(
+        &["-n", "serin-system", "logs", &format!("pod/{holder}")],
+        "leading as",
+    );
 }

@@ -406,6 +406,11 @@ async fn route(
             }
             return Ok(json_response(200, &discovery::api_group_list(&registry)));
         }
+        // What each identity other than the admin was allowed to do, for checking that an
+        // installation's RBAC is enough and no more (the sandbox's own path, admin only).
+        ["sandbox", "access"] if reading && identity.is_admin() => {
+            return Ok(json_response(200, &json!(state.auth.access())));
+        }
         ["metrics"] if reading => {
             let mut response =
                 Response::new(Body::from(state.metrics.render(state.store.object_count())));
@@ -1151,6 +1156,23 @@ async fn serve(
                 }
                 let updated = scale::set_scale(store, info, ns, name, &scale, &write)?;
                 return Ok(json_response(200, &scale::scale_of(info, &updated)));
+            }
+            if patch_type == PatchType::Apply
+                && !identity.is_admin()
+                && store.get(info, ns, name).is_err()
+            {
+                // An apply that creates the object needs create as well as patch, as on a cluster.
+                let create = auth::Request::Resource {
+                    verb: "create".into(),
+                    group: info.group.clone(),
+                    resource: info.plural.clone(),
+                    subresource: String::new(),
+                    namespace: ns.to_string(),
+                    name: name.to_string(),
+                };
+                if !state.auth.authorize(store, identity, &create).allowed {
+                    return Err(auth::forbidden(identity, &create));
+                }
             }
             if part == Part::Main && !identity.is_admin() {
                 // The admission check needs the patched object: a dry run computes it.

@@ -530,3 +530,65 @@ async fn blocking_an_owners_deletion_needs_update_on_its_finalizers() {
     );
     assert!(ok, "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_side_apply_that_creates_needs_create() {
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::start(dir.path()).await.unwrap();
+    let admin = Kubectl::new(&sandbox);
+    admin.ok(&["create", "namespace", "team-a"]);
+    admin.ok(&["-n", "team-a", "create", "serviceaccount", "robot"]);
+    admin.ok(&[
+        "-n",
+        "team-a",
+        "create",
+        "role",
+        "patcher",
+        "--verb=get,patch",
+        "--resource=configmaps",
+    ]);
+    admin.ok(&[
+        "-n",
+        "team-a",
+        "create",
+        "rolebinding",
+        "robot-patcher",
+        "--role=patcher",
+        "--serviceaccount=team-a:robot",
+    ]);
+    let manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: team-a}\ndata: {a: '1'}\n";
+    let apply = ["--as", ROBOT, "apply", "--server-side", "-f", "-"];
+    let (ok, _, err) = admin.run(&apply, Some(manifest));
+    assert!(!ok);
+    assert!(
+        err.contains(
+            "User \"system:serviceaccount:team-a:robot\" cannot create resource \"configmaps\""
+        ),
+        "{err}"
+    );
+    // Once the object exists, patch is enough to apply changes to it.
+    admin.ok(&[
+        "-n",
+        "team-a",
+        "create",
+        "configmap",
+        "settings",
+        "--from-literal=a=0",
+    ]);
+    let mut take_over = apply.to_vec();
+    take_over.push("--force-conflicts");
+    let (ok, _, err) = admin.run(&take_over, Some(manifest));
+    assert!(ok, "{err}");
+    assert_eq!(
+        admin.ok(&[
+            "-n",
+            "team-a",
+            "get",
+            "cm",
+            "settings",
+            "-o",
+            "jsonpath={.data.a}"
+        ]),
+        "1"
+    );
+}
