@@ -69,36 +69,27 @@ impl Helm {
     }
 }
 
-/// The Prometheus operator's monitor kinds, as far as the API server needs them to accept objects.
-const MONITOR_CRDS: &str = r#"
-apiVersion: apiextensions.k8s.io/v1
+/// A Prometheus operator monitor kind (`ServiceMonitor`, `PodMonitor`), as far as the API server
+/// needs it to accept objects.
+fn monitor_crd(kind: &str) -> String {
+    let plural = format!("{}s", kind.to_lowercase());
+    format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
-metadata: {name: servicemonitors.monitoring.coreos.com}
+metadata: {{name: {plural}.monitoring.coreos.com}}
 spec:
   group: monitoring.coreos.com
   scope: Namespaced
-  names: {plural: servicemonitors, singular: servicemonitor, kind: ServiceMonitor, listKind: ServiceMonitorList}
+  names: {{plural: {plural}, kind: {kind}}}
   versions:
   - name: v1
     served: true
     storage: true
     schema:
-      openAPIV3Schema: {type: object, properties: {spec: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: podmonitors.monitoring.coreos.com}
-spec:
-  group: monitoring.coreos.com
-  scope: Namespaced
-  names: {plural: podmonitors, singular: podmonitor, kind: PodMonitor, listKind: PodMonitorList}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema: {type: object, properties: {spec: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
-"#;
+      openAPIV3Schema: {{type: object, properties: {{spec: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}
+"#
+    )
+}
 
 #[test]
 fn the_charts_render_what_the_api_server_accepts() {
@@ -111,7 +102,8 @@ fn the_charts_render_what_the_api_server_accepts() {
     for namespace in ["serin-system", "team-a", "test"] {
         k.expect(&["create", "namespace", namespace], "created");
     }
-    k.with_input(&["apply", "-f", "-"], MONITOR_CRDS, "created");
+    let monitors = [monitor_crd("ServiceMonitor"), monitor_crd("PodMonitor")].join("---\n");
+    k.with_input(&["apply", "-f", "-"], &monitors, "created");
     k.expect(
         &[
             "wait",
@@ -254,6 +246,35 @@ fn the_charts_render_what_the_api_server_accepts() {
     }
 }
 
+/// Checks that serin-system runs two Ready operator replicas, one of them holding the Lease, and
+/// returns the leader's log.
+fn two_ready_replicas_one_leading(k: &Kubectl) -> String {
+    let ready = [
+        "-n",
+        "serin-system",
+        "get",
+        "deploy",
+        "serin",
+        "-o",
+        "jsonpath={.status.readyReplicas}",
+    ];
+    k.expect(&ready, "2");
+    let lease = [
+        "-n",
+        "serin-system",
+        "get",
+        "lease",
+        "serin-operator",
+        "-o",
+        "jsonpath={.spec.holderIdentity}",
+    ];
+    let holder = k.expect(&lease, "serin-");
+    k.expect(
+        &["-n", "serin-system", "logs", &format!("pod/{holder}")],
+        "leading as",
+    )
+}
+
 /// The sandbox runs the operator image as the `serin-operator` binary beside `serin`; `cargo test
 /// --workspace` builds it, and a test run of this package alone builds it here.
 fn ensure_operator_binary() {
@@ -313,27 +334,11 @@ fn helm_installs_upgrades_and_uninstalls_in_the_sandbox() {
             "deploy",
             "serin",
             "-o",
-            "jsonpath={.status.readyReplicas} {.spec.template.spec.serviceAccountName}",
+            "jsonpath={.spec.template.spec.serviceAccountName}",
         ],
-        "2 serin",
+        "serin",
     );
-    // Both replicas run the operator as the chart's ServiceAccount: one leads, the other waits.
-    let holder = k.expect(
-        &[
-            "-n",
-            "serin-system",
-            "get",
-            "lease",
-            "serin-operator",
-            "-o",
-            "jsonpath={.spec.holderIdentity}",
-        ],
-        "serin-",
-    );
-    let log = k.expect(
-        &["-n", "serin-system", "logs", &format!("pod/{holder}")],
-        "leading as",
-    );
+    let log = two_ready_replicas_one_leading(&k);
     assert!(log.contains("watching Canaries in all namespaces"), "{log}");
     k.expect(
         &[
@@ -488,32 +493,5 @@ fn kubectl_apply_k_installs_a_ready_operator() {
         ],
         "successfully rolled out",
     );
-    k.expect(
-        &[
-            "-n",
-            "serin-system",
-            "get",
-            "deploy",
-            "serin",
-            "-o",
-            "jsonpath={.status.readyReplicas}",
-        ],
-        "2",
-    );
-    let holder = k.expect(
-        &[
-            "-n",
-            "serin-system",
-            "get",
-            "lease",
-            "serin-operator",
-            "-o",
-            "jsonpath={.spec.holderIdentity}",
-        ],
-        "serin-",
-    );
-    k.expect(
-        &["-n", "serin-system", "logs", &format!("pod/{holder}")],
-        "leading as",
-    );
+    two_ready_replicas_one_leading(&k);
 }

@@ -316,37 +316,30 @@ fn validate_node(
         );
     }
     if let Some(number) = value.as_f64() {
-        let exclusive = |key: &str| schema[key] == true;
-        if let Some(minimum) = schema["minimum"].as_f64() {
-            let (broken, words) = if exclusive("exclusiveMinimum") {
-                (number <= minimum, "greater than")
-            } else {
-                (number < minimum, "greater than or equal to")
+        // (bound, its exclusive flag, broken when the number is below (or above) it, the words)
+        let bounds: [(&str, &str, bool, &str); 2] = [
+            ("minimum", "exclusiveMinimum", true, "greater than"),
+            ("maximum", "exclusiveMaximum", false, "less than"),
+        ];
+        for (key, exclusive_key, lower, words) in bounds {
+            let Some(bound) = schema[key].as_f64() else {
+                continue;
+            };
+            let exclusive = schema[exclusive_key] == true;
+            let broken = match (lower, exclusive) {
+                (true, true) => number <= bound,
+                (true, false) => number < bound,
+                (false, true) => number >= bound,
+                (false, false) => number > bound,
             };
             if broken {
+                let or_equal = if exclusive { "" } else { " or equal to" };
                 invalid(
                     "FieldValueInvalid",
                     format!(
-                        "Invalid value: {}: {path} in body should be {words} {}",
+                        "Invalid value: {}: {path} in body should be {words}{or_equal} {}",
                         shown(value),
-                        shown(&schema["minimum"])
-                    ),
-                );
-            }
-        }
-        if let Some(maximum) = schema["maximum"].as_f64() {
-            let (broken, words) = if exclusive("exclusiveMaximum") {
-                (number >= maximum, "less than")
-            } else {
-                (number > maximum, "less than or equal to")
-            };
-            if broken {
-                invalid(
-                    "FieldValueInvalid",
-                    format!(
-                        "Invalid value: {}: {path} in body should be {words} {}",
-                        shown(value),
-                        shown(&schema["maximum"])
+                        shown(&schema[key])
                     ),
                 );
             }

@@ -16,6 +16,16 @@ fn kubectl_with(kubeconfig: &str, dir: &tempfile::TempDir, name: &str) -> Kubect
 
 const ROBOT: &str = "system:serviceaccount:team-a:robot";
 
+/// A sandbox with the namespace `team-a` and its ServiceAccount `robot`, and the admin's kubectl.
+async fn team_a_with_robot() -> (Sandbox, tempfile::TempDir, Kubectl) {
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::start(dir.path()).await.unwrap();
+    let admin = Kubectl::new(&sandbox);
+    admin.ok(&["create", "namespace", "team-a"]);
+    admin.ok(&["-n", "team-a", "create", "serviceaccount", "robot"]);
+    (sandbox, dir, admin)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn service_account_tokens_get_exactly_what_their_bindings_grant() {
     let dir = tempfile::tempdir().unwrap();
@@ -258,11 +268,7 @@ async fn service_account_tokens_get_exactly_what_their_bindings_grant() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn impersonation_can_i_and_aggregated_roles() {
-    let dir = tempfile::tempdir().unwrap();
-    let sandbox = Sandbox::start(dir.path()).await.unwrap();
-    let admin = Kubectl::new(&sandbox);
-    admin.ok(&["create", "namespace", "team-a"]);
-    admin.ok(&["-n", "team-a", "create", "serviceaccount", "robot"]);
+    let (sandbox, dir, admin) = team_a_with_robot().await;
     let as_robot = ["-n", "team-a", "--as", ROBOT];
     let robot = |args: &[&str]| admin.output(&[&as_robot[..], args].concat());
 
@@ -381,11 +387,7 @@ fn owned_configmap(name: &str, uid: &str, block: bool) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blocking_an_owners_deletion_needs_update_on_its_finalizers() {
-    let dir = tempfile::tempdir().unwrap();
-    let sandbox = Sandbox::start(dir.path()).await.unwrap();
-    let admin = Kubectl::new(&sandbox);
-    admin.ok(&["create", "namespace", "team-a"]);
-    admin.ok(&["-n", "team-a", "create", "serviceaccount", "robot"]);
+    let (_sandbox, _dir, admin) = team_a_with_robot().await;
     admin.ok(&[
         "-n",
         "team-a",
@@ -533,11 +535,7 @@ async fn blocking_an_owners_deletion_needs_update_on_its_finalizers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_side_apply_that_creates_needs_create() {
-    let dir = tempfile::tempdir().unwrap();
-    let sandbox = Sandbox::start(dir.path()).await.unwrap();
-    let admin = Kubectl::new(&sandbox);
-    admin.ok(&["create", "namespace", "team-a"]);
-    admin.ok(&["-n", "team-a", "create", "serviceaccount", "robot"]);
+    let (_sandbox, _dir, admin) = team_a_with_robot().await;
     admin.ok(&[
         "-n",
         "team-a",
