@@ -1,8 +1,9 @@
-//! `serin`: Serin's command line: the local sandbox (`serin sandbox up`) and the end-to-end demo
-//! (`serin demo`). Release commands (get, promote, abort, ...) are not built yet; until then the
-//! README's manual-request annotations do their job with kubectl.
+//! `serin`: Serin's command line: the local sandbox (`serin sandbox up`), the end-to-end demo
+//! (`serin demo`), and the commands that watch and steer releases (`get`, `status`, `promote`,
+//! `abort`, `retry`, `pause`, `resume`, `lint`), which `kubectl serin` runs too.
 
 mod demo;
+mod steer;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -11,6 +12,8 @@ use std::path::PathBuf;
 #[derive(Parser)]
 #[command(name = "serin", version, about = "Progressive delivery for Kubernetes")]
 struct Cli {
+    #[command(flatten)]
+    cluster: steer::Cluster,
     #[command(subcommand)]
     command: Command,
 }
@@ -24,6 +27,8 @@ enum Command {
         #[command(subcommand)]
         action: SandboxAction,
     },
+    #[command(flatten)]
+    Steer(steer::Steer),
 }
 
 #[derive(Subcommand)]
@@ -48,12 +53,26 @@ enum SandboxAction {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Steer(command) => steer::run(cli.cluster, command).await,
+        command => serve(command)
+            .await
+            .map(|()| std::process::ExitCode::SUCCESS),
+    };
+    outcome.unwrap_or_else(|error| {
+        eprintln!("error: {error:#}");
+        std::process::ExitCode::from(steer::ERROR_EXIT)
+    })
+}
+
+/// The long-running commands: the demo and the sandbox.
+async fn serve(command: Command) -> anyhow::Result<()> {
     // The in-process operator (demo) and load testers (sandbox pods) log through tracing.
     serin_controller::init_logging(serin_controller::LogFormat::Text, "info")
         .map_err(anyhow::Error::msg)?;
-    match cli.command {
+    match command {
         Command::Demo => demo::run().await,
         Command::Sandbox {
             action:
@@ -116,6 +135,7 @@ async fn main() -> anyhow::Result<()> {
             sandbox.stop().await;
             Ok(())
         }
+        Command::Steer(_) => unreachable!("run by main"),
     }
 }
 

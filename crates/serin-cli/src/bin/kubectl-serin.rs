@@ -1,0 +1,33 @@
+//! `kubectl-serin`: the kubectl plugin. With it on the PATH, `kubectl serin get`, `kubectl serin status
+//! NAME --watch`, `kubectl serin promote NAME` and the rest run the same subcommands as `serin`.
+
+#[path = "../steer.rs"]
+mod steer;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+/// Watches and steers Serin's releases.
+#[derive(Parser)]
+#[command(
+    name = "kubectl serin",
+    version,
+    about = "Watch and steer Serin's releases"
+)]
+struct Plugin {
+    #[command(flatten)]
+    cluster: steer::Cluster,
+    #[command(subcommand)]
+    command: steer::Steer,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let plugin = Plugin::parse();
+    steer::run(plugin.cluster, plugin.command)
+        .await
+        .unwrap_or_else(|error| {
+            eprintln!("error: {error:#}");
+            ExitCode::from(steer::ERROR_EXIT)
+        })
+}

@@ -1,0 +1,592 @@
+//! Watching and steering releases from a terminal or a CI job: `get`, `status --watch`, the manual
+//! requests (`promote`, `abort`, `retry`), `pause`/`resume`, and `lint`. The same subcommands serve
+//! `serin` and the kubectl plugin `kubectl-serin` (`kubectl serin ...`).
+
+use anyhow::{Context as _, bail};
+use clap::{Args, Subcommand};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config, ResourceExt};
+use serde_json::{Value, json};
+use serin_api::{Canary, Phase};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// The exit code when a command could not do its work (no cluster, no such Canary, ...), apart
+/// from `status`'s 0 to 3.
+pub const ERROR_EXIT: u8 = 4;
+
+/// Where the Canaries are: kubectl's flags for the kubeconfig, context and namespace.
+#[derive(Args, Clone, Debug)]
+pub struct Cluster {
+    /// Path of the kubeconfig (default: $KUBECONFIG, else ~/.kube/config).
+    #[arg(long, global = true)]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long, global = true)]
+    context: Option<String>,
+    /// Namespace of the Canary (default: the context's namespace).
+    #[arg(short = 'n', long, global = true)]
+    namespace: Option<String>,
+}
+
+/// The subcommands that watch and steer releases.
+#[derive(Subcommand, Debug)]
+pub enum Steer {
+    /// Lists the Canaries of a namespace, or shows one release in detail.
+    Get {
+        /// The Canary to show; all of the namespace's when left out.
+        name: Option<String>,
+        /// Print the Canary (or the list) as JSON instead.
+        #[arg(short = 'o', long, value_parser = ["json"])]
+        output: Option<String>,
+    },
+    /// Prints the state of a Canary's release; with --watch, every transition until it ends.
+    /// Exit code: 0 Succeeded, 1 Failed, 2 timed out, 3 the Canary is invalid.
+    Status {
+        /// The Canary.
+        name: String,
+        /// Follow the release until it Succeeded or Failed.
+        #[arg(short, long)]
+        watch: bool,
+        /// Give up watching after this long (e.g. 10m).
+        #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+    },
+    /// Leaves a pause or a promotion gate; with --full, skips the rest of the analysis.
+    Promote {
+        /// The Canary.
+        name: String,
+        /// Promote at once, skipping the remaining steps and checks.
+        #[arg(long)]
+        full: bool,
+    },
+    /// Rolls the release back now: all traffic returns to the primary.
+    Abort {
+        /// The Canary.
+        name: String,
+    },
+    /// Runs a Failed release again.
+    Retry {
+        /// The Canary.
+        name: String,
+    },
+    /// Suspends the Canary (`spec.suspend`): the operator stops acting on it.
+    Pause {
+        /// The Canary.
+        name: String,
+    },
+    /// Resumes a suspended Canary.
+    Resume {
+        /// The Canary.
+        name: String,
+    },
+    /// Validates Canary manifests offline with the operator's own validation.
+    Lint {
+        /// YAML files (several documents each, `---` separated); other kinds are skipped.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+}
+
+/// Runs a subcommand; its exit code follows the subcommand's documentation.
+pub async fn run(cluster: Cluster, command: Steer) -> anyhow::Result<ExitCode> {
+    if let Steer::Lint { files } = &command {
+        return lint(files);
+    }
+    let (client, namespace) = connect(&cluster).await?;
+    let canaries: Api<Canary> = Api::namespaced(client.clone(), &namespace);
+    match command {
+        Steer::Get { name: None, output } => list(&canaries, &namespace, output.is_some()).await,
+        Steer::Get {
+            name: Some(name),
+            output,
+        } => show(&client, &canaries, &name, output.is_some()).await,
+        Steer::Status {
+            name,
+            watch,
+            timeout,
+        } => status(&client, &canaries, &name, watch, timeout).await,
+        Steer::Promote { name, full } => {
+            let annotation = if full {
+                serin_api::canary::PROMOTE_FULL_ANNOTATION
+            } else {
+                serin_api::canary::PROMOTE_ANNOTATION
+            };
+            request(&client, &canaries, &name, annotation).await
+        }
+        Steer::Abort { name } => {
+            request(
+                &client,
+                &canaries,
+                &name,
+                serin_api::canary::ABORT_ANNOTATION,
+            )
+            .await
+        }
+        Steer::Retry { name } => {
+            request(
+                &client,
+                &canaries,
+                &name,
+                serin_api::canary::RETRY_ANNOTATION,
+            )
+            .await
+        }
+        Steer::Pause { name } => suspend(&canaries, &name, true).await,
+        Steer::Resume { name } => suspend(&canaries, &name, false).await,
+        Steer::Lint { .. } => unreachable!("handled above"),
+    }
+}
+
+async fn connect(cluster: &Cluster) -> anyhow::Result<(Client, String)> {
+    let options = KubeConfigOptions {
+        context: cluster.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let config = match &cluster.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path)
+                .with_context(|| format!("reading the kubeconfig {}", path.display()))?;
+            Config::from_custom_kubeconfig(kubeconfig, &options).await?
+        }
+        None => Config::from_kubeconfig(&options)
+            .await
+            .context("reading the kubeconfig ($KUBECONFIG or ~/.kube/config)")?,
+    };
+    let namespace = cluster
+        .namespace
+        .clone()
+        .unwrap_or_else(|| config.default_namespace.clone());
+    Ok((Client::try_from(config)?, namespace))
+}
+
+fn phase_name(canary: &Canary) -> String {
+    canary
+        .status
+        .as_ref()
+        .and_then(|s| s.phase)
+        .map(|p| format!("{p:?}"))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn age(canary: &Canary) -> String {
+    let Some(created) = canary.metadata.creation_timestamp.as_ref() else {
+        return "-".into();
+    };
+    let seconds = k8s_openapi::jiff::Timestamp::now()
+        .duration_since(created.0)
+        .as_secs()
+        .max(0) as u64;
+    match seconds {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+/// `3/7` for a release with steps: the step being run of how many.
+fn step(canary: &Canary) -> String {
+    let steps = canary
+        .spec
+        .analysis
+        .as_ref()
+        .and_then(|a| a.steps.as_ref())
+        .map(Vec::len);
+    let index = canary.status.as_ref().and_then(|s| s.current_step_index);
+    match (steps, index) {
+        (Some(total), Some(index)) => format!("{}/{total}", (index as usize + 1).min(total)),
+        (Some(total), None) => format!("0/{total}"),
+        _ => "-".into(),
+    }
+}
+
+async fn list(canaries: &Api<Canary>, namespace: &str, as_json: bool) -> anyhow::Result<ExitCode> {
+    let items = canaries.list(&ListParams::default()).await?.items;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&items)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if items.is_empty() {
+        println!("No Canaries in namespace {namespace}.");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<[String; 6]> = items
+        .iter()
+        .map(|c| {
+            let status = c.status.clone().unwrap_or_default();
+            let threshold = c.spec.analysis.as_ref().and_then(|a| a.threshold);
+            [
+                c.name_any(),
+                phase_name(c),
+                status.canary_weight.to_string(),
+                step(c),
+                match threshold {
+                    Some(t) => format!("{}/{t}", status.failed_checks),
+                    None => status.failed_checks.to_string(),
+                },
+                age(c),
+            ]
+        })
+        .collect();
+    print_table(
+        &["NAME", "STATUS", "WEIGHT", "STEP", "FAILED", "AGE"],
+        &rows,
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
+    let mut widths = header.map(str::len);
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.len());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        println!("{}", padded.join("   ").trim_end());
+    };
+    line(header.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+}
+
+async fn events_of(client: &Client, canary: &Canary) -> Vec<Event> {
+    let events: Api<Event> =
+        Api::namespaced(client.clone(), &canary.namespace().unwrap_or_default());
+    let selector = format!(
+        "involvedObject.name={},involvedObject.kind=Canary",
+        canary.name_any()
+    );
+    let mut items = events
+        .list(&ListParams::default().fields(&selector))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    // Events of the same second keep the order they were written in.
+    let written = |e: &Event| {
+        let version = e.metadata.resource_version.as_deref().unwrap_or_default();
+        (version.len(), version.to_string())
+    };
+    items.sort_by_key(|e| (e.last_timestamp.clone().map(|t| t.0), written(e)));
+    items
+}
+
+/// The weights a release walks through: its explicit steps or ladder, else stepWeight up to maxWeight.
+fn ladder(canary: &Canary) -> Vec<String> {
+    let Some(analysis) = canary.spec.analysis.as_ref() else {
+        return Vec::new();
+    };
+    if let Some(steps) = &analysis.steps {
+        return steps
+            .iter()
+            .map(|s| {
+                serde_json::to_value(s)
+                    .map(|v| v.to_string())
+                    .unwrap_or_default()
+            })
+            .collect();
+    }
+    if let Some(weights) = &analysis.step_weights {
+        return weights.iter().map(|w| format!("{w}%")).collect();
+    }
+    match (analysis.step_weight, analysis.max_weight.unwrap_or(100)) {
+        (Some(step), max) if step > 0 => {
+            (1..=max / step).map(|i| format!("{}%", i * step)).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+async fn show(
+    client: &Client,
+    canaries: &Api<Canary>,
+    name: &str,
+    as_json: bool,
+) -> anyhow::Result<ExitCode> {
+    let canary = canaries.get(name).await?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&canary)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let status = canary.status.clone().unwrap_or_default();
+    println!(
+        "Canary {}/{}   {}   weight {}%",
+        canary.namespace().unwrap_or_default(),
+        canary.name_any(),
+        phase_name(&canary),
+        status.canary_weight
+    );
+    if let Some(message) = &status.message {
+        println!("Blocked  {message}");
+    }
+    let ladder = ladder(&canary);
+    if !ladder.is_empty() {
+        let at = match canary.spec.analysis.as_ref().and_then(|a| a.steps.as_ref()) {
+            Some(_) => status.current_step_index.map(|i| i as usize),
+            None => ladder.iter().rposition(|w| {
+                w.trim_end_matches('%').parse::<i32>().ok() == Some(status.canary_weight)
+            }),
+        };
+        let marked: Vec<String> = ladder
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                if Some(i) == at {
+                    format!("[{w}]")
+                } else {
+                    w.clone()
+                }
+            })
+            .collect();
+        println!("Steps    {}", marked.join(" > "));
+    }
+    let threshold = canary
+        .spec
+        .analysis
+        .as_ref()
+        .and_then(|a| a.threshold)
+        .unwrap_or(1);
+    println!(
+        "Checks   {} failed of {threshold} allowed",
+        status.failed_checks
+    );
+    for check in &status.metric_checks {
+        let value = check
+            .value
+            .map_or("no value".to_string(), |v| format!("{v:.3}"));
+        let verdict = if check.passed { "ok" } else { "FAILED" };
+        println!(
+            "Metric   {:<24} {value:>10}   {verdict}   {}",
+            check.name, check.message
+        );
+    }
+    let events = events_of(client, &canary).await;
+    for event in events.iter().rev().take(5).rev() {
+        println!(
+            "Event    {:<8} {:<16} {}",
+            event.type_.as_deref().unwrap_or_default(),
+            event.reason.as_deref().unwrap_or_default(),
+            event.message.as_deref().unwrap_or_default()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the target has a revision the Canary has not released yet (the operator will start a
+/// release for it), by the same template hash the operator records as `lastAppliedSpec`.
+async fn release_pending(client: &Client, canary: &Canary) -> bool {
+    let target = &canary.spec.target_ref;
+    if target.kind != "Deployment" {
+        return false;
+    }
+    let deployments: Api<Deployment> =
+        Api::namespaced(client.clone(), &canary.namespace().unwrap_or_default());
+    let Ok(deployment) = deployments.get(&target.name).await else {
+        return false;
+    };
+    let Some(template) = deployment.spec.as_ref().map(|s| &s.template) else {
+        return false;
+    };
+    let applied = canary
+        .status
+        .as_ref()
+        .and_then(|s| s.last_applied_spec.clone());
+    applied.is_some_and(|applied| serin_core::revision::pod_template_hash(template) != applied)
+}
+
+fn transition(canary: &Canary) -> String {
+    let status = canary.status.clone().unwrap_or_default();
+    let message = status
+        .conditions
+        .first()
+        .map(|c| c.message.clone())
+        .or(status.message)
+        .unwrap_or_default();
+    format!(
+        "{:<17} weight={:<3} failedChecks={} step={}  {message}",
+        phase_name(canary),
+        status.canary_weight,
+        status.failed_checks,
+        step(canary)
+    )
+}
+
+async fn status(
+    client: &Client,
+    canaries: &Api<Canary>,
+    name: &str,
+    watch: bool,
+    timeout: Duration,
+) -> anyhow::Result<ExitCode> {
+    let started = std::time::Instant::now();
+    let mut last = String::new();
+    loop {
+        let canary = canaries.get(name).await?;
+        let problems = serin_api::validate::validate(&canary);
+        if !problems.is_empty() {
+            println!("{} is invalid:", canary.name_any());
+            for problem in problems {
+                println!("  {problem}");
+            }
+            return Ok(ExitCode::from(3));
+        }
+        let line = transition(&canary);
+        if line != last {
+            let time = k8s_openapi::jiff::Timestamp::now().strftime("%H:%M:%S");
+            println!("{time} {line}");
+            last = line;
+        }
+        let phase = canary.status.as_ref().and_then(|s| s.phase);
+        let settled = matches!(phase, Some(Phase::Succeeded | Phase::Failed))
+            && !release_pending(client, &canary).await;
+        if !watch || settled {
+            return Ok(match phase {
+                Some(Phase::Failed) if settled => ExitCode::from(1),
+                _ => ExitCode::SUCCESS,
+            });
+        }
+        if started.elapsed() >= timeout {
+            println!(
+                "timed out after {} waiting for {name} to succeed or fail",
+                humantime::format_duration(timeout)
+            );
+            return Ok(ExitCode::from(2));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Writes a manual request (a new token in its annotation) and prints what the operator did.
+async fn request(
+    client: &Client,
+    canaries: &Api<Canary>,
+    name: &str,
+    annotation: &str,
+) -> anyhow::Result<ExitCode> {
+    let before = canaries.get(name).await?;
+    let known: Vec<String> = events_of(client, &before)
+        .await
+        .iter()
+        .map(|e| e.metadata.name.clone().unwrap_or_default())
+        .collect();
+    let token = k8s_openapi::jiff::Timestamp::now()
+        .as_millisecond()
+        .to_string();
+    let patch = json!({"metadata": {"annotations": {annotation: token}}});
+    canaries
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    let verb = annotation.trim_start_matches("serin.dev/");
+    println!("{verb} requested for {name} (token {token}); waiting for the operator");
+    let field = match verb {
+        "promote-full" => "promoteFull",
+        other => other,
+    };
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let canary = canaries.get(name).await?;
+        let handled = serde_json::to_value(
+            canary
+                .status
+                .as_ref()
+                .and_then(|s| s.handled_requests.as_ref()),
+        )
+        .unwrap_or(Value::Null);
+        if handled[field] == token.as_str() {
+            for event in events_of(client, &canary).await {
+                if !known.contains(&event.metadata.name.clone().unwrap_or_default()) {
+                    println!(
+                        "{}: {}",
+                        event.reason.as_deref().unwrap_or_default(),
+                        event.message.as_deref().unwrap_or_default()
+                    );
+                }
+            }
+            println!("now {}", transition(&canary));
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    bail!(
+        "the operator did not act on the {verb} request within 60s: is it running and watching namespace {}?",
+        before.namespace().unwrap_or_default()
+    )
+}
+
+async fn suspend(canaries: &Api<Canary>, name: &str, suspend: bool) -> anyhow::Result<ExitCode> {
+    let current = canaries.get(name).await?;
+    if current.spec.suspend.unwrap_or(false) == suspend {
+        println!(
+            "{name} is already {}",
+            if suspend { "paused" } else { "running" }
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let patch = json!({"spec": {"suspend": suspend}});
+    canaries
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    println!(
+        "{name} {}",
+        if suspend {
+            "paused: the operator leaves it as it is until resume"
+        } else {
+            "resumed"
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn lint(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    let mut problems = 0;
+    let mut canaries = 0;
+    for file in files {
+        let text =
+            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        for (index, document) in text.split("\n---").enumerate() {
+            let document = document.trim_start_matches("---").trim();
+            if document.is_empty() {
+                continue;
+            }
+            let value: Value = serde_saphyr::from_str(document)
+                .with_context(|| format!("{} document {}: not YAML", file.display(), index + 1))?;
+            let kind = value["kind"].as_str().unwrap_or_default();
+            let group = value["apiVersion"].as_str().unwrap_or_default();
+            if kind != "Canary" || !group.starts_with("serin.dev/") {
+                continue;
+            }
+            canaries += 1;
+            let name = value["metadata"]["name"]
+                .as_str()
+                .unwrap_or("?")
+                .to_string();
+            let found = match serde_json::from_value::<Canary>(value) {
+                Ok(canary) => serin_api::validate::validate(&canary)
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
+                Err(error) => vec![format!("does not decode as a Canary: {error}")],
+            };
+            for problem in &found {
+                println!("{}: Canary {name}: {problem}", file.display());
+            }
+            problems += found.len();
+        }
+    }
+    if problems > 0 {
+        println!("{problems} problem(s) in {canaries} Canary manifest(s)");
+        return Ok(ExitCode::FAILURE);
+    }
+    println!("{canaries} Canary manifest(s) valid");
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The kubectl plugin: with kubectl-serin on the PATH, `kubectl serin` lints manifests, lists and shows
+# Canaries, and steers releases: status --watch exits 0 for a promoted release, 1 for a failed one and
+# 2 on timeout; promote leaves a pause; abort rolls a running release back; pause and resume suspend.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+setup
+
+PLUGINS=$WORK/plugins
+mkdir -p "$PLUGINS"
+ln -s "$TARGET_DIR/debug/kubectl-serin" "$PLUGINS/kubectl-serin"
+export PATH=$PLUGINS:$PATH
+ks() { kubectl serin -n "$NS" "$@"; }
+
+# run_status ARGS...: runs `kubectl serin status`, keeping its output in STATUS_OUT and its exit code
+# in STATUS_RC (a non-zero code must not end the scenario).
+run_status() {
+  STATUS_RC=0
+  STATUS_OUT=$(ks status "$@" 2>&1) || STATUS_RC=$?
+  printf '%s\n' "$STATUS_OUT" | sed 's/^/    | /'
+}
+
+log "kubectl serin lint"
+lint_ok=$(kubectl serin lint "$REPO_DIR"/artifacts/examples/*.yaml)
+expect_contains "lint of the examples" "Canary manifest(s) valid" "$lint_ok"
+lint_rc=0
+lint_bad=$(kubectl serin lint "$REPO_DIR/artifacts/examples/broken/canary-broken.yaml") || lint_rc=$?
+expect_eq "lint exit code for a broken manifest" 1 "$lint_rc"
+expect_contains "lint of a broken manifest" "canary-broken.yaml: Canary podinfo-broken: spec.provider: unknown provider" "$lint_bad"
+
+log "creating the Canary with steps (20%, a pause, 40%)"
+apply_canary <<EOF
+    interval: $INTERVAL
+    threshold: 2
+    steps:
+      - setWeight: 20
+      - pause: {}
+      - setWeight: 40
+    metrics:
+$(success_rate_metric)
+$(load_test_hooks)
+EOF
+expect_initialized
+listed=$(ks get)
+printf '%s\n' "$listed" | sed 's/^/    | /'
+expect_contains "kubectl serin get" "podinfo   Initialized" "$listed"
+
+paused() { [[ $(kc get canary podinfo -o jsonpath='{.status.phase}/{.status.currentStepIndex}') == Progressing/1 ]]; }
+
+log "releasing podinfo 6.0.1; it stops at the pause"
+kc set image deployment/podinfo podinfod=ghcr.io/stefanprodan/podinfo:6.0.1 >/dev/null
+wait_for "the release to reach the pause" 90 paused
+shown=$(ks get podinfo)
+printf '%s\n' "$shown" | sed 's/^/    | /'
+expect_contains "kubectl serin get podinfo" "Canary $NS/podinfo   Progressing   weight 20%" "$shown"
+expect_contains "kubectl serin get podinfo: the current step" '[{"pause":{}}]' "$shown"
+run_status podinfo --watch --timeout 5s
+expect_eq "status --watch exit code on timeout" 2 "$STATUS_RC"
+promoted=$(ks promote podinfo)
+printf '%s\n' "$promoted" | sed 's/^/    | /'
+expect_contains "kubectl serin promote" "promote requested for podinfo" "$promoted"
+expect_contains "kubectl serin promote: the operator's answer" "RequestHandled" "$promoted"
+run_status podinfo --watch --timeout 3m
+expect_eq "status --watch exit code for a promoted release" 0 "$STATUS_RC"
+expect_contains "status --watch" "Succeeded" "$STATUS_OUT"
+expect_eq "primary image" ghcr.io/stefanprodan/podinfo:6.0.1 "$(image_of podinfo-primary)"
+
+log "releasing podinfo 6.0.2; aborting it at the pause"
+kc set image deployment/podinfo podinfod=ghcr.io/stefanprodan/podinfo:6.0.2 >/dev/null
+wait_for "the release to reach the pause" 90 paused
+aborted=$(ks abort podinfo)
+printf '%s\n' "$aborted" | sed 's/^/    | /'
+expect_contains "kubectl serin abort: the operator's answer" "RolledBack: Rolling back podinfo.$NS aborted by user" "$aborted"
+run_status podinfo --watch --timeout 3m
+expect_eq "status --watch exit code for an aborted release" 1 "$STATUS_RC"
+expect_contains "status --watch" "Failed" "$STATUS_OUT"
+expect_eq "primary image after the abort" ghcr.io/stefanprodan/podinfo:6.0.1 "$(image_of podinfo-primary)"
+
+log "pause and resume"
+expect_contains "kubectl serin pause" "paused" "$(ks pause podinfo)"
+expect_eq "spec.suspend after pause" true "$(kc get canary podinfo -o jsonpath='{.spec.suspend}')"
+expect_contains "kubectl serin resume" "resumed" "$(ks resume podinfo)"
+expect_eq "spec.suspend after resume" false "$(kc get canary podinfo -o jsonpath='{.spec.suspend}')"
+missing_rc=0
+ks get no-such-canary >/dev/null 2>&1 || missing_rc=$?
+expect_eq "exit code for a Canary that does not exist" 4 "$missing_rc"
