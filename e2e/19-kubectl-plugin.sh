@@ -10,13 +10,15 @@ mkdir -p "$PLUGINS"
 ln -s "$TARGET_DIR/debug/kubectl-serin" "$PLUGINS/kubectl-serin"
 export PATH=$PLUGINS:$PATH
 ks() { kubectl serin -n "$NS" "$@"; }
+# quote TEXT: shows a command's output in the log, indented.
+quote() { printf '%s\n' "$1" | sed 's/^/    | /'; }
 
 # run_status ARGS...: runs `kubectl serin status`, keeping its output in STATUS_OUT and its exit code
 # in STATUS_RC (a non-zero code must not end the scenario).
 run_status() {
   STATUS_RC=0
   STATUS_OUT=$(ks status "$@" 2>&1) || STATUS_RC=$?
-  printf '%s\n' "$STATUS_OUT" | sed 's/^/    | /'
+  quote "$STATUS_OUT"
 }
 
 log "kubectl serin lint"
@@ -41,7 +43,7 @@ $(load_test_hooks)
 EOF
 expect_initialized
 listed=$(ks get)
-printf '%s\n' "$listed" | sed 's/^/    | /'
+quote "$listed"
 expect_contains "kubectl serin get" "podinfo   Initialized" "$listed"
 
 paused() { [[ $(kc get canary podinfo -o jsonpath='{.status.phase}/{.status.currentStepIndex}') == Progressing/1 ]]; }
@@ -50,13 +52,13 @@ log "releasing podinfo 6.0.1; it stops at the pause"
 kc set image deployment/podinfo podinfod=ghcr.io/stefanprodan/podinfo:6.0.1 >/dev/null
 wait_for "the release to reach the pause" 90 paused
 shown=$(ks get podinfo)
-printf '%s\n' "$shown" | sed 's/^/    | /'
+quote "$shown"
 expect_contains "kubectl serin get podinfo" "Canary $NS/podinfo   Progressing   weight 20%" "$shown"
 expect_contains "kubectl serin get podinfo: the current step" '[{"pause":{}}]' "$shown"
 run_status podinfo --watch --timeout 5s
 expect_eq "status --watch exit code on timeout" 2 "$STATUS_RC"
 promoted=$(ks promote podinfo)
-printf '%s\n' "$promoted" | sed 's/^/    | /'
+quote "$promoted"
 expect_contains "kubectl serin promote" "promote requested for podinfo" "$promoted"
 expect_contains "kubectl serin promote: the operator's answer" "RequestHandled" "$promoted"
 run_status podinfo --watch --timeout 3m
@@ -68,7 +70,7 @@ log "releasing podinfo 6.0.2; aborting it at the pause"
 kc set image deployment/podinfo podinfod=ghcr.io/stefanprodan/podinfo:6.0.2 >/dev/null
 wait_for "the release to reach the pause" 90 paused
 aborted=$(ks abort podinfo)
-printf '%s\n' "$aborted" | sed 's/^/    | /'
+quote "$aborted"
 expect_contains "kubectl serin abort: the operator's answer" "RolledBack: Rolling back podinfo.$NS aborted by user" "$aborted"
 run_status podinfo --watch --timeout 3m
 expect_eq "status --watch exit code for an aborted release" 1 "$STATUS_RC"
