@@ -53,6 +53,20 @@ impl Metrics {
             .sum()
     }
 
+    /// Like [`Metrics::writes_by`], without writes to Leases: what a leader-elected process may
+    /// send only while it leads (its lease manager keeps trying to renew after losing the Lease).
+    pub fn object_writes_by(&self, client: &str) -> u64 {
+        let writes = self
+            .writes_by_client
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        writes
+            .iter()
+            .filter(|((c, _, resource), _)| c.contains(client) && !resource.starts_with("leases"))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
     /// A watch stream started.
     pub fn watch_started(&self) {
         self.watches_started.fetch_add(1, Ordering::Relaxed);
