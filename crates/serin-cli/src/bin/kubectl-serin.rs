@@ -11,6 +11,7 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(
     name = "kubectl serin",
+    bin_name = "kubectl serin",
     version,
     about = "Watch and steer Serin's releases"
 )]
