@@ -246,19 +246,26 @@ fn the_charts_render_what_the_api_server_accepts() {
     }
 }
 
+/// Reads `jsonpath` of the operator's Deployment in serin-system; it must contain `expected`.
+fn operator_deployment(k: &Kubectl, jsonpath: &str, expected: &str) -> String {
+    k.expect(
+        &[
+            "-n",
+            "serin-system",
+            "get",
+            "deploy",
+            "serin",
+            "-o",
+            jsonpath,
+        ],
+        expected,
+    )
+}
+
 /// Checks that serin-system runs two Ready operator replicas, one of them holding the Lease, and
 /// returns the leader's log.
 fn two_ready_replicas_one_leading(k: &Kubectl) -> String {
-    let ready = [
-        "-n",
-        "serin-system",
-        "get",
-        "deploy",
-        "serin",
-        "-o",
-        "jsonpath={.status.readyReplicas}",
-    ];
-    k.expect(&ready, "2");
+    operator_deployment(k, "jsonpath={.status.readyReplicas}", "2");
     let lease = [
         "-n",
         "serin-system",
@@ -326,16 +333,9 @@ fn helm_installs_upgrades_and_uninstalls_in_the_sandbox() {
         ],
         "met",
     );
-    k.expect(
-        &[
-            "-n",
-            "serin-system",
-            "get",
-            "deploy",
-            "serin",
-            "-o",
-            "jsonpath={.spec.template.spec.serviceAccountName}",
-        ],
+    operator_deployment(
+        &k,
+        "jsonpath={.spec.template.spec.serviceAccountName}",
         "serin",
     );
     let log = two_ready_replicas_one_leading(&k);
@@ -402,20 +402,14 @@ fn helm_installs_upgrades_and_uninstalls_in_the_sandbox() {
         "--set",
         "logLevel=debug",
     ]);
-    k.expect(
-        &["-n", "serin-system", "get", "deploy", "serin", "-o", "jsonpath={.metadata.annotations.deployment\\.kubernetes\\.io/revision} {.spec.template.spec.containers[0].args}"],
+    operator_deployment(
+        &k,
+        "jsonpath={.metadata.annotations.deployment\\.kubernetes\\.io/revision} {.spec.template.spec.containers[0].args}",
         "2 [",
     );
-    k.expect(
-        &[
-            "-n",
-            "serin-system",
-            "get",
-            "deploy",
-            "serin",
-            "-o",
-            "jsonpath={.spec.template.spec.containers[0].args}",
-        ],
+    operator_deployment(
+        &k,
+        "jsonpath={.spec.template.spec.containers[0].args}",
         "--log-level=debug",
     );
     k.expect(

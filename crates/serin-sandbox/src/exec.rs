@@ -57,17 +57,8 @@ pub struct Context {
 impl Context {
     /// The context of `container` in `pod`, whose HTTP traffic leaves through `proxy`.
     pub fn of(pod: &Value, container: &Value, proxy: ProxyConfig) -> Self {
-        let env = container["env"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|e| {
-                Some((
-                    e["name"].as_str()?.to_string(),
-                    e["value"].as_str().unwrap_or_default().to_string(),
-                ))
-            })
-            .collect();
+        // As the kubelet resolves it for the container's process (fieldRefs included).
+        let env = crate::process::container_env(pod, container);
         let image = container["image"].as_str().unwrap_or_default();
         Context {
             pod_name: pod["metadata"]["name"].as_str().unwrap_or_default().into(),

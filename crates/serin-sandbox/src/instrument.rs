@@ -42,27 +42,23 @@ impl Metrics {
 
     /// Writes sent by clients whose User-Agent contains `client`, whatever the answer.
     pub fn writes_by(&self, client: &str) -> u64 {
-        let writes = self
-            .writes_by_client
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        writes
-            .iter()
-            .filter(|((c, _, _), _)| c.contains(client))
-            .map(|(_, n)| n)
-            .sum()
+        self.count_writes(|c, _| c.contains(client))
     }
 
     /// Like [`Metrics::writes_by`], without writes to Leases: what a leader-elected process may
     /// send only while it leads (its lease manager keeps trying to renew after losing the Lease).
     pub fn object_writes_by(&self, client: &str) -> u64 {
+        self.count_writes(|c, resource| c.contains(client) && !resource.starts_with("leases"))
+    }
+
+    fn count_writes(&self, counted: impl Fn(&str, &str) -> bool) -> u64 {
         let writes = self
             .writes_by_client
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         writes
             .iter()
-            .filter(|((c, _, resource), _)| c.contains(client) && !resource.starts_with("leases"))
+            .filter(|((client, _, resource), _)| counted(client, resource))
             .map(|(_, n)| n)
             .sum()
     }

@@ -16,6 +16,22 @@ fn kubectl_with(kubeconfig: &str, dir: &tempfile::TempDir, name: &str) -> Kubect
 
 const ROBOT: &str = "system:serviceaccount:team-a:robot";
 
+/// Gives team-a's robot a Role `role` (`--verb=...`, `--resource=...`) through a RoleBinding.
+fn grant_robot(admin: &Kubectl, role: &str, verbs: &str, resources: &str) {
+    admin.ok(&["-n", "team-a", "create", "role", role, verbs, resources]);
+    let binding = format!("robot-{role}");
+    let role_ref = format!("--role={role}");
+    admin.ok(&[
+        "-n",
+        "team-a",
+        "create",
+        "rolebinding",
+        &binding,
+        &role_ref,
+        "--serviceaccount=team-a:robot",
+    ]);
+}
+
 /// A sandbox with the namespace `team-a` and its ServiceAccount `robot`, and the admin's kubectl.
 async fn team_a_with_robot() -> (Sandbox, tempfile::TempDir, Kubectl) {
     let dir = tempfile::tempdir().unwrap();
@@ -405,24 +421,12 @@ async fn blocking_an_owners_deletion_needs_update_on_its_finalizers() {
         "-o",
         "jsonpath={.metadata.uid}",
     ]);
-    admin.ok(&[
-        "-n",
-        "team-a",
-        "create",
-        "role",
+    grant_robot(
+        &admin,
         "writer",
         "--verb=get,list,create,update,patch",
         "--resource=configmaps,deployments",
-    ]);
-    admin.ok(&[
-        "-n",
-        "team-a",
-        "create",
-        "rolebinding",
-        "robot-writer",
-        "--role=writer",
-        "--serviceaccount=team-a:robot",
-    ]);
+    );
     let robot = |args: &[&str], stdin: Option<&str>| {
         let mut all = vec!["--as", ROBOT, "-n", "team-a"];
         all.extend_from_slice(args);
@@ -439,24 +443,7 @@ async fn blocking_an_owners_deletion_needs_update_on_its_finalizers() {
         err.contains("configmaps \"a\" is forbidden: cannot set an ownerRef on a resource you can't delete: , <nil>"),
         "{err}"
     );
-    admin.ok(&[
-        "-n",
-        "team-a",
-        "create",
-        "role",
-        "deleter",
-        "--verb=delete",
-        "--resource=configmaps",
-    ]);
-    admin.ok(&[
-        "-n",
-        "team-a",
-        "create",
-        "rolebinding",
-        "robot-deleter",
-        "--role=deleter",
-        "--serviceaccount=team-a:robot",
-    ]);
+    grant_robot(&admin, "deleter", "--verb=delete", "--resource=configmaps");
     // A reference that does not block the owner's deletion needs nothing more.
     let (ok, _, err) = robot(
         &["create", "-f", "-"],
@@ -497,24 +484,12 @@ async fn blocking_an_owners_deletion_needs_update_on_its_finalizers() {
     assert_eq!(blocks, "false");
     assert!(!admin.output(&["-n", "team-a", "get", "configmap", "b"]).0);
 
-    admin.ok(&[
-        "-n",
-        "team-a",
-        "create",
-        "role",
+    grant_robot(
+        &admin,
         "finalizer",
         "--verb=update",
         "--resource=deployments/finalizers",
-    ]);
-    admin.ok(&[
-        "-n",
-        "team-a",
-        "create",
-        "rolebinding",
-        "robot-finalizer",
-        "--role=finalizer",
-        "--serviceaccount=team-a:robot",
-    ]);
+    );
     let (ok, _, err) = robot(
         &["patch", "configmap", "a", "--type=json", "-p", patch],
         None,
@@ -536,24 +511,12 @@ async fn blocking_an_owners_deletion_needs_update_on_its_finalizers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_side_apply_that_creates_needs_create() {
     let (_sandbox, _dir, admin) = team_a_with_robot().await;
-    admin.ok(&[
-        "-n",
-        "team-a",
-        "create",
-        "role",
+    grant_robot(
+        &admin,
         "patcher",
         "--verb=get,patch",
         "--resource=configmaps",
-    ]);
-    admin.ok(&[
-        "-n",
-        "team-a",
-        "create",
-        "rolebinding",
-        "robot-patcher",
-        "--role=patcher",
-        "--serviceaccount=team-a:robot",
-    ]);
+    );
     let manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: team-a}\ndata: {a: '1'}\n";
     let apply = ["--as", ROBOT, "apply", "--server-side", "-f", "-"];
     let (ok, _, err) = admin.run(&apply, Some(manifest));
