@@ -634,7 +634,7 @@ pub struct CanaryStatus {
     /// Canary cookie of the previous run, expired by the router.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_session_affinity_cookie: Option<String>,
-    /// The `Promoted` condition.
+    /// Conditions: Flagger's `Promoted`, and `Ready`, `Reconciling` and `Stalled` as kstatus reads them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<CanaryCondition>,
     /// Index of the step being executed (steps strategy); equal to the step count when all are done.
@@ -665,18 +665,21 @@ pub struct CanaryStatus {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CanaryCondition {
-    /// Condition type; `Promoted`.
+    /// Condition type: `Promoted`, `Ready`, `Reconciling` or `Stalled`.
     #[serde(rename = "type")]
     pub type_: String,
     /// `True`, `False` or `Unknown`.
     pub status: String,
+    /// The `metadata.generation` the condition describes (`Ready`, `Reconciling`, `Stalled`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
     /// When the condition was last written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_update_time: Option<Time>,
     /// When `status` last changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<Time>,
-    /// The phase name.
+    /// The phase name, or what blocks the Canary (`InvalidSpec`, `TargetNotFound`, ...).
     pub reason: String,
     /// A human-readable explanation.
     #[serde(default)]
@@ -721,6 +724,9 @@ pub struct HandledRequests {
     /// Token of the last handled `retry`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<String>,
+    /// Token of the last handled `restart`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<String>,
 }
 
 impl CanaryStatus {
@@ -741,6 +747,9 @@ pub const PROMOTE_FULL_ANNOTATION: &str = "serin.dev/promote-full";
 pub const ABORT_ANNOTATION: &str = "serin.dev/abort";
 /// Annotation holding the token of the latest `retry` request.
 pub const RETRY_ANNOTATION: &str = "serin.dev/retry";
+/// Annotation holding the token of the latest `restart` request: run the analysis of the
+/// target's current revision again from the start.
+pub const RESTART_ANNOTATION: &str = "serin.dev/restart";
 
 /// Release strategy derived from the analysis fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,10 +1,11 @@
-//! Manual requests (abort, promote, promote --full, retry), skipAnalysis, suspend, and error paths.
+//! Manual requests (abort, promote, promote --full, retry, restart), skipAnalysis, suspend, and error paths.
 
 mod common;
 use common::*;
 use serde_json::json;
 use serin_api::{
-    ABORT_ANNOTATION, PROMOTE_ANNOTATION, PROMOTE_FULL_ANNOTATION, Phase, RETRY_ANNOTATION,
+    ABORT_ANNOTATION, PROMOTE_ANNOTATION, PROMOTE_FULL_ANNOTATION, Phase, RESTART_ANNOTATION,
+    RETRY_ANNOTATION,
 };
 use serin_core::simulation::{World, healthy};
 use serin_core::{Action, Check, MetricReading, Outcome, Routes};
@@ -351,4 +352,66 @@ fn a_reconcile_between_ticks_changes_nothing() {
         assert!(echo.actions.is_empty() && echo.events.is_empty() && echo.checks.is_empty());
     }
     assert_eq!(world.canary.status, status);
+}
+
+#[test]
+fn restart_mid_release_starts_the_analysis_over_from_the_primary() {
+    let mut world = mid_release();
+    world.annotate(RESTART_ANNOTATION, "s1");
+    let restart = world.advance(1).clone();
+    assert_eq!(restart.phase, Some(Phase::Progressing));
+    assert_eq!(restart.routes, Some(Routes::PRIMARY_ONLY));
+    assert!(
+        restart.events.contains(
+            &"Normal: Restart requested! Restarting analysis for podinfo.test".to_string()
+        ),
+        "{:?}",
+        restart.events
+    );
+    let handled = world.status().handled_requests.unwrap();
+    assert_eq!(handled.restart.as_deref(), Some("s1"));
+    // The analysis climbs the weights again from the first step, and promotes.
+    let weights: Vec<i32> = (0..3).map(|_| world.advance(15).weight).collect();
+    assert_eq!(weights, [10, 20, 30]);
+    assert!(world.run_until(15, 20, |w| w.phase() == Some(Phase::Succeeded)));
+    assert_eq!(world.primary_image(), "podinfo:6.0.1");
+}
+
+#[test]
+fn restart_after_a_promotion_analyses_the_current_revision_again() {
+    let mut world = mid_release();
+    assert!(world.run_until(15, 20, |w| w.phase() == Some(Phase::Succeeded)));
+    world.annotate(RESTART_ANNOTATION, "s2");
+    let restart = world.advance(1).clone();
+    assert_eq!(
+        restart.phase,
+        Some(Phase::Progressing),
+        "{:?}",
+        restart.events
+    );
+    assert!(restart.events.contains(
+        &"Normal: Restart requested: running the analysis of podinfo.test's current revision again"
+            .to_string()
+    ));
+    assert!(world.run_until(15, 20, |w| w.phase() == Some(Phase::Succeeded)));
+    // The token is acted on once.
+    assert_eq!(world.advance(30).phase, Some(Phase::Succeeded));
+}
+
+#[test]
+fn restart_is_refused_once_promotion_started() {
+    let mut world = initialized(canary(json!({"interval": "15s", "stepWeight": 50})));
+    world.rollout_seconds = 20;
+    release(&mut world);
+    assert!(world.run_until(15, 10, |w| w.phase() == Some(Phase::Promoting)));
+    world.annotate(RESTART_ANNOTATION, "s3");
+    let refused = world.advance(15).clone();
+    assert!(
+        refused.events.contains(
+            &"Warning: Restart refused: the promotion of podinfo.test has started".to_string()
+        ),
+        "{:?}",
+        refused.events
+    );
+    assert!(world.run_until(15, 20, |w| w.phase() == Some(Phase::Succeeded)));
 }

@@ -14,7 +14,7 @@ mod promotion;
 mod rollback;
 mod steps;
 
-use crate::condition::set_promoted;
+use crate::condition::{Health, set_health, set_promoted};
 use crate::metrics::judge;
 use crate::plan::{
     Action, Alert, Check, Decision, Event, EventType, MetricReading, Observation, Outcome, Plan,
@@ -33,8 +33,8 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serin_api::duration::parse_pause_duration;
 use serin_api::{
     ABORT_ANNOTATION, Canary, CanaryAnalysis, CanaryStatus, CanaryWebhook, HookType,
-    MetricCheckStatus, PROMOTE_ANNOTATION, PROMOTE_FULL_ANNOTATION, Phase, RETRY_ANNOTATION,
-    Strategy,
+    MetricCheckStatus, PROMOTE_ANNOTATION, PROMOTE_FULL_ANNOTATION, Phase, RESTART_ANNOTATION,
+    RETRY_ANNOTATION, Strategy,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -69,6 +69,7 @@ struct Pending {
     promote_full: Option<String>,
     abort: Option<String>,
     retry: Option<String>,
+    restart: Option<String>,
 }
 
 impl Pending {
@@ -77,6 +78,7 @@ impl Pending {
             || self.promote_full.is_some()
             || self.abort.is_some()
             || self.retry.is_some()
+            || self.restart.is_some()
     }
 }
 
@@ -87,6 +89,7 @@ enum Request {
     PromoteFull,
     Abort,
     Retry,
+    Restart,
 }
 
 /// One side of the traffic split.
@@ -127,6 +130,8 @@ struct Tick<'a> {
     /// Leave pending requests for a later tick instead of acknowledging them as having nothing to
     /// do (set while traffic is still moving after a rollback or a failed promotion).
     defer_requests: bool,
+    /// The reason of what blocks the Canary this tick, for its Stalled condition.
+    blocked_by: Option<&'static str>,
 }
 
 impl<'a> Tick<'a> {
@@ -149,6 +154,7 @@ impl<'a> Tick<'a> {
             promote_full: fresh(PROMOTE_FULL_ANNOTATION, &handled.promote_full),
             abort: fresh(ABORT_ANNOTATION, &handled.abort),
             retry: fresh(RETRY_ANNOTATION, &handled.retry),
+            restart: fresh(RESTART_ANNOTATION, &handled.restart),
         };
         Tick {
             obs,
@@ -168,6 +174,7 @@ impl<'a> Tick<'a> {
             configs: BTreeMap::new(),
             pending,
             defer_requests: false,
+            blocked_by: None,
         }
     }
 
@@ -323,6 +330,7 @@ impl<'a> Tick<'a> {
             });
         }
         self.status.message = Some(message);
+        self.blocked_by = Some(reason);
         self.requeue = None;
         Err(Halt::Done)
     }
@@ -341,6 +349,7 @@ impl<'a> Tick<'a> {
             Request::PromoteFull => (&mut handled.promote_full, self.pending.promote_full.take()),
             Request::Abort => (&mut handled.abort, self.pending.abort.take()),
             Request::Retry => (&mut handled.retry, self.pending.retry.take()),
+            Request::Restart => (&mut handled.restart, self.pending.restart.take()),
         };
         if token.is_some() {
             *field = token;
@@ -664,11 +673,20 @@ impl<'a> Tick<'a> {
         if significant(&self.old) != significant(&self.status) {
             self.status.last_transition_time = Some(self.now_time());
         }
+        let kind = self.kind().to_string();
+        let now = self.now_time();
         if let Some(phase) = self.status.phase {
-            let kind = self.kind().to_string();
-            let now = self.now_time();
             set_promoted(&mut self.status.conditions, phase, &kind, &now);
         }
+        let message = self.status.message.clone().unwrap_or_default();
+        let health = Health {
+            phase: self.status.phase,
+            blocked: self.blocked_by.map(|reason| (reason, message.as_str())),
+            suspended: self.blocked_by == Some(reason::SUSPENDED),
+            generation: self.canary.metadata.generation,
+            kind: &kind,
+        };
+        set_health(&mut self.status.conditions, &health, &now);
         Plan {
             actions: self.actions,
             status: self.status,

@@ -69,6 +69,17 @@ impl<'a> Tick<'a> {
                 format!("Retrying the release of {}", self.target_id),
             );
         }
+        if self.pending.restart.is_some() && self.pending.promote_full.is_none() {
+            self.handled(Request::Restart);
+            retry = true;
+            self.normal(
+                reason::REQUEST_HANDLED,
+                format!(
+                    "Restart requested: running the analysis of {}'s current revision again",
+                    self.target_id
+                ),
+            );
+        }
         let changed = self.spec_changed() || self.configs_changed();
         if self.pending.promote_full.is_some() {
             self.handled(Request::PromoteFull);
@@ -227,6 +238,26 @@ impl<'a> Tick<'a> {
         if phase == Phase::Waiting {
             return self.start_revision();
         }
+        if self.pending.restart.is_some() {
+            if matches!(phase, Phase::Promoting | Phase::Finalising) {
+                self.handled(Request::Restart);
+                self.warning(
+                    reason::REQUEST_HANDLED,
+                    format!(
+                        "Restart refused: the promotion of {} has started",
+                        self.target_id
+                    ),
+                );
+            } else {
+                return self.restart(
+                    format!("Restart of {} requested", self.target_id),
+                    format!(
+                        "Restart requested! Restarting analysis for {}",
+                        self.target_id
+                    ),
+                );
+            }
+        }
         if matches!(phase, Phase::Progressing | Phase::WaitingPromotion) {
             let back_on_promoted = self.old.last_promoted_spec.as_deref() == Some(&self.hash)
                 && self.old.last_applied_spec.as_deref() != Some(&self.hash);
@@ -234,7 +265,13 @@ impl<'a> Tick<'a> {
                 return self.abandon_for_promoted();
             }
             if self.old.last_applied_spec.as_deref() != Some(&self.hash) || self.configs_changed() {
-                return self.restart();
+                return self.restart(
+                    format!("New revision of {} detected", self.target_id),
+                    format!(
+                        "New revision detected! Restarting analysis for {}",
+                        self.target_id
+                    ),
+                );
             }
         }
 

@@ -3,21 +3,19 @@
 use super::*;
 
 impl<'a> Tick<'a> {
-    /// A new revision arrived mid-analysis: start over with all traffic on the primary, once the
-    /// primary (with `dynamicStableScale`, scaled back to full size first) can serve it. Until then
-    /// the status keeps the old revision, so the next tick comes back here.
-    pub(super) fn restart(&mut self) -> Step {
-        let cause = format!("New revision of {} detected", self.target_id);
+    /// A new revision arrived mid-analysis, or a restart was requested: start over with all
+    /// traffic on the primary, once the primary (with `dynamicStableScale`, scaled back to full
+    /// size first) can serve it. Until then the status keeps the old revision and the restart
+    /// request stays pending, so the next tick comes back here.
+    pub(super) fn restart(&mut self, cause: String, announcement: String) -> Step {
         if !self.shift_toward(0, &cause, reason::NEW_REVISION, true) {
+            self.defer_requests = true;
             return Err(Halt::Done);
         }
-        self.normal(
-            reason::NEW_REVISION,
-            format!(
-                "New revision detected! Restarting analysis for {}",
-                self.target_id
-            ),
-        );
+        if self.pending.restart.is_some() {
+            self.handled(Request::Restart);
+        }
+        self.normal(reason::NEW_REVISION, announcement);
         self.set_routes(100, 0, false);
         self.sync(Phase::Progressing, 0);
         Err(Halt::Done)
@@ -248,6 +246,11 @@ impl<'a> Tick<'a> {
                 format!(
                     "Nothing to retry: only a Failed canary can be retried, {canary} is {state}"
                 ),
+            ),
+            (
+                Request::Restart,
+                self.pending.restart.is_some(),
+                format!("Nothing to restart: {canary} has no analysis to run ({state})"),
             ),
         ];
         for (request, pending, message) in ignored {
