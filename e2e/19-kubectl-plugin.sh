@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The kubectl plugin: with kubectl-serin on the PATH, `kubectl serin` lints manifests, lists and shows
-# Canaries, and steers releases: status --watch exits 0 for a promoted release, 1 for a failed one and
-# 2 on timeout; promote leaves a pause; abort rolls a running release back; pause and resume suspend.
+# Canaries (`get NAME --watch` redraws in place in a real terminal, driven with tmux), and steers
+# releases: status --watch exits 0 for a promoted release, 1 for a failed one and 2 on timeout;
+# promote leaves a pause; restart runs the analysis again; abort rolls a running release back; pause
+# and resume suspend. `kubectl wait` reads the Ready and Stalled conditions.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 setup
 
@@ -53,8 +55,21 @@ kc set image deployment/podinfo podinfod=ghcr.io/stefanprodan/podinfo:6.0.1 >/de
 wait_for "the release to reach the pause" 90 paused
 shown=$(ks get podinfo)
 quote "$shown"
-expect_contains "kubectl serin get podinfo" "Canary $NS/podinfo   Progressing   weight 20%" "$shown"
-expect_contains "kubectl serin get podinfo: the current step" '[{"pause":{}}]' "$shown"
+expect_contains "kubectl serin get podinfo" "Canary   $NS/podinfo   Progressing   weight 20%" "$shown"
+expect_contains "kubectl serin get podinfo: the current step" '20% > [pause] > 40%' "$shown"
+expect_contains "kubectl serin get podinfo: the images" "podinfo ghcr.io/stefanprodan/podinfo:6.0.1 (canary)" "$shown"
+expect_contains "kubectl serin get podinfo: the metric against its range" "request-success-rate" "$shown"
+
+log "kubectl serin get podinfo --watch in a terminal (tmux)"
+TMUX_SOCKET=serin-e2e-$$
+CLEANUP_HOOKS+=('tmux -L "$TMUX_SOCKET" kill-server >/dev/null 2>&1')
+tmux -L "$TMUX_SOCKET" -f /dev/null new-session -d -s watch -x 160 -y 40 \
+  "env KUBECONFIG='$KUBECONFIG' PATH='$PATH' kubectl serin -n '$NS' get podinfo --watch; sleep 600"
+screen() { tmux -L "$TMUX_SOCKET" capture-pane -p -t watch; }
+screen_shows() { screen | grep -qF -- "$1"; }
+wait_for "the watch to draw the pause" 20 screen_shows '[pause]'
+quote "$(screen)"
+
 run_status podinfo --watch --timeout 5s
 expect_eq "status --watch exit code on timeout" 2 "$STATUS_RC"
 promoted=$(ks promote podinfo)
@@ -65,9 +80,32 @@ run_status podinfo --watch --timeout 3m
 expect_eq "status --watch exit code for a promoted release" 0 "$STATUS_RC"
 expect_contains "status --watch" "Succeeded" "$STATUS_OUT"
 expect_eq "primary image" ghcr.io/stefanprodan/podinfo:6.0.1 "$(image_of podinfo-primary)"
+kubectl wait "canary/podinfo" -n "$NS" --for=condition=Ready --timeout=30s >/dev/null ||
+  fail "kubectl wait --for=condition=Ready did not return for a promoted Canary"
+wait_for "the watch to redraw the promotion" 20 screen_shows "Succeeded"
+drawn=$(screen)
+quote "$drawn"
+expect_eq "release headers on the terminal (redrawn in place, not appended)" 1 "$(grep -c '^Canary ' <<<"$drawn")"
+expect_contains "the redrawn release" "Canary   $NS/podinfo   Succeeded   weight 0%" "$drawn"
+tmux -L "$TMUX_SOCKET" kill-server
+as_yaml=$(ks get podinfo -o yaml)
+expect_contains "kubectl serin get -o yaml" "phase: Succeeded" "$as_yaml"
+expect_contains "kubectl serin get -o yaml: the Ready condition" "type: Ready" "$as_yaml"
 
-log "releasing podinfo 6.0.2; aborting it at the pause"
+log "restarting the analysis of podinfo 6.0.1"
+restarted=$(ks restart podinfo)
+quote "$restarted"
+expect_contains "kubectl serin restart: the operator's answer" \
+  "RequestHandled: Restart requested: running the analysis of podinfo.$NS's current revision again" "$restarted"
+wait_for "the restarted analysis to reach the pause" 90 paused
+expect_eq "Reconciling while the analysis runs again" True \
+  "$(kc get canary podinfo -o jsonpath='{.status.conditions[?(@.type=="Reconciling")].status}')"
+
+log "releasing podinfo 6.0.2 during the pause; aborting it at the pause"
+applied_before=$(kc get canary podinfo -o jsonpath='{.status.lastAppliedSpec}')
 kc set image deployment/podinfo podinfod=ghcr.io/stefanprodan/podinfo:6.0.2 >/dev/null
+new_revision_applied() { [[ $(kc get canary podinfo -o jsonpath='{.status.lastAppliedSpec}') != "$applied_before" ]]; }
+wait_for "the operator to restart the analysis for 6.0.2" 60 new_revision_applied
 wait_for "the release to reach the pause" 90 paused
 aborted=$(ks abort podinfo)
 quote "$aborted"
@@ -76,6 +114,13 @@ run_status podinfo --watch --timeout 3m
 expect_eq "status --watch exit code for an aborted release" 1 "$STATUS_RC"
 expect_contains "status --watch" "Failed" "$STATUS_OUT"
 expect_eq "primary image after the abort" ghcr.io/stefanprodan/podinfo:6.0.1 "$(image_of podinfo-primary)"
+kubectl wait "canary/podinfo" -n "$NS" --for=condition=Stalled --timeout=30s >/dev/null ||
+  fail "kubectl wait --for=condition=Stalled did not return for a rolled-back Canary"
+
+log "kubectl serin completion"
+completion=$(kubectl serin completion bash)
+expect_contains "bash completion script" "kubectl-serin" "$completion"
+expect_contains "bash completion offers the subcommands" "restart" "$completion"
 
 log "pause and resume"
 expect_contains "kubectl serin pause" "paused" "$(ks pause podinfo)"

@@ -56,6 +56,9 @@ fi
 WORK=$(mktemp -d "${E2E_WORK_ROOT:-${TMPDIR:-/tmp}}/serin-e2e-$SCENARIO.XXXXXX")
 SANDBOX_PID=""
 OPERATOR_PID=""
+# The host-run operator's admin address (/metrics, /healthz, /readyz), e.g. 127.0.0.1:34567; set by
+# start_operator.
+OPERATOR_ADMIN=""
 RECEIVER_PID=""
 RECEIVER_DIR=""
 RECEIVER_URL=""
@@ -124,6 +127,9 @@ dump_diagnostics() {
   echo "-------------------------------------------------------"
 }
 
+# Commands a scenario adds (e.g. stopping a tmux server it started), run by cleanup first.
+CLEANUP_HOOKS=()
+
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
@@ -136,6 +142,10 @@ cleanup() {
   if ((rc != 0 && rc != 77)) && [[ -n ${KUBECONFIG:-} ]]; then
     dump_diagnostics >&2
   fi
+  local hook
+  for hook in "${CLEANUP_HOOKS[@]}"; do
+    eval "$hook"
+  done
   stop_process "$OPERATOR_PID" operator
   stop_process "$SANDBOX_PID" sandbox
   stop_process "$RECEIVER_PID" receiver
@@ -401,6 +411,27 @@ print(value if isinstance(value, str) else json.dumps(value, separators=(",", ":
 ' "$1" "$2"
 }
 
+# ----- the sandbox's Prometheus ----------------------------------------------------------------
+
+# register_scrape_target NAME JOB ADDRESS: the sandbox's Prometheus scrapes http://ADDRESS/metrics
+# as job JOB from now on, through the file NAME.json in its targets directory (file_sd_configs,
+# docs/sandbox.md). The file is written whole under another name first: Prometheus may read it at
+# any moment.
+register_scrape_target() {
+  [[ $MODE == sandbox ]] || fail "scrape targets are registered in sandbox mode only"
+  local dir=$WORK/sandbox/prometheus-targets
+  [[ -d $dir ]] || fail "the sandbox has no Prometheus targets directory ($dir)"
+  printf '[{"targets": ["%s"], "labels": {"job": "%s"}}]\n' "$3" "$2" >"$dir/.$1.json.partial"
+  mv "$dir/.$1.json.partial" "$dir/$1.json"
+  log "prometheus scrapes $3 as job $2 ($dir/$1.json)"
+}
+
+# prometheus_has QUERY: the sandbox's Prometheus answers QUERY with at least one series.
+prometheus_has() {
+  curl -sf --noproxy '*' --max-time 5 -G "$PROMETHEUS_URL/api/v1/query" --data-urlencode "query=$1" |
+    grep -q '"result":\[{'
+}
+
 # ----- setup -----------------------------------------------------------------------------------
 
 helm_cmd() {
@@ -499,7 +530,8 @@ start_operator() {
     done
     break
   done
-  log "operator ready (admin 127.0.0.1:$port, log $WORK/operator.log)"
+  OPERATOR_ADMIN=127.0.0.1:$port
+  log "operator ready (admin $OPERATOR_ADMIN, log $WORK/operator.log)"
 }
 
 install_crds() {

@@ -1,6 +1,7 @@
 //! `serin`: Serin's command line: the local sandbox (`serin sandbox up`), the end-to-end demo
 //! (`serin demo`), and the commands that watch and steer releases (`get`, `status`, `promote`,
-//! `abort`, `retry`, `pause`, `resume`, `lint`), which `kubectl serin` runs too.
+//! `abort`, `retry`, `restart`, `pause`, `resume`, `lint`, `completion`), which `kubectl serin`
+//! runs too.
 
 mod demo;
 mod steer;
@@ -55,6 +56,11 @@ enum SandboxAction {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let Command::Steer(steer::Steer::Completion { shell }) = cli.command {
+        use clap::CommandFactory;
+        clap_complete::generate(shell, &mut Cli::command(), "serin", &mut std::io::stdout());
+        return std::process::ExitCode::SUCCESS;
+    }
     let outcome = match cli.command {
         Command::Steer(command) => steer::run(cli.cluster, command).await,
         command => serve(command)
@@ -125,6 +131,12 @@ async fn serve(command: Command) -> anyhow::Result<()> {
             }
             if let Some(prometheus) = &sandbox.prometheus {
                 println!("prometheus:         {}", prometheus.url);
+            }
+            if let Some(targets) = &sandbox.prometheus_targets {
+                println!(
+                    "scrape targets:     {}/*.json (file_sd: e.g. the operator's admin address)",
+                    targets.display()
+                );
             }
             println!(
                 "try: KUBECONFIG={} kubectl get namespaces",

@@ -1,11 +1,13 @@
-//! Watching and steering releases from a terminal or a CI job: `get`, `status --watch`, the manual
-//! requests (`promote`, `abort`, `retry`), `pause`/`resume`, and `lint`. The same subcommands serve
-//! `serin` and the kubectl plugin `kubectl-serin` (`kubectl serin ...`).
+//! Watching and steering releases from a terminal or a CI job: `get [--watch]`, `status --watch`,
+//! the manual requests (`promote`, `abort`, `retry`, `restart`), `pause`/`resume`, `lint` and
+//! `completion`. The same subcommands serve `serin` and the kubectl plugin `kubectl-serin`
+//! (`kubectl serin ...`).
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, ResourceExt};
@@ -40,9 +42,12 @@ pub enum Steer {
     Get {
         /// The Canary to show; all of the namespace's when left out.
         name: Option<String>,
-        /// Print the Canary (or the list) as JSON instead.
-        #[arg(short = 'o', long, value_parser = ["json"])]
+        /// Print the Canary (or the list) as JSON or YAML instead.
+        #[arg(short = 'o', long, value_parser = ["json", "yaml"])]
         output: Option<String>,
+        /// Keep watching: redraw in place on a terminal, append each change otherwise.
+        #[arg(short, long)]
+        watch: bool,
     },
     /// Prints the state of a Canary's release; with --watch, every transition until it ends.
     /// Exit code: 0 Succeeded, 1 Failed, 2 timed out, 3 the Canary is invalid.
@@ -55,6 +60,9 @@ pub enum Steer {
         /// Give up watching after this long (e.g. 10m).
         #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
         timeout: Duration,
+        /// Print the final Canary as JSON or YAML after the transitions.
+        #[arg(short = 'o', long, value_parser = ["json", "yaml"])]
+        output: Option<String>,
     },
     /// Leaves a pause or a promotion gate; with --full, skips the rest of the analysis.
     Promote {
@@ -74,6 +82,12 @@ pub enum Steer {
         /// The Canary.
         name: String,
     },
+    /// Runs the analysis of the target's current revision again from the start (refused once the
+    /// promotion has started).
+    Restart {
+        /// The Canary.
+        name: String,
+    },
     /// Suspends the Canary (`spec.suspend`): the operator stops acting on it.
     Pause {
         /// The Canary.
@@ -90,6 +104,11 @@ pub enum Steer {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Prints a shell completion script: `source <(kubectl-serin completion bash)`.
+    Completion {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Runs a subcommand; its exit code follows the subcommand's documentation.
@@ -97,19 +116,54 @@ pub async fn run(cluster: Cluster, command: Steer) -> anyhow::Result<ExitCode> {
     if let Steer::Lint { files } = &command {
         return lint(files);
     }
+    if let Steer::Completion { .. } = &command {
+        bail!("completion is answered by the binary, which knows its full command line");
+    }
     let (client, namespace) = connect(&cluster).await?;
     let canaries: Api<Canary> = Api::namespaced(client.clone(), &namespace);
     match command {
-        Steer::Get { name: None, output } => list(&canaries, &namespace, output.is_some()).await,
         Steer::Get {
-            name: Some(name),
-            output,
-        } => show(&client, &canaries, &name, output.is_some()).await,
+            name,
+            output: Some(format),
+            ..
+        } => {
+            let text = match name {
+                Some(name) => encode(&canaries.get(&name).await?, &format)?,
+                None => encode(&canaries.list(&ListParams::default()).await?.items, &format)?,
+            };
+            print!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Steer::Get {
+            name,
+            output: None,
+            watch,
+        } => {
+            let namespace = namespace.as_str();
+            let draw = || async {
+                match &name {
+                    Some(name) => draw_release(&client, &canaries, name).await,
+                    None => draw_list(&canaries, namespace).await,
+                }
+            };
+            if !watch {
+                print!("{}", draw().await?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            watch_drawing(draw).await
+        }
         Steer::Status {
             name,
             watch,
             timeout,
-        } => status(&client, &canaries, &name, watch, timeout).await,
+            output,
+        } => {
+            let code = status(&client, &canaries, &name, watch, timeout).await?;
+            if let Some(format) = output {
+                print!("{}", encode(&canaries.get(&name).await?, &format)?);
+            }
+            Ok(code)
+        }
         Steer::Promote { name, full } => {
             let annotation = if full {
                 serin_api::canary::PROMOTE_FULL_ANNOTATION
@@ -136,9 +190,18 @@ pub async fn run(cluster: Cluster, command: Steer) -> anyhow::Result<ExitCode> {
             )
             .await
         }
+        Steer::Restart { name } => {
+            request(
+                &client,
+                &canaries,
+                &name,
+                serin_api::canary::RESTART_ANNOTATION,
+            )
+            .await
+        }
         Steer::Pause { name } => suspend(&canaries, &name, true).await,
         Steer::Resume { name } => suspend(&canaries, &name, false).await,
-        Steer::Lint { .. } => unreachable!("handled above"),
+        Steer::Lint { .. } | Steer::Completion { .. } => unreachable!("handled above"),
     }
 }
 
@@ -205,17 +268,103 @@ fn step(canary: &Canary) -> String {
     }
 }
 
-async fn list(canaries: &Api<Canary>, namespace: &str, as_json: bool) -> anyhow::Result<ExitCode> {
+/// `value` as `json` or `yaml`, ending with a newline.
+fn encode<T: serde::Serialize>(value: &T, format: &str) -> anyhow::Result<String> {
+    Ok(match format {
+        "yaml" => serde_saphyr::to_string(value)?,
+        _ => serde_json::to_string_pretty(value)? + "\n",
+    })
+}
+
+/// Redraws `draw()` every second until interrupted: in place on a terminal, appended (only when it
+/// changed) otherwise, so a log of a CI job shows each state once.
+async fn watch_drawing<F, Fut>(draw: F) -> anyhow::Result<ExitCode>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<String>>,
+{
+    use std::io::{IsTerminal, Write};
+    let terminal = std::io::stdout().is_terminal();
+    let mut last = String::new();
+    loop {
+        let drawing = draw().await?;
+        if drawing != last {
+            let mut out = std::io::stdout().lock();
+            if terminal {
+                // Home the cursor, then clear to the end of the screen: no flicker between frames.
+                write!(out, "\x1b[H{}\x1b[J", drawing.replace('\n', "\x1b[K\n"))?;
+            } else {
+                let time = k8s_openapi::jiff::Timestamp::now().strftime("%H:%M:%S");
+                writeln!(out, "--- {time}")?;
+                write!(out, "{drawing}")?;
+            }
+            out.flush()?;
+            last = drawing;
+        }
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+}
+
+/// `min 99`, `max 500`, `99..100`: a metric's accepted range.
+fn accepted_range(metric: &serin_api::CanaryMetric) -> String {
+    let trim = |v: f64| format!("{v}");
+    match (&metric.threshold_range, metric.threshold) {
+        (Some(range), _) => match (range.min, range.max) {
+            (Some(min), Some(max)) => format!("{}..{}", trim(min), trim(max)),
+            (Some(min), None) => format!("min {}", trim(min)),
+            (None, Some(max)) => format!("max {}", trim(max)),
+            (None, None) => "any".into(),
+        },
+        (None, Some(threshold)) if metric.name == "request-success-rate" => {
+            format!("min {}", trim(threshold))
+        }
+        (None, Some(threshold)) => format!("max {}", trim(threshold)),
+        (None, None) => "-".into(),
+    }
+}
+
+/// Each metric's last value against its range, `request-success-rate=99.87(min 99)`, failed ones
+/// marked with `!`.
+fn metric_summary(canary: &Canary) -> String {
+    let status = canary.status.clone().unwrap_or_default();
+    let metrics = canary
+        .spec
+        .analysis
+        .as_ref()
+        .and_then(|a| a.metrics.clone())
+        .unwrap_or_default();
+    let summary: Vec<String> = status
+        .metric_checks
+        .iter()
+        .map(|check| {
+            let range = metrics
+                .iter()
+                .find(|m| m.name == check.name)
+                .map(accepted_range)
+                .unwrap_or_default();
+            let value = check
+                .value
+                .map_or("none".to_string(), |v| format!("{v:.2}"));
+            let mark = if check.passed { "" } else { "!" };
+            format!("{mark}{}={value}({range})", check.name)
+        })
+        .collect();
+    if summary.is_empty() {
+        "-".into()
+    } else {
+        summary.join(" ")
+    }
+}
+
+async fn draw_list(canaries: &Api<Canary>, namespace: &str) -> anyhow::Result<String> {
     let items = canaries.list(&ListParams::default()).await?.items;
-    if as_json {
-        println!("{}", serde_json::to_string_pretty(&items)?);
-        return Ok(ExitCode::SUCCESS);
-    }
     if items.is_empty() {
-        println!("No Canaries in namespace {namespace}.");
-        return Ok(ExitCode::SUCCESS);
+        return Ok(format!("No Canaries in namespace {namespace}.\n"));
     }
-    let rows: Vec<[String; 6]> = items
+    let rows: Vec<[String; 7]> = items
         .iter()
         .map(|c| {
             let status = c.status.clone().unwrap_or_default();
@@ -229,22 +378,24 @@ async fn list(canaries: &Api<Canary>, namespace: &str, as_json: bool) -> anyhow:
                     Some(t) => format!("{}/{t}", status.failed_checks),
                     None => status.failed_checks.to_string(),
                 },
+                metric_summary(c),
                 age(c),
             ]
         })
         .collect();
-    print_table(
-        &["NAME", "STATUS", "WEIGHT", "STEP", "FAILED", "AGE"],
+    Ok(table(
+        &[
+            "NAME", "STATUS", "WEIGHT", "STEP", "FAILED", "METRICS", "AGE",
+        ],
         &rows,
-    );
-    Ok(ExitCode::SUCCESS)
+    ))
 }
 
-fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
+fn table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) -> String {
     let mut widths = header.map(str::len);
     for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.len());
+            *width = (*width).max(cell.chars().count());
         }
     }
     let line = |cells: Vec<&str>| {
@@ -253,12 +404,13 @@ fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
             .zip(widths)
             .map(|(cell, width)| format!("{cell:<width$}"))
             .collect();
-        println!("{}", padded.join("   ").trim_end());
+        format!("{}\n", padded.join("   ").trim_end())
     };
-    line(header.to_vec());
+    let mut text = line(header.to_vec());
     for row in rows {
-        line(row.iter().map(String::as_str).collect());
+        text.push_str(&line(row.iter().map(String::as_str).collect()));
     }
+    text
 }
 
 async fn events_of(client: &Client, canary: &Canary) -> Vec<Event> {
@@ -282,20 +434,35 @@ async fn events_of(client: &Client, canary: &Canary) -> Vec<Event> {
     items
 }
 
+/// One step as a person reads it: `20%`, `pause`, `pause 30s`, `scale 2`.
+fn step_label(step: &serin_api::CanaryStep) -> String {
+    if let Some(weight) = step.set_weight {
+        return format!("{weight}%");
+    }
+    if let Some(pause) = &step.pause {
+        return match &pause.duration {
+            Some(IntOrString::Int(seconds)) => format!("pause {seconds}s"),
+            Some(IntOrString::String(duration)) => format!("pause {duration}"),
+            None => "pause".into(),
+        };
+    }
+    if let Some(scale) = &step.set_canary_scale {
+        return match (scale.replicas, scale.weight) {
+            (Some(replicas), _) => format!("scale {replicas}"),
+            (None, Some(weight)) => format!("scale {weight}%"),
+            _ => "scale with traffic".into(),
+        };
+    }
+    "?".into()
+}
+
 /// The weights a release walks through: its explicit steps or ladder, else stepWeight up to maxWeight.
 fn ladder(canary: &Canary) -> Vec<String> {
     let Some(analysis) = canary.spec.analysis.as_ref() else {
         return Vec::new();
     };
     if let Some(steps) = &analysis.steps {
-        return steps
-            .iter()
-            .map(|s| {
-                serde_json::to_value(s)
-                    .map(|v| v.to_string())
-                    .unwrap_or_default()
-            })
-            .collect();
+        return steps.iter().map(step_label).collect();
     }
     if let Some(weights) = &analysis.step_weights {
         return weights.iter().map(|w| format!("{w}%")).collect();
@@ -308,27 +475,52 @@ fn ladder(canary: &Canary) -> Vec<String> {
     }
 }
 
-async fn show(
+/// The first container image of a Deployment, or `-` when it does not exist.
+async fn image_of(client: &Client, namespace: &str, name: &str) -> String {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    deployments
+        .get_opt(name)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|d| d.spec)
+        .and_then(|s| s.template.spec)
+        .and_then(|p| p.containers.into_iter().next())
+        .and_then(|c| c.image)
+        .unwrap_or_else(|| "-".into())
+}
+
+/// `get NAME`: the release drawn as text, the same on every call for the same state.
+async fn draw_release(
     client: &Client,
     canaries: &Api<Canary>,
     name: &str,
-    as_json: bool,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<String> {
+    use std::fmt::Write as _;
     let canary = canaries.get(name).await?;
-    if as_json {
-        println!("{}", serde_json::to_string_pretty(&canary)?);
-        return Ok(ExitCode::SUCCESS);
-    }
+    let namespace = canary.namespace().unwrap_or_default();
     let status = canary.status.clone().unwrap_or_default();
-    println!(
-        "Canary {}/{}   {}   weight {}%",
-        canary.namespace().unwrap_or_default(),
+    let mut out = String::new();
+    writeln!(
+        out,
+        "Canary   {namespace}/{}   {}   weight {}%",
         canary.name_any(),
         phase_name(&canary),
         status.canary_weight
-    );
+    )?;
     if let Some(message) = &status.message {
-        println!("Blocked  {message}");
+        writeln!(out, "Blocked  {message}")?;
+    }
+    let target = &canary.spec.target_ref;
+    if target.kind == "Deployment" {
+        let primary = format!("{}-primary", target.name);
+        writeln!(
+            out,
+            "Images   {primary} {} (primary)   {} {} (canary)",
+            image_of(client, &namespace, &primary).await,
+            target.name,
+            image_of(client, &namespace, &target.name).await
+        )?;
     }
     let ladder = ladder(&canary);
     if !ladder.is_empty() {
@@ -349,38 +541,56 @@ async fn show(
                 }
             })
             .collect();
-        println!("Steps    {}", marked.join(" > "));
+        writeln!(out, "Steps    {}", marked.join(" > "))?;
     }
-    let threshold = canary
-        .spec
-        .analysis
-        .as_ref()
-        .and_then(|a| a.threshold)
-        .unwrap_or(1);
-    println!(
-        "Checks   {} failed of {threshold} allowed",
-        status.failed_checks
-    );
-    for check in &status.metric_checks {
+    let analysis = canary.spec.analysis.clone().unwrap_or_default();
+    writeln!(
+        out,
+        "Checks   {} failed of {} allowed",
+        status.failed_checks,
+        analysis.threshold.unwrap_or(1)
+    )?;
+    for metric in analysis.metrics.iter().flatten() {
+        let check = status.metric_checks.iter().find(|c| c.name == metric.name);
         let value = check
-            .value
-            .map_or("no value".to_string(), |v| format!("{v:.3}"));
-        let verdict = if check.passed { "ok" } else { "FAILED" };
-        println!(
-            "Metric   {:<24} {value:>10}   {verdict}   {}",
-            check.name, check.message
-        );
+            .and_then(|c| c.value)
+            .map_or("-".to_string(), |v| format!("{v:.3}"));
+        let verdict = match check {
+            None => "not run yet",
+            Some(c) if c.passed => "ok",
+            Some(_) => "FAILED",
+        };
+        writeln!(
+            out,
+            "Metric   {:<24} {value:>10}   {:<10} {verdict}",
+            metric.name,
+            accepted_range(metric)
+        )?;
+    }
+    let waiting = matches!(status.phase, Some(Phase::Waiting | Phase::WaitingPromotion));
+    for hook in analysis.webhooks.iter().flatten() {
+        let kind = hook.type_.clone().unwrap_or_else(|| "rollout".into());
+        if !kind.starts_with("confirm-") {
+            continue;
+        }
+        let state = match (waiting, kind.as_str(), status.phase) {
+            (true, "confirm-rollout", Some(Phase::Waiting)) => "closed: waiting",
+            (true, "confirm-promotion", Some(Phase::WaitingPromotion)) => "closed: waiting",
+            _ => "",
+        };
+        writeln!(out, "Gate     {:<24} {kind:<26} {state}", hook.name)?;
     }
     let events = events_of(client, &canary).await;
     for event in events.iter().rev().take(5).rev() {
-        println!(
+        writeln!(
+            out,
             "Event    {:<8} {:<16} {}",
             event.type_.as_deref().unwrap_or_default(),
             event.reason.as_deref().unwrap_or_default(),
             event.message.as_deref().unwrap_or_default()
-        );
+        )?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(out)
 }
 
 /// Whether the target has a revision the Canary has not released yet (the operator will start a

@@ -25,6 +25,17 @@ struct Plugin {
 #[tokio::main]
 async fn main() -> ExitCode {
     let plugin = Plugin::parse();
+    if let steer::Steer::Completion { shell } = plugin.command {
+        use clap::CommandFactory;
+        // Completes the plugin's own executable; kubectl does not pass completion to plugins.
+        clap_complete::generate(
+            shell,
+            &mut Plugin::command(),
+            "kubectl-serin",
+            &mut std::io::stdout(),
+        );
+        return ExitCode::SUCCESS;
+    }
     steer::run(plugin.cluster, plugin.command)
         .await
         .unwrap_or_else(|error| {
