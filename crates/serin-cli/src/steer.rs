@@ -104,6 +104,12 @@ pub enum Steer {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Converts Flagger and Argo Rollouts manifests into Serin's, warning about every field without an equivalent.
+    Migrate {
+        /// YAML files or directories of them; the converted manifests go to stdout, warnings to stderr.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
     /// Prints a shell completion script: `source <(kubectl-serin completion bash)`.
     Completion {
         /// The shell.
@@ -115,6 +121,9 @@ pub enum Steer {
 pub async fn run(cluster: Cluster, command: Steer) -> anyhow::Result<ExitCode> {
     if let Steer::Lint { files } = &command {
         return lint(files);
+    }
+    if let Steer::Migrate { files } = &command {
+        return crate::migrate::run(files);
     }
     if let Steer::Completion { .. } = &command {
         bail!("completion is answered by the binary, which knows its full command line");
@@ -201,7 +210,9 @@ pub async fn run(cluster: Cluster, command: Steer) -> anyhow::Result<ExitCode> {
         }
         Steer::Pause { name } => suspend(&canaries, &name, true).await,
         Steer::Resume { name } => suspend(&canaries, &name, false).await,
-        Steer::Lint { .. } | Steer::Completion { .. } => unreachable!("handled above"),
+        Steer::Lint { .. } | Steer::Migrate { .. } | Steer::Completion { .. } => {
+            unreachable!("handled above")
+        }
     }
 }
 

@@ -1,0 +1,407 @@
+//! `kubectl serin migrate` as a user runs it: the plugin found by kubectl on the PATH converts the
+//! Flagger and Argo Rollouts manifests of `artifacts/examples/migrate`, warns about what has no
+//! equivalent, `kubectl serin lint` accepts the result, and the real `kubectl apply` puts it into a
+//! sandbox whose CRDs are Serin's, where the objects read back with the converted fields.
+
+mod common;
+
+use common::{Kubectl, SandboxUp};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn corpus(directory: &str) -> String {
+    workspace()
+        .join("artifacts/examples/migrate")
+        .join(directory)
+        .display()
+        .to_string()
+}
+
+/// A directory holding a `kubectl-serin` symlink, put first on the PATH as a user installs the plugin.
+struct Plugin {
+    directory: tempfile::TempDir,
+}
+
+/// What a command printed and how it exited.
+struct Ran {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Plugin {
+    fn install() -> Self {
+        let directory = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(
+            env!("CARGO_BIN_EXE_kubectl-serin"),
+            directory.path().join("kubectl-serin"),
+        )
+        .unwrap();
+        Plugin { directory }
+    }
+
+    /// `kubectl serin ARGS`, with `stdin` piped in.
+    fn kubectl_serin(&self, args: &[&str], stdin: &str) -> Ran {
+        let path = format!(
+            "{}:{}",
+            self.directory.path().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut child = Command::new("kubectl")
+            .arg("serin")
+            .args(args)
+            .env("PATH", path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl is installed (apt package kubectl)");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        Ran {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+/// The warning lines a user reads on stderr for the example corpus, in order per file.
+fn expected_warnings(v1alpha3: &str, argo: &str) -> Vec<String> {
+    let templates = format!("warning: {argo}/analysis-templates.yaml");
+    let canary = format!("warning: {argo}/canary-rollout.yaml");
+    let blue_green = format!("warning: {argo}/bluegreen-rollout.yaml");
+    let workload = format!("warning: {argo}/workloadref-rollout.yaml");
+    vec![
+        format!(
+            "warning: {v1alpha3}/canary.yaml: Canary podinfo: spec.autoscalerRef.apiVersion: autoscaling/v2beta1 is served by no current Kubernetes; written as autoscaling/v2"
+        ),
+        format!("warning: {v1alpha3}/canary.yaml: Canary podinfo: its comments were not kept"),
+        format!(
+            "{templates}: AnalysisTemplate latency: spec.metrics[0].successCondition: \"isNaN(result[0]) || result[0] < 500\": a thresholdRange includes its bounds, so a value of exactly 500 passes in Serin where Argo failed it"
+        ),
+        format!(
+            "{templates}: ClusterAnalysisTemplate smoke-test: spec.metrics[0].provider.web: no equivalent: Serin queries Prometheus only"
+        ),
+        format!(
+            "{blue_green}: Service frontend-active: the activeService of Rollout frontend: left out, since Serin writes this Service itself as the Canary's apex Service"
+        ),
+        format!(
+            "{blue_green}: Rollout frontend: spec.strategy.blueGreen: Argo Rollouts switched the activeService's selector; Serin's blue/green switches all traffic at once with an Istio VirtualService"
+        ),
+        format!(
+            "{blue_green}: Rollout frontend: spec.strategy.blueGreen.previewService: Serin serves the preview at its Service frontend-active-canary instead of frontend-preview"
+        ),
+        format!(
+            "{blue_green}: Rollout frontend: spec.strategy.blueGreen.postPromotionAnalysis: no equivalent"
+        ),
+        format!(
+            "{canary}: VirtualService podinfo-vsvc: the VirtualService of Rollout podinfo: left out; Serin writes its own VirtualService podinfo"
+        ),
+        format!(
+            "{canary}: Rollout podinfo: spec.strategy.canary.steps[4].analysis: Serin has no analysis step: its metrics are checked at every interval of the release, and the step became a 3m pause"
+        ),
+        format!(
+            "{canary}: Rollout podinfo: spec.strategy.canary.steps[5].setHeaderRoute: no equivalent"
+        ),
+        format!(
+            "{canary}: Rollout podinfo: spec.strategy.canary.analysis.startingStep: no equivalent"
+        ),
+        format!(
+            "{workload}: Rollout backend: spec.workloadRef.scaleDown: no equivalent: Serin releases Deployment backend's own pods, which Argo Rollouts scaled to zero; scale it back up before removing the Rollout (kubectl scale deployment backend --replicas=2)"
+        ),
+        format!("{workload}: Rollout backend: spec.strategy.canary.trafficRouting: absent"),
+    ]
+}
+
+#[test]
+fn the_example_manifests_migrate_lint_and_apply() {
+    let plugin = Plugin::install();
+    let (v1beta1, v1alpha3, argo) = (
+        corpus("flagger-v1beta1"),
+        corpus("flagger-v1alpha3"),
+        corpus("argo"),
+    );
+    let migrated = plugin.kubectl_serin(&["migrate", &v1beta1, &v1alpha3, &argo], "");
+    assert_eq!(migrated.code, Some(0), "{}", migrated.stderr);
+
+    // The warnings name the file, the object and the field, in the order of the files.
+    let mut rest = migrated.stderr.as_str();
+    for expected in expected_warnings(&v1alpha3, &argo) {
+        let at = rest.find(&expected).unwrap_or_else(|| {
+            panic!(
+                "stderr lacks (in this order) {expected:?}:\n{}",
+                migrated.stderr
+            )
+        });
+        rest = &rest[at + expected.len()..];
+    }
+    assert!(
+        !migrated.stderr.contains("flagger-v1beta1"),
+        "Flagger v1beta1 objects convert without a warning:\n{}",
+        migrated.stderr
+    );
+    assert!(
+        !migrated.stderr.contains("Serin refuses"),
+        "every converted object is valid:\n{}",
+        migrated.stderr
+    );
+    assert!(migrated.stderr.ends_with("warning(s)\n"));
+
+    // Flagger v1beta1 manifests come out as written, comments included, but for the API group.
+    let canary = std::fs::read_to_string(format!("{v1beta1}/canary.yaml")).unwrap();
+    let expected = canary.replace(
+        "apiVersion: flagger.app/v1beta1",
+        "apiVersion: serin.dev/v1beta1",
+    );
+    assert!(
+        migrated.stdout.contains(&expected),
+        "the v1beta1 Canary is not printed as written:\n{}",
+        migrated.stdout
+    );
+    assert!(!migrated.stdout.contains("flagger.app/"));
+    assert!(!migrated.stdout.contains("argoproj.io/v1alpha1"));
+
+    let linted = plugin.kubectl_serin(&["lint", "/dev/stdin"], &migrated.stdout);
+    assert_eq!(
+        (linted.code, linted.stdout.as_str()),
+        (Some(0), "5 Canary manifest(s) valid\n"),
+        "{}",
+        linted.stderr
+    );
+
+    let sandbox = SandboxUp::start();
+    let k = Kubectl::new(&sandbox.dir.path().join("kubeconfig"));
+    let crds = std::fs::read_to_string(workspace().join("artifacts/crds/serin.yaml")).unwrap();
+    k.with_input(&["apply", "-f", "-"], &crds, "created");
+    for crd in ["canaries", "metrictemplates", "alertproviders"] {
+        k.expect(
+            &[
+                "wait",
+                "--for=condition=Established",
+                &format!("crd/{crd}.serin.dev"),
+            ],
+            "met",
+        );
+    }
+    for namespace in ["test", "legacy", "rollouts"] {
+        k.expect(&["create", "namespace", namespace], "created");
+    }
+    let applied = k.with_input(&["apply", "-f", "-"], &migrated.stdout, "created");
+    for object in [
+        "canary.serin.dev/podinfo created",
+        "metrictemplate.serin.dev/latency created",
+        "alertprovider.serin.dev/on-call created",
+        "deployment.apps/frontend created",
+        "metrictemplate.serin.dev/success-rate created",
+    ] {
+        assert!(applied.contains(object), "{object}:\n{applied}");
+    }
+    let get = |namespace: &str, object: &str, jsonpath: &str| {
+        let (ok, out, err) = k.run(
+            &[
+                "-n",
+                namespace,
+                "get",
+                object,
+                "-o",
+                &format!("jsonpath={jsonpath}"),
+            ],
+            None,
+        );
+        assert!(ok, "kubectl get {object}: {err}");
+        out
+    };
+
+    // Flagger v1beta1.
+    assert_eq!(
+        get(
+            "test",
+            "canary/podinfo",
+            "{.spec.analysis.stepWeight}/{.spec.analysis.metrics[2].templateRef.name}/{.spec.analysis.alerts[0].providerRef.name}"
+        ),
+        "10/latency/on-call"
+    );
+    assert_eq!(
+        get("test", "metrictemplate/latency", "{.spec.provider.type}"),
+        "prometheus"
+    );
+    assert_eq!(
+        get("test", "alertprovider/on-call", "{.spec.secretRef.name}"),
+        "on-call-url"
+    );
+
+    // Flagger v1alpha3.
+    assert_eq!(
+        get(
+            "legacy",
+            "canary/podinfo",
+            "{.spec.analysis.metrics[*].name}|{.spec.analysis.metrics[0].thresholdRange.min}|{.spec.analysis.metrics[1].thresholdRange.max}|{.spec.analysis.metrics[2].thresholdRange.max}|{.spec.analysis.stepWeight}"
+        ),
+        "request-success-rate request-duration 404s percentage|99|500|5|5"
+    );
+    let headers: serde_json::Value = serde_json::from_str(&get(
+        "legacy",
+        "canary/podinfo",
+        "{.spec.service.headers.request.add}",
+    ))
+    .unwrap();
+    assert_eq!(
+        headers,
+        serde_json::json!({
+            "x-envoy-upstream-rq-timeout-ms": "15000",
+            "x-envoy-max-retries": "10",
+            "x-envoy-retry-on": "gateway-error,connect-failure,refused-stream",
+        })
+    );
+
+    // Argo Rollouts: a canary through Istio.
+    assert_eq!(
+        get(
+            "rollouts",
+            "deployment/podinfo",
+            "{.spec.replicas} {.spec.selector.matchLabels.app} {.spec.template.spec.containers[0].image}"
+        ),
+        "4 podinfo ghcr.io/stefanprodan/podinfo:6.0.0"
+    );
+    let steps: serde_json::Value =
+        serde_json::from_str(&get("rollouts", "canary/podinfo", "{.spec.analysis.steps}")).unwrap();
+    assert_eq!(
+        steps,
+        serde_json::json!([
+            {"setCanaryScale": {"replicas": 1}},
+            {"setWeight": 10},
+            {"pause": {"duration": "1m"}},
+            {"setWeight": 20},
+            {"pause": {"duration": "3m"}},
+            {"setWeight": 50},
+            {"pause": {}},
+        ])
+    );
+    assert_eq!(
+        get(
+            "rollouts",
+            "canary/podinfo",
+            "{.spec.targetRef.name} {.spec.service.port} {.spec.service.hosts[0]} {.spec.service.timeout} {.spec.analysis.threshold} {.spec.analysis.metrics[*].templateRef.name}"
+        ),
+        "podinfo 9898 app.example.com 10s 3 latency success-rate"
+    );
+    assert_eq!(
+        get(
+            "rollouts",
+            "canary/podinfo",
+            "{.spec.analysis.metrics[1].templateVariables.service_name} {.spec.analysis.metrics[1].thresholdRange.min}"
+        ),
+        "podinfo-canary.rollouts.svc.cluster.local 0.95"
+    );
+    assert!(
+        get("rollouts", "metrictemplate/success-rate", "{.spec.query}")
+            .contains("destination_service=~\"{{ variables.service_name }}\"")
+    );
+    // The Services and VirtualService the Rollout routed through are left to Serin.
+    k.refused(
+        &["-n", "rollouts", "get", "service", "podinfo-stable"],
+        "NotFound",
+    );
+
+    // Argo Rollouts: blue/green.
+    assert_eq!(
+        get(
+            "rollouts",
+            "canary/frontend",
+            "{.spec.service.name}/{.spec.service.port}/{.spec.analysis.iterations}/{.spec.analysis.autoPromotionEnabled}/{.spec.analysis.previewReplicaCount}/{.spec.analysis.scaleDownDelaySeconds}"
+        ),
+        "frontend-active/80/3/false/1/30"
+    );
+    assert_eq!(
+        get("rollouts", "deployment/frontend", "{.spec.replicas}"),
+        "3"
+    );
+
+    // Argo Rollouts: workloadRef keeps the user's Deployment.
+    assert_eq!(
+        get(
+            "rollouts",
+            "canary/backend",
+            "{.spec.targetRef.kind}/{.spec.targetRef.name}/{.spec.service.targetPort}"
+        ),
+        "Deployment/backend/http"
+    );
+    assert_eq!(
+        get("rollouts", "deployment/backend", "{.metadata.labels.app}"),
+        "backend"
+    );
+}
+
+#[test]
+fn unreadable_or_unparsable_files_exit_4_with_nothing_on_stdout() {
+    let plugin = Plugin::install();
+    let missing = plugin.kubectl_serin(&["migrate", "/nonexistent/rollout.yaml"], "");
+    assert_eq!(missing.code, Some(4));
+    assert_eq!(missing.stdout, "");
+    assert!(
+        missing
+            .stderr
+            .starts_with("error: reading /nonexistent/rollout.yaml:"),
+        "{}",
+        missing.stderr
+    );
+
+    let directory = tempfile::tempdir().unwrap();
+    let broken = directory.path().join("broken.yaml");
+    std::fs::write(&broken, "kind: Canary\n---\nspec: [unclosed\n").unwrap();
+    let good = corpus("flagger-v1beta1");
+    let unparsable = plugin.kubectl_serin(&["migrate", &good, broken.to_str().unwrap()], "");
+    assert_eq!(unparsable.code, Some(4));
+    assert_eq!(unparsable.stdout, "", "no partial output for kubectl apply");
+    assert!(
+        unparsable.stderr.starts_with(&format!(
+            "error: {}: document 2 is not YAML",
+            broken.display()
+        )),
+        "{}",
+        unparsable.stderr
+    );
+}
+
+#[test]
+fn fields_serin_refuses_are_warned_about_and_the_migration_still_succeeds() {
+    let plugin = Plugin::install();
+    let directory = tempfile::tempdir().unwrap();
+    let canary = std::fs::read_to_string(corpus("flagger-v1beta1") + "/canary.yaml")
+        .unwrap()
+        .replace("spec:\n", "spec:\n  provider: linkerd\n");
+    let file = directory.path().join("linkerd-canary.yaml");
+    std::fs::write(&file, &canary).unwrap();
+    let migrated = plugin.kubectl_serin(&["migrate", file.to_str().unwrap()], "");
+    assert_eq!(migrated.code, Some(0), "{}", migrated.stderr);
+    assert_eq!(
+        migrated.stdout,
+        canary.replace("flagger.app/v1beta1", "serin.dev/v1beta1")
+    );
+    assert!(
+        migrated.stderr.starts_with(&format!(
+            "warning: {}: Canary podinfo: spec.provider: Serin refuses this: \"linkerd\" is not supported yet",
+            file.display()
+        )),
+        "{}",
+        migrated.stderr
+    );
+    let linted = plugin.kubectl_serin(&["lint", "/dev/stdin"], &migrated.stdout);
+    assert_eq!(
+        linted.code,
+        Some(1),
+        "lint refuses it too: {}",
+        linted.stdout
+    );
+}
