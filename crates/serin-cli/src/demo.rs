@@ -2,19 +2,60 @@
 //! podinfo and the load tester, the mesh and Prometheus) and the controller in this process; the
 //! Canary's rollout webhook has the load tester send traffic to the canary, and users' requests go
 //! through the mesh to the apex Service. It rolls out a good version (promoted) and a faulty one
-//! (rolled back), and prints what a user would watch: phase, weight and each metric's value.
+//! (rolled back), and prints what a user would watch: phase, weight and each metric's value. The
+//! controller's `/metrics` is scraped by the sandbox's Prometheus, and once the healthy release is
+//! promoted every query of the chart's Grafana dashboards is run there.
+
+mod dashboards;
 
 use anyhow::{Context as _, bail};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use serin_api::{Canary, Phase};
+use serin_controller::metrics::OperatorMetrics;
 use serin_metrics::{PrometheusClient, QueryContext, builtin_query};
 use serin_sandbox::store::WriteOptions;
 use serin_sandbox::{Sandbox, SandboxOptions};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+/// The Prometheus job of the operator's metrics, as the dashboards' `job` variable offers it.
+const OPERATOR_JOB: &str = "serin-operator";
+
+/// Serves the in-process controller's metrics at `http://127.0.0.1:PORT/metrics`, as the operator's
+/// admin server does, and registers that address with the sandbox's Prometheus.
+async fn serve_operator_metrics(
+    sandbox: &Sandbox,
+    metrics: Arc<OperatorMetrics>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?;
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let text = metrics.render();
+            async move {
+                (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        serin_controller::metrics::CONTENT_TYPE,
+                    )],
+                    text,
+                )
+            }
+        }),
+    );
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    sandbox
+        .register_scrape_target("serin-demo-operator", OPERATOR_JOB, address)
+        .context("registering the operator's /metrics with the sandbox's Prometheus")?;
+    Ok(server)
+}
 
 const CANARY: &str = r#"{
   "apiVersion": "serin.dev/v1beta1", "kind": "Canary",
@@ -239,7 +280,17 @@ pub async fn run() -> anyhow::Result<()> {
         sandbox.kubeconfig.display()
     );
 
-    let client = kube::Client::try_from(kube::Config::new(sandbox.url.parse()?))?;
+    let config = kube::Config::new(sandbox.url.parse()?);
+    let client = kube::Client::try_from(config.clone())?;
+    // The controller's own client counts its requests for the dashboards; the demo's reads of the
+    // Canary go through `client` and are not the operator's.
+    let metrics = Arc::new(OperatorMetrics::default());
+    metrics.set_info(env!("CARGO_PKG_VERSION"), "istio");
+    metrics.set_leader(true);
+    let controller_client = kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&metrics.kubernetes_api_layer())
+        .build();
+    let metrics_server = serve_operator_metrics(&sandbox, metrics.clone()).await?;
     let prometheus_url = sandbox
         .prometheus
         .as_ref()
@@ -248,7 +299,8 @@ pub async fn run() -> anyhow::Result<()> {
         .clone();
     let prometheus = PrometheusClient::new(&prometheus_url).map_err(|e| anyhow::anyhow!("{e}"))?;
     let proxy = sandbox.mesh.as_ref().expect("mesh").address;
-    let mut ctx = serin_controller::Context::new(client.clone(), prometheus.clone());
+    let mut ctx = serin_controller::Context::new(controller_client, prometheus.clone());
+    ctx.metrics = metrics;
     // Webhooks reach `flagger-loadtester.test` through the mesh, as an in-cluster operator would
     // through cluster DNS; loopback addresses (Prometheus, the API server) are reached directly.
     ctx.webhooks = serin_webhooks::WebhookClient::new(serin_webhooks::ClientOptions::through(
@@ -291,6 +343,25 @@ pub async fn run() -> anyhow::Result<()> {
         json!({"name": "podinfod", "image": "ghcr.io/stefanprodan/podinfo:6.0.1"}),
     )
     .await?;
+    // The healthy release has just ended: every panel has had traffic, weights, checks and a
+    // promotion to show.
+    let values = BTreeMap::from([
+        ("namespace", "test"),
+        ("target", "podinfo"),
+        ("primary", "podinfo-primary"),
+        ("canary", "podinfo"),
+        ("job", OPERATOR_JOB),
+        ("__rate_interval", "1m"),
+        ("__interval", "1m"),
+    ]);
+    let checked = dashboards::check(&prometheus, &values, Duration::from_secs(10)).await;
+    println!(
+        "  dashboards: {}/{} panel queries returned data",
+        checked.answered, checked.total
+    );
+    for missing in &checked.missing {
+        println!("    {missing}");
+    }
     let second = release(
         "release 2: podinfo 6.0.2 with ERROR_RATE=0.5 (faulty)",
         json!({"name": "podinfod", "image": "ghcr.io/stefanprodan/podinfo:6.0.2",
@@ -301,6 +372,7 @@ pub async fn run() -> anyhow::Result<()> {
     stop.store(true, Ordering::Relaxed);
     let _ = load.await;
     controller.abort();
+    metrics_server.abort();
     let primary = deployments.get("podinfo-primary").await?;
     let primary_image = primary
         .spec

@@ -113,7 +113,7 @@ fn the_charts_render_what_the_api_server_accepts() {
         "met",
     );
 
-    let matrix: [(&str, &[&str], &[&str]); 6] = [
+    let matrix: [(&str, &[&str], &[&str]); 7] = [
         (
             "defaults",
             &[],
@@ -170,6 +170,19 @@ fn the_charts_render_what_the_api_server_accepts() {
                 "kind: ServiceMonitor",
                 "kind: PodMonitor",
                 "kind: PodDisruptionBudget",
+            ],
+        ),
+        (
+            "Grafana dashboards",
+            &[
+                "grafana.dashboards.enabled=true",
+                "grafana.dashboards.folder=Serin",
+            ],
+            &[
+                "name: serin-dashboard-canary",
+                "name: serin-dashboard-operator",
+                "grafana_dashboard: \"1\"",
+                "grafana_folder: \"Serin\"",
             ],
         ),
         (
@@ -244,6 +257,114 @@ fn the_charts_render_what_the_api_server_accepts() {
         assert!(!ok, "{set} was accepted");
         assert!(err.contains(message), "{set}: {err}");
     }
+}
+
+/// The ConfigMaps of `helm template` with `sets`, as JSON objects.
+fn rendered_config_maps(helm: &Helm, sets: &[&str]) -> Vec<serde_json::Value> {
+    let mut args = vec![
+        "template",
+        "serin",
+        "charts/serin",
+        "--namespace",
+        "serin-system",
+    ];
+    for set in sets {
+        args.extend(["--set", set]);
+    }
+    let rendered = helm.ok(&args);
+    let documents: Vec<serde_json::Value> = serde_saphyr::from_multiple(&rendered)
+        .unwrap_or_else(|e| panic!("helm template {sets:?} is not YAML ({e}):\n{rendered}"));
+    documents
+        .into_iter()
+        .filter(|document| document["kind"] == "ConfigMap")
+        .collect()
+}
+
+#[test]
+fn grafana_dashboards_are_config_maps_of_the_chart_files_when_enabled() {
+    let helm = Helm::new(None);
+    assert_eq!(
+        rendered_config_maps(&helm, &[]),
+        Vec::<serde_json::Value>::new(),
+        "dashboards are off by default"
+    );
+    let config_maps = rendered_config_maps(
+        &helm,
+        &[
+            "grafana.dashboards.enabled=true",
+            "grafana.dashboards.folder=Serin",
+            "grafana.dashboards.namespace=monitoring",
+        ],
+    );
+    let names: Vec<&str> = config_maps
+        .iter()
+        .map(|c| c["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["serin-dashboard-canary", "serin-dashboard-operator"]
+    );
+    for config_map in &config_maps {
+        let metadata = &config_map["metadata"];
+        assert_eq!(metadata["namespace"], "monitoring");
+        assert_eq!(metadata["labels"]["grafana_dashboard"], "1");
+        assert_eq!(metadata["annotations"]["grafana_folder"], "Serin");
+        let data = config_map["data"].as_object().unwrap();
+        assert_eq!(data.len(), 1, "one dashboard per ConfigMap: {data:?}");
+        let (file, text) = data.iter().next().unwrap();
+        let dashboard: serde_json::Value = serde_json::from_str(text.as_str().unwrap())
+            .unwrap_or_else(|e| panic!("{file} in the ConfigMap is not JSON: {e}"));
+        let committed: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(workspace().join("charts/serin/dashboards").join(file))
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(dashboard, committed, "{file} differs from the chart's file");
+        assert!(
+            dashboard["uid"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("serin-"))
+        );
+        let queries: Vec<&str> = dashboard["panels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|panel| panel["targets"].as_array().into_iter().flatten())
+            .filter_map(|target| target["expr"].as_str())
+            .collect();
+        assert!(queries.len() >= 10, "{file}: {queries:?}");
+    }
+    // The sidecar's label is configurable; without a folder there is no annotation.
+    let relabelled = rendered_config_maps(
+        &helm,
+        &[
+            "grafana.dashboards.enabled=true",
+            "grafana.dashboards.label=dashboards.example.com/grafana",
+            "grafana.dashboards.labelValue=serin",
+        ],
+    );
+    assert_eq!(relabelled.len(), 2);
+    for config_map in &relabelled {
+        let metadata = &config_map["metadata"];
+        assert_eq!(metadata["namespace"], "serin-system");
+        assert_eq!(
+            metadata["labels"]["dashboards.example.com/grafana"],
+            "serin"
+        );
+        assert!(metadata["labels"].get("grafana_dashboard").is_none());
+        assert!(metadata.get("annotations").is_none(), "{metadata}");
+    }
+    let (ok, _, err) = helm.run(&[
+        "template",
+        "serin",
+        "charts/serin",
+        "--set",
+        "grafana.dashboards.label=not a label",
+    ]);
+    assert!(
+        !ok && err.contains("at '/grafana/dashboards/label'"),
+        "{err}"
+    );
 }
 
 /// Reads `jsonpath` of the operator's Deployment in serin-system; it must contain `expected`.

@@ -1,5 +1,7 @@
 //! The operator's own Prometheus metrics, named and labelled as Flagger's (`flagger_` becomes
-//! `serin_`), so dashboards and alerts carry over.
+//! `serin_`), so dashboards and alerts carry over, plus what Flagger lacks: reconcile latency,
+//! Kubernetes API requests by verb and code (counted by [`ApiRequestCounter`], a layer of the kube
+//! client) and the process's resident memory.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -10,6 +12,8 @@ use prometheus_client::registry::Registry;
 use serin_api::Phase;
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
+use std::task::{Context, Poll};
+use std::time::Instant;
 
 /// The content type of [`OperatorMetrics::render`]'s text, for the `/metrics` response.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -52,6 +56,12 @@ struct ReleaseLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ApiRequestLabels {
+    verb: String,
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct InfoLabels {
     version: String,
     mesh_provider: String,
@@ -75,11 +85,15 @@ pub struct OperatorMetrics {
     total: Family<NamespaceLabels, Gauge>,
     status: Family<CanaryLabels, Gauge>,
     weight: Family<WorkloadLabels, Gauge>,
+    failed_checks: Family<CanaryLabels, Gauge>,
     analysis: Family<AnalysisLabels, Gauge<f64, AtomicU64>>,
     successes: Family<ReleaseLabels, Counter>,
     failures: Family<ReleaseLabels, Counter>,
     duration: Family<CanaryLabels, Histogram>,
     reconciles: Counter,
+    reconcile_duration: Histogram,
+    api_requests: Family<ApiRequestLabels, Counter>,
+    resident_memory: Gauge,
     leader: Gauge,
 }
 
@@ -89,11 +103,15 @@ impl Default for OperatorMetrics {
         let total = Family::default();
         let status = Family::default();
         let weight = Family::default();
+        let failed_checks = Family::default();
         let analysis = Family::default();
         let successes = Family::default();
         let failures = Family::default();
         let duration = Family::new_with_constructor(duration_histogram as fn() -> Histogram);
         let reconciles = Counter::default();
+        let reconcile_duration = duration_histogram();
+        let api_requests = Family::default();
+        let resident_memory = Gauge::default();
         let leader = Gauge::default();
         // A family's clone shares its values, so the registry encodes what the methods below set.
         // Help texts have no final period: the encoder adds one.
@@ -119,6 +137,11 @@ impl Default for OperatorMetrics {
             Family::clone(&weight),
         );
         registry.register(
+            "serin_canary_failed_checks",
+            "Failed checks of the current release of each canary",
+            Family::clone(&failed_checks),
+        );
+        registry.register(
             "serin_canary_metric_analysis",
             "Last value read for each analysis metric",
             Family::clone(&analysis),
@@ -140,6 +163,21 @@ impl Default for OperatorMetrics {
             reconciles.clone(),
         );
         registry.register(
+            "serin_reconcile_duration_seconds",
+            "Duration of reconciles of Canaries, whatever their outcome",
+            reconcile_duration.clone(),
+        );
+        registry.register(
+            "serin_kubernetes_api_requests",
+            "Requests the operator sent to the Kubernetes API server, by verb and response code (error when none came)",
+            Family::clone(&api_requests),
+        );
+        registry.register(
+            "process_resident_memory_bytes",
+            "Resident memory of the operator process, read from /proc/self/statm at each scrape",
+            resident_memory.clone(),
+        );
+        registry.register(
             "serin_leader",
             "Whether this replica acts: 1 when it holds the Lease or runs without leader election, 0 while it waits",
             leader.clone(),
@@ -155,11 +193,15 @@ impl Default for OperatorMetrics {
             total,
             status,
             weight,
+            failed_checks,
             analysis,
             successes,
             failures,
             duration,
             reconciles,
+            reconcile_duration,
+            api_requests,
+            resident_memory,
             leader,
         }
     }
@@ -202,11 +244,22 @@ impl OperatorMetrics {
         }
     }
 
-    /// Records a tick's outcome for the canary of `target` in `namespace`: its phase and weights.
-    pub fn record_tick(&self, target: &str, namespace: &str, phase: Option<Phase>, weight: i32) {
+    /// Records a tick's outcome for the canary of `target` in `namespace`: its phase, weights
+    /// and failed checks.
+    pub fn record_tick(
+        &self,
+        target: &str,
+        namespace: &str,
+        phase: Option<Phase>,
+        weight: i32,
+        failed_checks: i32,
+    ) {
         self.status
             .get_or_create(&canary_labels(target, namespace))
             .set(status_value(phase));
+        self.failed_checks
+            .get_or_create(&canary_labels(target, namespace))
+            .set(i64::from(failed_checks));
         let canary = weight.clamp(0, 100);
         for (workload, value) in [
             (format!("{target}-primary"), 100 - canary),
@@ -224,6 +277,24 @@ impl OperatorMetrics {
     /// Counts one reconcile of any Canary (`serin_reconcile_total`, for API requests per tick).
     pub fn count_reconcile(&self) {
         self.reconciles.inc();
+    }
+
+    /// Counts one reconcile, like [`OperatorMetrics::count_reconcile`], and times it: the returned
+    /// timer observes `serin_reconcile_duration_seconds` when dropped, however the reconcile ends.
+    pub fn start_reconcile(&self) -> ReconcileTimer {
+        self.reconciles.inc();
+        ReconcileTimer {
+            histogram: self.reconcile_duration.clone(),
+            started: Instant::now(),
+        }
+    }
+
+    /// A layer for a kube client that counts each request it sends in
+    /// `serin_kubernetes_api_requests_total{verb, code}`.
+    pub fn kubernetes_api_layer(&self) -> ApiRequestCounter {
+        ApiRequestCounter {
+            requests: Family::clone(&self.api_requests),
+        }
     }
 
     /// Sets the last value read for `metric` of the canary of `target`.
@@ -271,10 +342,136 @@ impl OperatorMetrics {
 
     /// The metrics in OpenMetrics text, served with [`CONTENT_TYPE`].
     pub fn render(&self) -> String {
+        // Read at scrape time, so the value is as fresh as the scrape.
+        if let Some(bytes) = resident_memory_bytes() {
+            self.resident_memory
+                .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+        }
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry)
             .expect("writing to a String cannot fail");
         text
+    }
+}
+
+/// Times one reconcile (see [`OperatorMetrics::start_reconcile`]).
+#[must_use = "the reconcile is timed until the timer is dropped"]
+pub struct ReconcileTimer {
+    histogram: Histogram,
+    started: Instant,
+}
+
+impl Drop for ReconcileTimer {
+    fn drop(&mut self) {
+        self.histogram.observe(self.started.elapsed().as_secs_f64());
+    }
+}
+
+/// The resident memory of this process: the resident pages in `/proc/self/statm` (its second
+/// field) times the page size; `None` where there is no such file.
+fn resident_memory_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf only reads a configuration value; _SC_PAGESIZE is always defined on Linux.
+    let page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * u64::try_from(page_size).ok()?)
+}
+
+/// The Kubernetes verb of an API request, as the API server's audit log and RBAC name it: a GET
+/// is `get`, `list` or `watch`, a DELETE of a collection `deletecollection`.
+pub fn kubernetes_verb(method: &http::Method, uri: &http::Uri) -> String {
+    let collection = names_a_collection(uri.path());
+    let watching = uri.query().is_some_and(|query| {
+        query
+            .split('&')
+            .any(|p| p == "watch=true" || p == "watch=1")
+    });
+    match *method {
+        http::Method::GET if watching => "watch",
+        http::Method::GET if collection => "list",
+        http::Method::GET => "get",
+        http::Method::POST => "create",
+        http::Method::PUT => "update",
+        http::Method::PATCH => "patch",
+        http::Method::DELETE if collection => "deletecollection",
+        http::Method::DELETE => "delete",
+        ref other => return other.as_str().to_ascii_lowercase(),
+    }
+    .to_string()
+}
+
+/// Whether an API path names a collection (`/api/v1/namespaces/test/pods`) rather than an object,
+/// a subresource or a discovery document.
+fn names_a_collection(path: &str) -> bool {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let rest = match segments.as_slice() {
+        ["api", _, rest @ ..] | ["apis", _, _, rest @ ..] => rest,
+        _ => return false,
+    };
+    let resource = match rest {
+        ["namespaces", _, resource @ ..] if !resource.is_empty() => resource,
+        other => other,
+    };
+    resource.len() == 1
+}
+
+/// A tower layer for the kube client that counts every request in
+/// `serin_kubernetes_api_requests_total` once its answer (or failure) comes; made by
+/// [`OperatorMetrics::kubernetes_api_layer`]. Put it below a layer that refuses requests, so only
+/// requests that were sent are counted.
+#[derive(Clone)]
+pub struct ApiRequestCounter {
+    requests: Family<ApiRequestLabels, Counter>,
+}
+
+impl<S> tower::Layer<S> for ApiRequestCounter {
+    type Service = CountedRequests<S>;
+
+    fn layer(&self, inner: S) -> CountedRequests<S> {
+        CountedRequests {
+            inner,
+            requests: Family::clone(&self.requests),
+        }
+    }
+}
+
+/// The service [`ApiRequestCounter`] wraps around the kube client's stack.
+#[derive(Clone)]
+pub struct CountedRequests<S> {
+    inner: S,
+    requests: Family<ApiRequestLabels, Counter>,
+}
+
+impl<S, RequestBody, ResponseBody> tower::Service<http::Request<RequestBody>> for CountedRequests<S>
+where
+    S: tower::Service<http::Request<RequestBody>, Response = http::Response<ResponseBody>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ResponseBody: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = futures::future::BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<RequestBody>) -> Self::Future {
+        let verb = kubernetes_verb(request.method(), request.uri());
+        let requests = Family::clone(&self.requests);
+        let answer = self.inner.call(request);
+        Box::pin(async move {
+            let answer = answer.await;
+            let code = match &answer {
+                Ok(response) => response.status().as_u16().to_string(),
+                Err(_) => "error".to_string(),
+            };
+            requests
+                .get_or_create(&ApiRequestLabels { verb, code })
+                .inc();
+            answer
+        })
     }
 }
 
@@ -286,7 +483,7 @@ mod tests {
     fn a_progressing_canary_is_rendered_with_flaggers_labels() {
         let metrics = OperatorMetrics::default();
         metrics.set_totals(&BTreeMap::from([("test".to_string(), 2)]));
-        metrics.record_tick("podinfo", "test", Some(Phase::Progressing), 20);
+        metrics.record_tick("podinfo", "test", Some(Phase::Progressing), 20, 1);
         metrics.record_metric("podinfo", "test", "request-success-rate", 99.5);
         metrics.observe_duration("podinfo", "test", 0.03);
         metrics.record_release("podinfo", "test", false, "canary", "completed");
@@ -295,6 +492,7 @@ mod tests {
             "serin_canary_total{namespace=\"test\"} 2",
             "serin_canary_status{name=\"podinfo\",namespace=\"test\"} 0",
             "serin_canary_weight{workload=\"podinfo\",namespace=\"test\"} 20",
+            "serin_canary_failed_checks{name=\"podinfo\",namespace=\"test\"} 1",
             "serin_canary_weight{workload=\"podinfo-primary\",namespace=\"test\"} 80",
             "serin_canary_metric_analysis{name=\"podinfo\",namespace=\"test\",metric=\"request-success-rate\"} 99.5",
             "serin_canary_failures_total{name=\"podinfo\",namespace=\"test\",deployment_strategy=\"canary\",analysis_status=\"completed\"} 1",
@@ -304,11 +502,148 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }
-        metrics.record_tick("podinfo", "test", Some(Phase::Failed), 0);
+        metrics.record_tick("podinfo", "test", Some(Phase::Failed), 0, 0);
         assert!(
             metrics
                 .render()
                 .contains("serin_canary_status{name=\"podinfo\",namespace=\"test\"} 2")
         );
+    }
+
+    #[test]
+    fn a_reconcile_is_counted_and_timed_when_its_timer_is_dropped() {
+        let metrics = OperatorMetrics::default();
+        let timer = metrics.start_reconcile();
+        assert!(
+            metrics
+                .render()
+                .contains("serin_reconcile_duration_seconds_count 0"),
+            "observed before the reconcile ended"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        drop(timer);
+        let text = metrics.render();
+        for line in [
+            "serin_reconcile_total 1",
+            "serin_reconcile_duration_seconds_count 1",
+            "serin_reconcile_duration_seconds_bucket{le=\"0.025\"} 0",
+            "serin_reconcile_duration_seconds_bucket{le=\"10.0\"} 1",
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn resident_memory_is_read_at_each_render() {
+        let text = OperatorMetrics::default().render();
+        let bytes: u64 = text
+            .lines()
+            .find_map(|line| line.strip_prefix("process_resident_memory_bytes "))
+            .and_then(|value| value.parse().ok())
+            .unwrap_or_else(|| panic!("no process_resident_memory_bytes in\n{text}"));
+        // A test binary's resident set is megabytes, and never a whole terabyte.
+        assert!((1 << 20..1 << 40).contains(&bytes), "{bytes}");
+    }
+
+    #[test]
+    fn requests_are_named_by_their_kubernetes_verb() {
+        for (method, uri, verb) in [
+            ("GET", "/api/v1/namespaces/test/pods", "list"),
+            (
+                "GET",
+                "/api/v1/namespaces/test/pods?watch=true&resourceVersion=5",
+                "watch",
+            ),
+            ("GET", "/apis/apps/v1/deployments?watch=1", "watch"),
+            (
+                "GET",
+                "/apis/apps/v1/namespaces/test/deployments/podinfo",
+                "get",
+            ),
+            ("GET", "/api/v1/namespaces", "list"),
+            ("GET", "/api/v1/namespaces/test", "get"),
+            ("GET", "/apis", "get"),
+            ("GET", "/apis/serin.dev/v1beta1", "get"),
+            ("POST", "/api/v1/namespaces/test/events", "create"),
+            (
+                "PUT",
+                "/apis/coordination.k8s.io/v1/namespaces/default/leases/serin-operator",
+                "update",
+            ),
+            (
+                "PATCH",
+                "/apis/serin.dev/v1beta1/namespaces/test/canaries/podinfo/status",
+                "patch",
+            ),
+            ("DELETE", "/api/v1/namespaces/test/pods/podinfo-1", "delete"),
+            ("DELETE", "/api/v1/namespaces/test/pods", "deletecollection"),
+        ] {
+            let method: http::Method = method.parse().unwrap();
+            let uri: http::Uri = uri.parse().unwrap();
+            assert_eq!(kubernetes_verb(&method, &uri), verb, "{method} {uri}");
+        }
+    }
+
+    /// An API server stand-in that answers every request with one status, or fails it.
+    struct Answers(Option<u16>);
+
+    impl tower::Service<http::Request<()>> for Answers {
+        type Response = http::Response<()>;
+        type Error = &'static str;
+        type Future = std::future::Ready<Result<http::Response<()>, &'static str>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: http::Request<()>) -> Self::Future {
+            std::future::ready(match self.0 {
+                Some(status) => Ok(http::Response::builder().status(status).body(()).unwrap()),
+                None => Err("connection refused"),
+            })
+        }
+    }
+
+    #[test]
+    fn the_client_layer_counts_each_request_by_verb_and_code() {
+        use tower::{Layer, Service};
+        let metrics = OperatorMetrics::default();
+        let layer = metrics.kubernetes_api_layer();
+        let send = |answer: Option<u16>, method: &str, uri: &str| {
+            let request = http::Request::builder()
+                .method(method)
+                .uri(uri)
+                .body(())
+                .unwrap();
+            let _ = futures::executor::block_on(layer.layer(Answers(answer)).call(request));
+        };
+        send(
+            Some(200),
+            "GET",
+            "/apis/serin.dev/v1beta1/namespaces/test/canaries?watch=true",
+        );
+        send(
+            Some(200),
+            "GET",
+            "/apis/serin.dev/v1beta1/namespaces/test/canaries?watch=true",
+        );
+        send(
+            Some(404),
+            "GET",
+            "/api/v1/namespaces/test/configmaps/missing",
+        );
+        send(
+            None,
+            "PATCH",
+            "/apis/apps/v1/namespaces/test/deployments/podinfo",
+        );
+        let text = metrics.render();
+        for line in [
+            "serin_kubernetes_api_requests_total{verb=\"watch\",code=\"200\"} 2",
+            "serin_kubernetes_api_requests_total{verb=\"get\",code=\"404\"} 1",
+            "serin_kubernetes_api_requests_total{verb=\"patch\",code=\"error\"} 1",
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
     }
 }

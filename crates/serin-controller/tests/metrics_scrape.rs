@@ -13,13 +13,13 @@ async fn prometheus_reads_every_family_from_the_openmetrics_text() {
     let metrics = Arc::new(OperatorMetrics::default());
     metrics.set_info("1.2.3", "istio");
     metrics.set_totals(&BTreeMap::from([("test".to_string(), 2)]));
-    metrics.record_tick("podinfo", "test", Some(Phase::Failed), 30);
+    metrics.record_tick("podinfo", "test", Some(Phase::Failed), 30, 2);
     metrics.record_metric("podinfo", "test", "request-duration", 412.5);
     metrics.record_release("podinfo", "test", true, "canary", "completed");
     metrics.record_release("podinfo", "test", false, "blue-green", "skipped");
     metrics.observe_duration("podinfo", "test", 0.2);
     metrics.count_reconcile();
-    metrics.count_reconcile();
+    drop(metrics.start_reconcile());
 
     let served = metrics.clone();
     let app = axum::Router::new().route(
@@ -66,6 +66,10 @@ async fn prometheus_reads_every_family_from_the_openmetrics_text() {
             30.0,
         ),
         (
+            r#"serin_canary_failed_checks{name="podinfo",namespace="test"}"#,
+            2.0,
+        ),
+        (
             r#"serin_canary_metric_analysis{name="podinfo",metric="request-duration"}"#,
             412.5,
         ),
@@ -78,6 +82,9 @@ async fn prometheus_reads_every_family_from_the_openmetrics_text() {
             1.0,
         ),
         ("serin_reconcile_total", 2.0),
+        ("serin_reconcile_duration_seconds_count", 1.0),
+        (r#"serin_reconcile_duration_seconds_bucket{le="+Inf"}"#, 1.0),
+        ("process_resident_memory_bytes > bool 1e6", 1.0),
         (
             r#"serin_canary_duration_seconds_bucket{name="podinfo",le="0.1"}"#,
             0.0,

@@ -270,6 +270,23 @@ impl PrometheusClient {
 
     /// Runs an instant query (white space collapsed first) and returns its value.
     pub async fn query(&self, promql: &str) -> Result<f64, QueryError> {
+        value_of(&self.instant(promql).await?)
+    }
+
+    /// Runs an instant query and returns how many series it answered with a number other than
+    /// NaN (a scalar counts as one): what a dashboard panel would draw.
+    pub async fn count_series(&self, promql: &str) -> Result<usize, QueryError> {
+        Ok(match self.instant(promql).await? {
+            Data::Vector(series) => series
+                .iter()
+                .filter(|s| !s.sample().value().is_nan())
+                .count(),
+            Data::Matrix(series) => series.len(),
+            Data::Scalar(sample) => usize::from(!sample.value().is_nan()),
+        })
+    }
+
+    async fn instant(&self, promql: &str) -> Result<Data, QueryError> {
         let query = crate::query::collapse_whitespace(promql);
         let request = self
             .headers
@@ -278,7 +295,7 @@ impl PrometheusClient {
                 request.header(name.clone(), value.clone())
             });
         match request.get().await {
-            Ok(answer) => value_of(answer.data()),
+            Ok(answer) => Ok(answer.into_inner().0),
             Err(error) => Err(self.query_error(error)),
         }
     }

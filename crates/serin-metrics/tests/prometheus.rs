@@ -104,6 +104,22 @@ async fn builtin_queries_online_check_and_errors_against_a_real_prometheus() {
         .await
         .unwrap_err();
     assert_eq!(absent, QueryError::NoValues);
+
+    // What a dashboard panel draws: the series with a number, however many.
+    let by_code =
+        "sum by (response_code) (rate(istio_requests_total{destination_workload=\"podinfo\"}[5s]))";
+    assert_eq!(client.count_series(by_code).await, Ok(2), "200 and 503");
+    assert_eq!(
+        client
+            .count_series("sum(rate(nobody_exports_this_metric_total[1m]))")
+            .await,
+        Ok(0)
+    );
+    assert_eq!(client.count_series("vector(0) / 0").await, Ok(0), "NaN");
+    assert!(matches!(
+        client.count_series("sum(rate(x[1m]").await,
+        Err(QueryError::Rejected(_))
+    ));
     let custom: serin_api::CanaryMetric =
         serde_json::from_value(serde_json::json!({"name": "errors", "query": "x"})).unwrap();
     let judged_failure = serin_core::metrics::judge(&custom, &failed, "podinfo", "podinfo");

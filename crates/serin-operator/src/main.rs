@@ -119,14 +119,22 @@ async fn operate(flags: Flags) -> anyhow::Result<()> {
     } else {
         serin_controller::leadership::Leadership::unelected()
     };
+    // Both clients count their requests on /metrics; the counter sits below the write guard, so
+    // only requests actually sent are counted.
+    let metrics = Arc::new(serin_controller::metrics::OperatorMetrics::default());
+    let api_requests = metrics.kubernetes_api_layer();
     // Only the lease manager writes unguarded: everything else is refused once the lease is lost.
-    let lease_client = kube::Client::try_from(config.clone())?;
+    let lease_client = kube::client::ClientBuilder::try_from(config.clone())?
+        .with_layer(&api_requests)
+        .build();
     let client = kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&api_requests)
         .with_layer(&leadership.write_guard())
         .build();
     let metrics_server = serin_metrics::PrometheusClient::new(&flags.metrics_server)
         .map_err(|e| anyhow::anyhow!("--metrics-server: {e}"))?;
     let mut ctx = serin_controller::Context::new(client.clone(), metrics_server);
+    ctx.metrics = metrics;
     ctx.selector_labels = comma_list(&flags.selector_labels);
     ctx.include_label_prefix = comma_list(&flags.include_label_prefix);
     ctx.config_tracking = flags.enable_config_tracking;

@@ -149,6 +149,20 @@ async fn flags_take_effect_and_the_admin_server_answers() {
                 },
             );
             let response = admin_response(admin, "/metrics").unwrap_or_default();
+            // The kube client counts what it sent, reconciles are timed, memory is read at scrape.
+            for line in [
+                r#"serin_kubernetes_api_requests_total{verb="list",code="200"} "#,
+                r#"serin_kubernetes_api_requests_total{verb="watch",code="200"} "#,
+                r#"serin_kubernetes_api_requests_total{verb="patch",code="200"} "#,
+                "serin_reconcile_duration_seconds_count ",
+                "process_resident_memory_bytes ",
+            ] {
+                assert!(response.contains(line), "/metrics lacks {line}: {response}");
+            }
+            assert!(
+                !response.contains("serin_reconcile_duration_seconds_count 0\n"),
+                "reconciles are timed: {response}"
+            );
             assert!(
                 response.to_ascii_lowercase().contains(
                     "content-type: application/openmetrics-text; version=1.0.0; charset=utf-8"

@@ -142,6 +142,9 @@ pub struct Sandbox {
     pub mesh: Option<mesh_proxy::MeshProxy>,
     /// Prometheus scraping the mesh, when started.
     pub prometheus: Option<prometheus::Prometheus>,
+    /// The directory whose `*.json` target files that Prometheus also scrapes
+    /// (`DIR/prometheus-targets`), when it runs; see [`Sandbox::register_scrape_target`].
+    pub prometheus_targets: Option<PathBuf>,
     /// Issued ServiceAccount tokens, and what each identity was allowed to do
     /// ([`auth::Auth::access`]).
     pub auth: Arc<auth::Auth>,
@@ -211,7 +214,8 @@ impl process::ApiAccess for PodCredentials {
 
 impl Sandbox {
     /// Starts the API server on a free loopback port and writes `dir/kubeconfig` and
-    /// `dir/endpoints.json` (`{"apiserver": URL}`, plus `proxy` and `prometheus` with a mesh).
+    /// `dir/endpoints.json` (`{"apiserver": URL}`, plus `proxy`, `prometheus` and
+    /// `prometheusTargets` with a mesh).
     pub async fn start(dir: &Path) -> std::io::Result<Sandbox> {
         Self::start_with(dir, SandboxOptions::default()).await
     }
@@ -288,18 +292,29 @@ impl Sandbox {
         std::fs::write(&kubeconfig, kubeconfig_text(&url))?;
         let mut listed = serde_json::json!({"apiserver": url, "apiserverHttps": https_url});
         let mut prometheus = None;
+        let mut prometheus_targets = None;
         if let (Some(settings), Some(proxy)) = (&options.mesh, &mesh) {
             listed["proxy"] = serde_json::json!(format!("http://{}", proxy.address));
             if let Some(binary) = settings.prometheus.clone() {
                 let target = proxy.address;
+                let targets_dir = dir.join(prometheus::TARGETS_DIR);
+                std::fs::create_dir_all(&targets_dir)?;
+                let scraped_dir = targets_dir.clone();
                 let started = tokio::task::spawn_blocking(move || {
-                    prometheus::Prometheus::start(&binary, &[target], "/stats/prometheus")
+                    prometheus::Prometheus::start_with_file_targets(
+                        &binary,
+                        &[target],
+                        "/stats/prometheus",
+                        &scraped_dir,
+                    )
                 })
                 .await
                 .map_err(std::io::Error::other)?
                 .map_err(std::io::Error::other)?;
                 listed["prometheus"] = serde_json::json!(started.url);
+                listed["prometheusTargets"] = serde_json::json!(targets_dir);
                 prometheus = Some(started);
+                prometheus_targets = Some(targets_dir);
             }
         }
         let endpoints = dir.join("endpoints.json");
@@ -315,6 +330,7 @@ impl Sandbox {
             faults,
             mesh,
             prometheus,
+            prometheus_targets,
             auth,
             identity_controllers,
             autoscaler,
@@ -329,6 +345,20 @@ impl Sandbox {
     /// the HTTPS address, as that token's ServiceAccount.
     pub fn kubeconfig_for_token(&self, token: &str) -> String {
         token_kubeconfig(&self.https_url, &self.ca_pem, token, "default")
+    }
+
+    /// Has the sandbox's Prometheus scrape `/metrics` at `address` as job `job`, from now until the
+    /// sandbox stops (a file `NAME.json` in [`Sandbox::prometheus_targets`]).
+    pub fn register_scrape_target(
+        &self,
+        name: &str,
+        job: &str,
+        address: SocketAddr,
+    ) -> std::io::Result<PathBuf> {
+        let dir = self.prometheus_targets.as_ref().ok_or_else(|| {
+            std::io::Error::other("the sandbox runs no Prometheus to scrape the target")
+        })?;
+        prometheus::write_target_file(dir, name, job, &[address])
     }
 
     /// Replaces the fault rules in force.

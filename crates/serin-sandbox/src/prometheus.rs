@@ -1,5 +1,8 @@
 //! Runs Debian's `prometheus` for the sandbox: a generated config that scrapes the mesh every
-//! second, storage in a temporary directory, a loopback port, and a clean stop.
+//! second, storage in a temporary directory, a loopback port, and a clean stop. With a targets
+//! directory it also scrapes whatever the `*.json` files there list (Prometheus' `file_sd_configs`),
+//! so a process started later — the operator's admin address, say — registers itself by writing a
+//! file ([`write_target_file`]).
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -90,13 +93,52 @@ fn free_loopback_port() -> std::io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// The scrape config: every target every second on `metrics_path`.
-pub fn config(targets: &[SocketAddr], metrics_path: &str) -> String {
+/// The directory, beside the sandbox's kubeconfig, whose `*.json` target files Prometheus scrapes.
+pub const TARGETS_DIR: &str = "prometheus-targets";
+
+/// The job of targets registered through the targets directory, unless their file names another.
+pub const FILE_TARGETS_JOB: &str = "serin-targets";
+
+/// How often Prometheus re-reads the target files; it also notices changes at once (inotify), this
+/// is the fallback.
+const TARGETS_REFRESH: &str = "2s";
+
+/// The scrape config: every target every second on `metrics_path`, and, with `targets_dir`, the
+/// targets its `*.json` files list (each second, on `/metrics` unless a file sets
+/// `__metrics_path__`).
+pub fn config(targets: &[SocketAddr], metrics_path: &str, targets_dir: Option<&Path>) -> String {
     let targets: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
-    format!(
+    let mut text = format!(
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: serin-mesh\n    scrape_interval: 1s\n    metrics_path: {metrics_path}\n    static_configs:\n      - targets: [{}]\n",
         targets.join(", ")
-    )
+    );
+    if let Some(dir) = targets_dir {
+        // A single-quoted YAML string escapes a quote by doubling it.
+        let pattern = dir.join("*.json").display().to_string().replace('\'', "''");
+        text.push_str(&format!(
+            "  - job_name: {FILE_TARGETS_JOB}\n    scrape_interval: 1s\n    file_sd_configs:\n      - files: ['{pattern}']\n        refresh_interval: {TARGETS_REFRESH}\n"
+        ));
+    }
+    text
+}
+
+/// Registers `addresses` for scraping on `/metrics` as job `job`: writes `DIR/NAME.json` in
+/// Prometheus' file discovery format, whole or not at all (Prometheus may read it at any moment).
+/// Returns the file's path; removing the file ends the scraping.
+pub fn write_target_file(
+    dir: &Path,
+    name: &str,
+    job: &str,
+    addresses: &[SocketAddr],
+) -> std::io::Result<PathBuf> {
+    let targets: Vec<String> = addresses.iter().map(ToString::to_string).collect();
+    let text = serde_json::json!([{"targets": targets, "labels": {"job": job}}]).to_string();
+    let path = dir.join(format!("{name}.json"));
+    // The temporary name does not match `*.json`, so Prometheus never reads a half-written file.
+    let partial = dir.join(format!(".{name}.json.partial"));
+    std::fs::write(&partial, text)?;
+    std::fs::rename(&partial, &path)?;
+    Ok(path)
 }
 
 fn get(url: &str) -> Option<String> {
@@ -123,7 +165,19 @@ impl Prometheus {
         targets: &[SocketAddr],
         metrics_path: &str,
     ) -> Result<Self, PrometheusError> {
-        Self::start_with_web_config(binary, targets, metrics_path, None)
+        Self::launch(binary, &config(targets, metrics_path, None), None)
+    }
+
+    /// Like [`Prometheus::start`], also scraping the targets listed by the `*.json` files in
+    /// `targets_dir` (see [`write_target_file`]), as they come and go.
+    pub fn start_with_file_targets(
+        binary: &str,
+        targets: &[SocketAddr],
+        metrics_path: &str,
+        targets_dir: &Path,
+    ) -> Result<Self, PrometheusError> {
+        let config = config(targets, metrics_path, Some(targets_dir));
+        Self::launch(binary, &config, None)
     }
 
     /// Like [`Prometheus::start`], serving https with basic authentication as `web` says.
@@ -133,10 +187,18 @@ impl Prometheus {
         metrics_path: &str,
         web: Option<&WebConfig>,
     ) -> Result<Self, PrometheusError> {
+        Self::launch(binary, &config(targets, metrics_path, None), web)
+    }
+
+    fn launch(
+        binary: &str,
+        config: &str,
+        web: Option<&WebConfig>,
+    ) -> Result<Self, PrometheusError> {
         let found = which(binary).ok_or_else(|| PrometheusError::NotInstalled(binary.into()))?;
         let storage = tempfile::tempdir()?;
         let config_path = storage.path().join("prometheus.yml");
-        std::fs::write(&config_path, config(targets, metrics_path))?;
+        std::fs::write(&config_path, config)?;
         let port = free_loopback_port()?;
         let log_path = storage.path().join("prometheus.log");
         let log = std::fs::File::create(&log_path)?;
@@ -233,9 +295,49 @@ mod tests {
 
     #[test]
     fn the_config_scrapes_every_target_each_second() {
-        let text = config(&["127.0.0.1:15020".parse().unwrap()], "/stats/prometheus");
+        let text = config(
+            &["127.0.0.1:15020".parse().unwrap()],
+            "/stats/prometheus",
+            None,
+        );
         assert!(text.contains("scrape_interval: 1s"));
         assert!(text.contains("metrics_path: /stats/prometheus"));
         assert!(text.contains("targets: ['127.0.0.1:15020']"));
+        assert!(!text.contains("file_sd_configs"));
+    }
+
+    #[test]
+    fn with_a_targets_directory_the_config_reads_its_json_files() {
+        let text = config(
+            &[],
+            "/metrics",
+            Some(Path::new("/tmp/it's/prometheus-targets")),
+        );
+        assert!(
+            text.contains("      - files: ['/tmp/it''s/prometheus-targets/*.json']\n        refresh_interval: 2s\n"),
+            "{text}"
+        );
+        assert!(text.contains("job_name: serin-targets"), "{text}");
+    }
+
+    #[test]
+    fn a_target_file_lists_the_addresses_under_their_job() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_target_file(
+            dir.path(),
+            "operator",
+            "serin-operator",
+            &["127.0.0.1:8080".parse().unwrap()],
+        )
+        .unwrap();
+        assert_eq!(path, dir.path().join("operator.json"));
+        let written: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(
+            written,
+            serde_json::json!([{"targets": ["127.0.0.1:8080"], "labels": {"job": "serin-operator"}}])
+        );
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "the partial file is gone");
     }
 }

@@ -204,7 +204,7 @@ async fn reconcile(canary: Arc<Canary>, shared: Arc<Shared>) -> Result<Requeue, 
         // The Canary's watch event for that write triggers the next reconcile; this is a backstop.
         return Ok(Requeue::requeue(Duration::from_secs(2)));
     }
-    shared.ctx.metrics.count_reconcile();
+    let _timing = shared.ctx.metrics.start_reconcile();
     let result = if canary.metadata.deletion_timestamp.is_some() {
         finalize::finalize(&canary, &shared).await
     } else {

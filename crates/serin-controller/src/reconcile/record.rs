@@ -73,8 +73,13 @@ pub(super) async fn record_plan(
     let target = &canary.spec.target_ref.name;
     let old_phase = canary.status.as_ref().and_then(|s| s.phase);
     let phase = plan.status.phase;
-    ctx.metrics
-        .record_tick(target, &namespace, phase, plan.status.canary_weight);
+    ctx.metrics.record_tick(
+        target,
+        &namespace,
+        phase,
+        plan.status.canary_weight,
+        plan.status.failed_checks,
+    );
     if old_phase == Some(Phase::Progressing) {
         ctx.metrics
             .observe_duration(target, &namespace, started.elapsed().as_secs_f64());
