@@ -44,9 +44,9 @@ $(success_rate_metric)
 $(load_test_hooks)
 EOF
 expect_initialized
-listed=$(ks get)
+listed=$(ks list)
 quote "$listed"
-expect_contains "kubectl serin get" "podinfo   Initialized" "$listed"
+expect_contains "kubectl serin list" "podinfo   Initialized" "$listed"
 
 paused() { [[ $(kc get canary podinfo -o jsonpath='{.status.phase}/{.status.currentStepIndex}') == Progressing/1 ]]; }
 

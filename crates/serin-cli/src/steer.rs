@@ -39,6 +39,7 @@ pub struct Cluster {
 #[derive(Subcommand, Debug)]
 pub enum Steer {
     /// Lists the Canaries of a namespace, or shows one release in detail.
+    #[command(visible_alias = "list")]
     Get {
         /// The Canary to show; all of the namespace's when left out.
         name: Option<String>,
