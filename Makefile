@@ -2,7 +2,7 @@
 CARGO ?= cargo
 CRD_FILES := artifacts/crds/serin.yaml charts/serin/crds/serin.yaml
 
-.PHONY: test fmt-check clippy unit doc-check crds kustomize image demo simulate doc bench bench-sandbox bench-loadtester e2e e2e-core e2e-prerequisites bench-operator
+.PHONY: test fmt-check clippy unit doc-check crds kustomize image demo simulate doc bench bench-sandbox bench-loadtester e2e e2e-core e2e-prerequisites bench-operator chaos
 
 ## make test: formatting check, clippy with warnings as errors, every test in the workspace, then every
 ## e2e scenario against sandboxes (several at a time: E2E_JOBS, see e2e/README.md).
@@ -72,6 +72,12 @@ simulate:
 ## make doc: API documentation of the workspace crates.
 doc:
 	$(CARGO) doc --workspace --no-deps
+
+## make chaos: the reliability campaign (scripts/chaos.sh): kill -9 of the operator at seeded
+## random moments of promotions and rollbacks, CHAOS_RUNS runs (default 10) of CHAOS_KILLS kills per
+## release (default 3), CHAOS_JOBS at a time; prints a table. docs/reliability.md has the results.
+chaos: e2e-prerequisites
+	CARGO=$(CARGO) scripts/chaos.sh
 
 ## make bench: performance figures as counts and ratios measured in one run (release builds).
 bench: bench-sandbox bench-loadtester bench-operator

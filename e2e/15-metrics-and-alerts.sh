@@ -181,3 +181,6 @@ expect_eq "chat-error channel" incidents "$(json_value "$error_post" channel)"
 expect_contains "chat-error attachment" '"author_name":"podinfo.'"$NS"'"' "$(json_value "$error_post" attachments)"
 expect_contains "chat-error attachment colour" '"color":"danger"' "$(json_value "$error_post" attachments)"
 expect_eq "chat-info channel" releases "$(json_value "$(receiver_bodies /slack/info | head -n 1)" channel)"
+
+log "no Secret value leaks"
+expect_no_leak s3cret t0k3n

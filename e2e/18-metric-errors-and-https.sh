@@ -124,3 +124,6 @@ expect_sequence weights 0 20 0
 expect_no_event "Metric query failed for secured"
 expect_no_event "no values found for custom metric: secured"
 expect_eq "primary image" ghcr.io/stefanprodan/podinfo:6.0.3 "$(image_of podinfo-primary)"
+
+log "no Secret value leaks"
+expect_no_leak serin-test-password

@@ -506,19 +506,21 @@ start_sandbox() {
 # and stay direct through NO_PROXY.
 start_operator() {
   [[ -x $OPERATOR_BIN ]] || fail "$OPERATOR_BIN is missing: run cargo build -p serin-operator"
-  local port attempt deadline
+  local port attempt deadline logged
   # The free port can be taken by another process before the operator binds it: then try another.
   for ((attempt = 1; ; attempt++)); do
     port=$(free_port)
+    # Appended: a scenario that restarts the operator keeps every run's log.
+    logged=$(stat -c %s "$WORK/operator.log" 2>/dev/null || echo 0)
     env -u http_proxy -u no_proxy -u HTTPS_PROXY -u https_proxy \
       KUBECONFIG="$KUBECONFIG" HTTP_PROXY="$PROXY_URL" NO_PROXY=127.0.0.1,localhost \
       "$OPERATOR_BIN" --namespace "$NS" --metrics-server "${E2E_OPERATOR_METRICS_SERVER:-$PROMETHEUS_URL}" \
-      --admin-address "127.0.0.1:$port" >"$WORK/operator.log" 2>&1 &
+      --admin-address "127.0.0.1:$port" >>"$WORK/operator.log" 2>&1 &
     OPERATOR_PID=$!
     deadline=$(($(date +%s) + 30))
     until curl -sf --noproxy '*' --max-time 2 "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do
       if ! kill -0 "$OPERATOR_PID" 2>/dev/null; then
-        if ((attempt < 5)) && grep -q "Address already in use" "$WORK/operator.log"; then
+        if ((attempt < 5)) && tail -c "+$((logged + 1))" "$WORK/operator.log" | grep -q "Address already in use"; then
           log "admin port $port was taken meanwhile; trying another"
           continue 2
         fi
@@ -811,6 +813,29 @@ expect_no_event() {
   messages=$(event_messages)
   [[ $messages != *"$1"* ]] || fail "an event contains '$1', which should not happen; the events are:"$'\n'"$messages"
   log "ok: no event contains '$1'"
+}
+
+# expect_no_leak VALUE...: no Secret value planted by the scenario appears in the operator's log,
+# the namespace's Events, or any Serin object (status included).
+expect_no_leak() {
+  local value where text
+  for value in "$@"; do
+    for where in "operator log" events "Serin objects"; do
+      case $where in
+        "operator log")
+          if [[ -f $WORK/operator.log ]]; then
+            text=$(cat "$WORK/operator.log")
+          else
+            text=$(kubectl -n serin-system logs "deploy/${E2E_OPERATOR_DEPLOYMENT:-serin}" --tail=-1 2>&1 || true)
+          fi
+          ;;
+        events) text=$(kc get events -o json) ;;
+        "Serin objects") text=$(kc get canaries,metrictemplates,alertproviders -o json) ;;
+      esac
+      [[ $text != *"$value"* ]] || fail "the Secret value '$value' appears in the $where"
+    done
+    log "ok: the Secret value '$value' appears in no log, Event or status"
+  done
 }
 
 # count_events NEEDLE: how many Events' messages contain NEEDLE.
