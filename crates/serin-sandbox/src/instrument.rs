@@ -154,14 +154,26 @@ pub struct FaultRule {
     /// Milliseconds after which a matching watch stream is closed by the server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch_drop_after_ms: Option<u64>,
+    /// Probability (0 to 1) that a matching watch resumed from a resourceVersion gets `410 Gone`
+    /// (Expired), as when etcd compacted past it, so the client must list again.
+    #[serde(default)]
+    pub expire_rate: f64,
+    /// Only requests whose `User-Agent` starts with this (e.g. `serin-operator`); absent matches
+    /// every client, kubectl included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_agent: Option<String>,
 }
 
 impl FaultRule {
-    fn matches(&self, verb: &str, resource: &str) -> bool {
+    fn matches(&self, verb: &str, resource: &str, user_agent: &str) -> bool {
         self.verb
             .as_deref()
             .is_none_or(|v| v.eq_ignore_ascii_case(verb))
             && self.resource.as_deref().is_none_or(|r| r == resource)
+            && self
+                .user_agent
+                .as_deref()
+                .is_none_or(|prefix| user_agent.starts_with(prefix))
     }
 }
 
@@ -174,6 +186,8 @@ pub struct FaultPlan {
     pub latency: Duration,
     /// Close a watch after this long.
     pub watch_drop_after: Option<Duration>,
+    /// Answer a watch resumed from a resourceVersion with 410 Expired.
+    pub expire_watch: bool,
 }
 
 /// A seeded xorshift64* generator shared across threads: cheap, reproducible from its seed, and
@@ -229,11 +243,17 @@ impl Faults {
         self.rules.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Decides the faults of one request.
-    pub fn plan(&self, verb: &str, resource: &str) -> FaultPlan {
+    /// Decides the faults of one request from the client `user_agent`.
+    pub fn plan(&self, verb: &str, resource: &str, user_agent: &str) -> FaultPlan {
         let rules = self.rules.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut plan = FaultPlan::default();
-        for rule in rules.iter().filter(|r| r.matches(verb, resource)) {
+        for rule in rules
+            .iter()
+            .filter(|r| r.matches(verb, resource, user_agent))
+        {
+            if rule.expire_rate > 0.0 && self.random.next_unit() < rule.expire_rate {
+                plan.expire_watch = true;
+            }
             plan.latency += Duration::from_millis(rule.latency_ms);
             if rule.error_rate > 0.0 && self.random.next_unit() < rule.error_rate {
                 plan.fail = true;

@@ -3,7 +3,7 @@
 use crate::apiproxy;
 use crate::auth::{self, Identity};
 use crate::discovery;
-use crate::instrument::{FaultRule, Faults, Metrics};
+use crate::instrument::{FaultPlan, FaultRule, Faults, Metrics};
 use crate::openapi;
 use crate::registry::{ResourceInfo, Verbs};
 use crate::scale;
@@ -512,7 +512,11 @@ async fn route(
         return Err(auth::forbidden(&identity, &request));
     }
     let resource = target.info.qualified_plural();
-    let faults = state.faults.plan(verb, &resource);
+    let client = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("unknown");
+    let faults = state.faults.plan(verb, &resource, client);
     if !faults.latency.is_zero() {
         tokio::time::sleep(faults.latency).await;
     }
@@ -531,14 +535,7 @@ async fn route(
         answer.unwrap_or_else(error_response)
     } else {
         match serve(
-            state,
-            &identity,
-            method,
-            headers,
-            &query,
-            target,
-            body,
-            faults.watch_drop_after,
+            state, &identity, method, headers, &query, target, body, &faults,
         )
         .await
         {
@@ -549,10 +546,6 @@ async fn route(
     state
         .metrics
         .record(verb, &resource, response.status().as_u16());
-    let client = headers
-        .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("unknown");
     state.metrics.record_write(client, verb, &resource);
     Ok(response)
 }
@@ -1000,7 +993,7 @@ async fn serve(
     query: &Query,
     target: Target,
     body: Bytes,
-    watch_drop_after: Option<Duration>,
+    faults: &FaultPlan,
 ) -> Result<Response, ApiError> {
     let store = &state.store;
     let info = &target.info;
@@ -1025,14 +1018,7 @@ async fn serve(
             )?;
             if target.watch_path || query.flag("watch") {
                 let table = table_request(headers, query);
-                return watch(
-                    state,
-                    &target,
-                    query,
-                    (labels, fields),
-                    table,
-                    watch_drop_after,
-                );
+                return watch(state, &target, query, (labels, fields), table, faults);
             }
             let page = list_page(store, &target, query, &labels, &fields)?;
             let mut metadata = json!({"resourceVersion": page.rv.to_string()});
@@ -1306,8 +1292,9 @@ fn watch(
     query: &Query,
     (labels, mut fields): (LabelSelector, FieldSelector),
     table: Option<tables::IncludeObject>,
-    drop_after: Option<Duration>,
+    faults: &FaultPlan,
 ) -> Result<Response, ApiError> {
+    let drop_after = faults.watch_drop_after;
     if query.flag("sendInitialEvents") {
         return Err(ApiError::invalid(
             "ListOptions",
@@ -1339,7 +1326,17 @@ fn watch(
         timeout = timeout.min(drop);
     }
     let metrics = state.metrics.clone();
-    let start = match state.store.watch(&info, query.get("resourceVersion")) {
+    let resumed = query
+        .get("resourceVersion")
+        .is_some_and(|rv| !rv.is_empty() && rv != "0");
+    let start = if faults.expire_watch && resumed {
+        Err(ApiError::expired(
+            "too old resource version (sandbox fault injection)",
+        ))
+    } else {
+        state.store.watch(&info, query.get("resourceVersion"))
+    };
+    let start = match start {
         Ok(start) => Some(start),
         Err(expired) if expired.code == 410 => {
             let line = format!(

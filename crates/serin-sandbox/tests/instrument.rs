@@ -154,6 +154,43 @@ async fn faults_fail_delay_and_drop_what_they_match() {
     .await;
     assert!(ended.is_ok(), "the server closes the watch");
 
+    // A watch resumed from a resourceVersion is told it expired; a fresh one is not.
+    sandbox.set_faults(vec![FaultRule {
+        verb: Some("WATCH".into()),
+        expire_rate: 1.0,
+        ..Default::default()
+    }]);
+    let listed = cms.list(&Default::default()).await.unwrap();
+    let version = listed.metadata.resource_version.unwrap();
+    let first = cms
+        .watch(&WatchParams::default(), &version)
+        .await
+        .unwrap()
+        .boxed()
+        .next()
+        .await;
+    match first {
+        Some(Ok(kube::api::WatchEvent::Error(status))) => {
+            assert_eq!((status.code, status.reason.as_str()), (410, "Expired"))
+        }
+        other => panic!("expected a 410 Expired event, got {other:?}"),
+    }
+
+    // A rule for one client leaves the others alone.
+    sandbox.set_faults(vec![FaultRule {
+        error_rate: 1.0,
+        user_agent: Some("serin-operator".into()),
+        ..Default::default()
+    }]);
+    cms.list(&Default::default()).await.unwrap();
+    let mut config = kube::Config::new(sandbox.url.parse().unwrap());
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static("serin-operator/0.1.0 (test)"),
+    ));
+    let operator: Api<ConfigMap> = Api::default_namespaced(kube::Client::try_from(config).unwrap());
+    assert!(operator.list(&Default::default()).await.is_err());
+
     sandbox.set_faults(Vec::new());
     cms.list(&Default::default()).await.unwrap();
     sandbox.stop().await;
