@@ -399,3 +399,35 @@ fn stepped_promotion_does_not_stall_when_the_router_was_reset() {
     assert!(world.run_until(15, 4, |w| w.phase() == Some(Phase::Succeeded)));
     assert_eq!(world.primary_image(), "podinfo:6.0.1");
 }
+
+#[test]
+fn a_step_whose_status_write_was_lost_gets_its_full_interval() {
+    let mut world = initialized(canary(json!({
+        "interval": "15s", "threshold": 2, "maxWeight": 60, "stepWeight": 20,
+        "metrics": [{"name": "request-success-rate", "thresholdRange": {"min": 99}}]
+    })));
+    release(&mut world);
+    assert!(world.run_until(15, 5, |w| w.status().canary_weight == 20));
+    let before = world.canary.status.clone();
+    let advanced = world.advance(15).clone();
+    assert_eq!(advanced.routes.map(|r| r.canary), Some(40));
+    // The API server failed the status write (or the operator died before it): the routes say 40,
+    // the Canary still says 20, and the events of that tick were never written.
+    world.canary.status = before;
+    let retried = world.advance(1).clone();
+    assert_eq!(
+        retried.routes.map(|r| r.canary),
+        Some(40),
+        "no second step at once"
+    );
+    assert_eq!(world.status().canary_weight, 40);
+    assert!(
+        retried
+            .events
+            .contains(&"Normal: Advance podinfo.test canary weight 40".to_string()),
+        "{:?}",
+        retried.events
+    );
+    assert_eq!(world.advance(14).routes.map(|r| r.canary), Some(40));
+    assert_eq!(world.advance(1).routes.map(|r| r.canary), Some(60));
+}

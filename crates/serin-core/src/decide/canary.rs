@@ -33,6 +33,17 @@ impl<'a> Tick<'a> {
     pub(super) fn run_canary(&mut self, routes: Routes) -> Step {
         let phase = self.phase().expect("in flight");
         let current = routes.canary;
+        if phase == Phase::Progressing && current != self.old.canary_weight {
+            // A tick moved the traffic but its status write (and so its events) was lost: the
+            // operator crashed or the API server failed the write. Record that step now and give
+            // it its full interval, rather than stepping again from the routes at once.
+            self.status.canary_weight = current;
+            self.normal(
+                reason::PROGRESSING,
+                format!("Advance {} canary weight {current}", self.canary_id),
+            );
+            return Err(Halt::Done);
+        }
         let step = next_step_weight(&self.analysis, current);
         if step > 0
             && !routes.mirrored
