@@ -328,8 +328,9 @@ start_receiver() {
   [[ $MODE == sandbox ]] || fail "the loopback receiver needs sandbox mode"
   RECEIVER_DIR=$WORK/receiver
   mkdir -p "$RECEIVER_DIR"
+  rm -f "$RECEIVER_DIR/port"
   python3 "$E2E_DIR/fixtures/receiver.py" serve "$RECEIVER_DIR" --prometheus "$PROMETHEUS_URL" \
-    >"$WORK/receiver.log" 2>&1 &
+    >>"$WORK/receiver.log" 2>&1 &
   RECEIVER_PID=$!
   local deadline=$(($(date +%s) + 15))
   until [[ -s $RECEIVER_DIR/port ]]; do
@@ -339,6 +340,22 @@ start_receiver() {
   done
   RECEIVER_URL=http://127.0.0.1:$(cat "$RECEIVER_DIR/port")
   log "loopback receiver on $RECEIVER_URL (requests in $RECEIVER_DIR/requests.jsonl)"
+}
+
+# stop_receiver / restart_receiver: the receiver goes away (its port refuses connections), then
+# comes back on the same port with what it recorded so far.
+stop_receiver() {
+  stop_process "$RECEIVER_PID" receiver
+  RECEIVER_PID=""
+  log "receiver stopped: $RECEIVER_URL refuses connections"
+}
+restart_receiver() {
+  python3 "$E2E_DIR/fixtures/receiver.py" serve "$RECEIVER_DIR" --prometheus "$PROMETHEUS_URL" \
+    >>"$WORK/receiver.log" 2>&1 &
+  RECEIVER_PID=$!
+  wait_for "the receiver to answer again on $RECEIVER_URL" 15 \
+    curl -sf --noproxy '*' --max-time 2 -o /dev/null "$RECEIVER_URL/prometheus/-/ready"
+  log "receiver back on $RECEIVER_URL"
 }
 
 # start_https_prometheus: a second, empty Debian prometheus on 127.0.0.1 that serves https with the
