@@ -310,6 +310,53 @@ async fn a_refused_connection_is_retried_and_reported_with_the_url() {
 }
 
 #[tokio::test]
+async fn a_closed_connection_or_a_garbage_answer_is_retried_and_reported_with_the_hook() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let garbage: &[u8] = b"\x00\x01 this is not HTTP\r\n\r\n";
+    for (name, reply) in [("closes", &b""[..]), ("garbage", garbage)] {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = accepted.clone();
+        let reply = reply.to_vec();
+        let server = tokio::spawn(async move {
+            loop {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    return;
+                };
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request).await;
+                let _ = stream.write_all(&reply).await;
+            }
+        });
+        let mut broken = hook(name, url.clone());
+        broken.retries = Some(1);
+        broken.timeout = Some("2s".into());
+        let started = Instant::now();
+        let error = client().call(&broken, &payload()).await.unwrap_err();
+        let text = error.to_string();
+        assert!(
+            text.contains(name)
+                && text.contains(&url)
+                && text.contains("giving up after 2 attempt(s)"),
+            "{text}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{name}: {:?}",
+            started.elapsed()
+        );
+        assert_eq!(
+            accepted.load(std::sync::atomic::Ordering::SeqCst),
+            2,
+            "{name}: one retry"
+        );
+        server.abort();
+    }
+}
+
+#[tokio::test]
 async fn bad_urls_and_timeouts_name_the_field_to_fix() {
     let error = client()
         .call(&hook("x", "podinfo.test/".into()), &payload())
