@@ -72,16 +72,7 @@ expect_no_split_or_orphan() {
     "$(kc get destinationrules -o jsonpath='{.items[*].metadata.name}' | tr ' ' '\n' | sort | xargs)"
 }
 
-log "creating the Canary: stepWeight 20 up to 60"
-apply_canary <<EOF
-    interval: $INTERVAL
-    threshold: 2
-    stepWeight: 20
-    maxWeight: 60
-    metrics:
-$(success_rate_metric)
-$(load_test_hooks)
-EOF
+apply_ladder_canary 2
 expect_initialized
 
 log "releasing podinfo 6.0.1 while killing the operator $KILLS times"
@@ -100,7 +91,7 @@ expect_no_split_or_orphan
 log "releasing a faulty podinfo 6.0.2 (ERROR_RATE=0.5) while killing the operator $KILLS times"
 schedule_kills
 follow_baseline podinfo
-kc patch deployment podinfo --type=strategic -p '{"spec":{"template":{"spec":{"containers":[{"name":"podinfod","image":"ghcr.io/stefanprodan/podinfo:6.0.2","env":[{"name":"ERROR_RATE","value":"0.5"}]}]}}}}' >/dev/null
+release_faulty_podinfo 6.0.2
 follow_canary podinfo 300 Failed
 expect_eq "final phase of the faulty release" Failed "$PHASE"
 expect_sequence phases Succeeded Progressing Failed

@@ -24,16 +24,7 @@ injected_so_far() {
     awk '/^sandbox_apiserver_request_total\{/ && /code="500"/ {n += $NF} END {printf "%d\n", n}'
 }
 
-log "creating the Canary: stepWeight 20 up to 60"
-apply_canary <<EOF
-    interval: $INTERVAL
-    threshold: 2
-    stepWeight: 20
-    maxWeight: 60
-    metrics:
-$(success_rate_metric)
-$(load_test_hooks)
-EOF
+apply_ladder_canary 2
 expect_initialized
 
 PROFILE='{"userAgent": "serin-operator", "errorRate": 0.05, "latencyMs": 200},
@@ -62,7 +53,7 @@ expect_eq "VirtualService canary weight" 0 "$(vs_weight podinfo-canary)"
 
 log "releasing a faulty podinfo 6.0.2 (ERROR_RATE=0.5)"
 follow_baseline podinfo
-kc patch deployment podinfo --type=strategic -p '{"spec":{"template":{"spec":{"containers":[{"name":"podinfod","image":"ghcr.io/stefanprodan/podinfo:6.0.2","env":[{"name":"ERROR_RATE","value":"0.5"}]}]}}}}' >/dev/null
+release_faulty_podinfo 6.0.2
 follow_canary podinfo 300 Failed
 expect_eq "final phase of the faulty release" Failed "$PHASE"
 expect_eq "primary image after the rollback" ghcr.io/stefanprodan/podinfo:6.0.1 "$(image_of podinfo-primary)"

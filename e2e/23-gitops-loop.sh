@@ -38,16 +38,7 @@ apply_canary() {
   kc apply --server-side --field-manager=flux -f "$CANARY_FILE" >/dev/null
 }
 
-log "creating the Canary: stepWeight 20 up to 60"
-apply_canary <<EOF
-    interval: $INTERVAL
-    threshold: 2
-    stepWeight: 20
-    maxWeight: 60
-    metrics:
-$(success_rate_metric)
-$(load_test_hooks)
-EOF
+apply_ladder_canary 2
 expect_initialized
 git_state ghcr.io/stefanprodan/podinfo:6.0.0
 

@@ -9,16 +9,8 @@ require_sandbox "the loopback receiver stands in for Prometheus"
 setup
 start_receiver
 
-log "creating the Canary: Prometheus at the receiver (which forwards to the sandbox's), threshold 3"
-apply_canary "metricsServer: $RECEIVER_URL/prometheus" <<EOF
-    interval: $INTERVAL
-    threshold: 3
-    stepWeight: 20
-    maxWeight: 60
-    metrics:
-$(success_rate_metric)
-$(load_test_hooks)
-EOF
+log "the Canary reads Prometheus through the receiver, which forwards to the sandbox's"
+apply_ladder_canary 3 "metricsServer: $RECEIVER_URL/prometheus"
 expect_initialized
 
 OUTAGE=before

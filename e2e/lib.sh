@@ -195,6 +195,29 @@ apply_canary() {
   } | kc apply -f - >/dev/null
 }
 
+# apply_ladder_canary THRESHOLD [SPEC_LINE...]: the Canary the reliability scenarios release:
+# stepWeight 20 up to 60, the builtin success-rate check and the load tester's hooks.
+apply_ladder_canary() {
+  local threshold=$1
+  shift
+  log "creating the Canary: stepWeight 20 up to 60, threshold $threshold"
+  apply_canary "$@" <<EOF
+    interval: $INTERVAL
+    threshold: $threshold
+    stepWeight: 20
+    maxWeight: 60
+    metrics:
+$(success_rate_metric)
+$(load_test_hooks)
+EOF
+}
+
+# release_faulty_podinfo VERSION: sets podinfo VERSION with half its requests answered 500
+# (ERROR_RATE is the sandbox podinfo's fault switch).
+release_faulty_podinfo() {
+  kc patch deployment podinfo --type=strategic -p '{"spec":{"template":{"spec":{"containers":[{"name":"podinfod","image":"ghcr.io/stefanprodan/podinfo:'"$1"'","env":[{"name":"ERROR_RATE","value":"0.5"}]}]}}}}' >/dev/null
+}
+
 # load_test_hooks [HEY_TARGET]: the `webhooks:` block of a Canary's analysis, indented for
 # apply_canary, that runs the load tester's hey against HEY_TARGET (default the canary Service) as a
 # pre-rollout hook, so the load starts one tick before the first metric check, and as a rollout

@@ -35,18 +35,7 @@ async fn serve_operator_metrics(
     let address = listener.local_addr()?;
     let app = axum::Router::new().route(
         "/metrics",
-        axum::routing::get(move || {
-            let text = metrics.render();
-            async move {
-                (
-                    [(
-                        axum::http::header::CONTENT_TYPE,
-                        serin_controller::metrics::CONTENT_TYPE,
-                    )],
-                    text,
-                )
-            }
-        }),
+        serin_controller::metrics::metrics_route(metrics),
     );
     let server = tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;

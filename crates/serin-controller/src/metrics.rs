@@ -475,6 +475,16 @@ where
     }
 }
 
+/// The `GET /metrics` route of an admin server: `metrics` in OpenMetrics text.
+pub fn metrics_route<S: Clone + Send + Sync + 'static>(
+    metrics: std::sync::Arc<OperatorMetrics>,
+) -> axum::routing::MethodRouter<S> {
+    axum::routing::get(move || {
+        let text = metrics.render();
+        async move { ([(http::header::CONTENT_TYPE, CONTENT_TYPE)], text) }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,7 @@
 //! Debian's Prometheus scrapes the operator's OpenMetrics text and reads back Flagger's names.
 
 use serin_api::Phase;
-use serin_controller::metrics::{CONTENT_TYPE, OperatorMetrics};
+use serin_controller::metrics::OperatorMetrics;
 use serin_metrics::PrometheusClient;
 use serin_sandbox::prometheus::Prometheus;
 use std::collections::BTreeMap;
@@ -22,13 +22,8 @@ async fn prometheus_reads_every_family_from_the_openmetrics_text() {
     drop(metrics.start_reconcile());
 
     let served = metrics.clone();
-    let app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || {
-            let text = served.render();
-            async move { ([(http::header::CONTENT_TYPE, CONTENT_TYPE)], text) }
-        }),
-    );
+    let app =
+        axum::Router::new().route("/metrics", serin_controller::metrics::metrics_route(served));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });

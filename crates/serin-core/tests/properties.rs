@@ -226,7 +226,7 @@ fn canary() -> impl Strategy<Value = Value> {
 /// An answer to a check, chosen by `pick`.
 fn answer(check: &Check, pick: u8) -> Outcome {
     match check {
-        Check::Hook { .. } if pick % 3 == 0 => Outcome::Hook(Err("refused".into())),
+        Check::Hook { .. } if pick.is_multiple_of(3) => Outcome::Hook(Err("refused".into())),
         Check::Hook { .. } => Outcome::Hook(Ok(())),
         Check::Metric { .. } => match pick % 4 {
             0 => Outcome::Metric(MetricReading::NoData),

@@ -320,18 +320,7 @@ async fn admin_server(
         )
         .route(
             "/metrics",
-            axum::routing::get(move || {
-                let text = metrics.render();
-                async move {
-                    (
-                        [(
-                            axum::http::header::CONTENT_TYPE,
-                            serin_controller::metrics::CONTENT_TYPE,
-                        )],
-                        text,
-                    )
-                }
-            }),
+            serin_controller::metrics::metrics_route(metrics),
         );
     Ok(tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
