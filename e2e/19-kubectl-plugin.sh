@@ -3,7 +3,8 @@
 # Canaries (`get NAME --watch` redraws in place in a real terminal, driven with tmux), and steers
 # releases: status --watch exits 0 for a promoted release, 1 for a failed one and 2 on timeout;
 # promote leaves a pause; restart runs the analysis again; abort rolls a running release back; pause
-# and resume suspend. `kubectl wait` reads the Ready and Stalled conditions.
+# and resume suspend; status exits 3 for an invalid Canary. `kubectl wait` reads the Ready and
+# Stalled conditions.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 setup
 
@@ -130,3 +131,24 @@ expect_eq "spec.suspend after resume" false "$(kc get canary podinfo -o jsonpath
 missing_rc=0
 ks get no-such-canary >/dev/null 2>&1 || missing_rc=$?
 expect_eq "exit code for a Canary that does not exist" 4 "$missing_rc"
+
+log "an invalid Canary: status exits 3 and lists its problems; Stalled names the reason"
+kc apply -f - >/dev/null <<YAML
+apiVersion: serin.dev/v1beta1
+kind: Canary
+metadata:
+  name: misspelt
+spec:
+  provider: istiod
+  targetRef: {apiVersion: apps/v1, kind: Deployment, name: podinfo}
+  service: {port: 9898}
+  analysis: {interval: $INTERVAL, threshold: 2, stepWeight: 10, maxWeight: 50}
+YAML
+run_status misspelt
+expect_eq "status exit code for an invalid Canary" 3 "$STATUS_RC"
+expect_contains "status of an invalid Canary" "spec.provider" "$STATUS_OUT"
+kubectl wait canary/misspelt -n "$NS" --for=condition=Stalled --timeout=30s >/dev/null ||
+  fail "kubectl wait --for=condition=Stalled did not return for an invalid Canary"
+expect_eq "Stalled reason" InvalidSpec \
+  "$(kc get canary misspelt -o jsonpath='{.status.conditions[?(@.type=="Stalled")].reason}')"
+kc delete canary misspelt --timeout=30s >/dev/null
