@@ -20,7 +20,8 @@ RANDOM=$SEED
 TOTAL_KILLS=0
 log "seed $SEED, $KILLS kills per release"
 
-# The kill moments: the first within two intervals of the release's start, then every 1 to 12 s.
+# The kill moments: the first within two intervals of the release's start, then every 5 to 25 s,
+# so they land in every phase of a release (a healthy one takes about six intervals).
 NEXT_KILL_AT=0
 KILLS_LEFT=0
 schedule_kills() {
@@ -38,7 +39,7 @@ kill_when_due() {
     log "kill -9 #$TOTAL_KILLS of the operator at $PHASE, weight $WEIGHT"
     start_operator
     KILLS_LEFT=$((KILLS_LEFT - 1))
-    NEXT_KILL_AT=$((now + 10 + RANDOM % 110))
+    NEXT_KILL_AT=$((now + 50 + RANDOM % 200))
   fi
   return 0
 }

@@ -51,5 +51,8 @@ for ((seed = first_seed; seed < first_seed + runs; seed++)); do
   printf '%-6s %-6s %-10s %-10s %s\n' "$seed" "$n" "$promotion" "$rollback" "$result"
 done
 echo
+echo "where the kills landed (phase, canary weight):"
+grep -h 'kill -9 #' "$logs"/seed-*.log | sed 's/.* of the operator at //' | sort | uniq -c | sort -rn
+echo
 echo "$passed of $runs runs held; $total_kills kill -9s of the operator in $(($(date +%s) - started))s; logs in $logs"
 ((passed == runs))
