@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 use serin_api::{Canary, Phase};
-use serin_core::simulation::{World, deployment, healthy};
+use serin_core::simulation::{World, canary, deployment, healthy};
 use serin_core::{Check, MetricReading, Outcome};
 use std::path::Path;
 use std::process::Command;
@@ -93,20 +93,6 @@ fn argo_health(canary: &Canary) -> (String, String) {
     let text = String::from_utf8(output.stdout).expect("utf-8");
     let (health, message) = text.split_once('\n').expect("two lines");
     (health.to_string(), message.to_string())
-}
-
-fn canary(analysis: Value) -> Canary {
-    serde_json::from_value(json!({
-        "apiVersion": "serin.dev/v1beta1",
-        "kind": "Canary",
-        "metadata": {"name": "podinfo", "namespace": "test", "generation": 1},
-        "spec": {
-            "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "podinfo"},
-            "service": {"port": 9898},
-            "analysis": analysis
-        }
-    }))
-    .expect("valid canary")
 }
 
 fn world(analysis: Value) -> World {

@@ -67,6 +67,21 @@ impl Helm {
         assert!(ok, "helm {args:?} failed:\n{out}\n{err}");
         out
     }
+
+    /// `helm template` of the operator chart into serin-system with `--set` of each of `sets`.
+    fn template_serin(&self, sets: &[&str]) -> String {
+        let mut args = vec![
+            "template",
+            "serin",
+            "charts/serin",
+            "--namespace",
+            "serin-system",
+        ];
+        for set in sets {
+            args.extend(["--set", set]);
+        }
+        self.ok(&args)
+    }
 }
 
 /// A Prometheus operator monitor kind (`ServiceMonitor`, `PodMonitor`), as far as the API server
@@ -196,17 +211,7 @@ fn the_charts_render_what_the_api_server_accepts() {
         ),
     ];
     for (case, sets, expected) in matrix {
-        let mut args = vec![
-            "template",
-            "serin",
-            "charts/serin",
-            "--namespace",
-            "serin-system",
-        ];
-        for set in sets {
-            args.extend(["--set", set]);
-        }
-        let rendered = helm.ok(&args);
+        let rendered = helm.template_serin(sets);
         for text in expected {
             assert!(
                 rendered.contains(text),
@@ -261,17 +266,7 @@ fn the_charts_render_what_the_api_server_accepts() {
 
 /// The ConfigMaps of `helm template` with `sets`, as JSON objects.
 fn rendered_config_maps(helm: &Helm, sets: &[&str]) -> Vec<serde_json::Value> {
-    let mut args = vec![
-        "template",
-        "serin",
-        "charts/serin",
-        "--namespace",
-        "serin-system",
-    ];
-    for set in sets {
-        args.extend(["--set", set]);
-    }
-    let rendered = helm.ok(&args);
+    let rendered = helm.template_serin(sets);
     let documents: Vec<serde_json::Value> = serde_saphyr::from_multiple(&rendered)
         .unwrap_or_else(|e| panic!("helm template {sets:?} is not YAML ({e}):\n{rendered}"));
     documents

@@ -66,6 +66,22 @@ pub struct World {
     rollout_started: BTreeMap<String, Timestamp>,
 }
 
+/// A Canary `podinfo` in namespace `test` at generation 1, targeting Deployment `podinfo` on port
+/// 9898, with `analysis` (JSON).
+pub fn canary(analysis: serde_json::Value) -> Canary {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "serin.dev/v1beta1",
+        "kind": "Canary",
+        "metadata": {"name": "podinfo", "namespace": "test", "generation": 1},
+        "spec": {
+            "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "podinfo"},
+            "service": {"port": 9898},
+            "analysis": analysis
+        }
+    }))
+    .expect("a valid Canary")
+}
+
 /// Builds a Deployment named `name` running `image` with `replicas`, already rolled out.
 pub fn deployment(name: &str, namespace: &str, image: &str, replicas: i32) -> Deployment {
     let mut d: Deployment = serde_json::from_value(serde_json::json!({

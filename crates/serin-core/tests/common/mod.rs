@@ -1,24 +1,10 @@
 //! Shared builders for the timeline tests.
 #![allow(dead_code)]
 
-use serde_json::{Value, json};
 use serin_api::Canary;
 use serin_core::simulation::{World, deployment};
 
-/// A Canary `podinfo` in `test` with the given `analysis` (JSON), targeting Deployment `podinfo`.
-pub fn canary(analysis: Value) -> Canary {
-    serde_json::from_value(json!({
-        "apiVersion": "serin.dev/v1beta1",
-        "kind": "Canary",
-        "metadata": {"name": "podinfo", "namespace": "test", "generation": 1},
-        "spec": {
-            "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "podinfo"},
-            "service": {"port": 9898},
-            "analysis": analysis
-        }
-    }))
-    .expect("valid canary")
-}
+pub use serin_core::simulation::canary;
 
 /// A world with `canary` over a one-replica podinfo 6.0.0, initialized (Initialized, primary ready).
 pub fn initialized(canary: Canary) -> World {
