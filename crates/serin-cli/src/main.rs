@@ -59,7 +59,7 @@ async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     if let Command::Steer(steer::Steer::Completion { shell }) = cli.command {
         use clap::CommandFactory;
-        clap_complete::generate(shell, &mut Cli::command(), "serin", &mut std::io::stdout());
+        steer::print_completion(shell, &mut Cli::command(), "serin");
         return std::process::ExitCode::SUCCESS;
     }
     let outcome = match cli.command {

@@ -118,6 +118,15 @@ pub enum Steer {
     },
 }
 
+/// Prints the completion script of `command` (run as `bin_name`) for `shell`. A reader that stops
+/// early (`| head`) ends the output quietly rather than with a panic.
+pub fn print_completion(shell: clap_complete::Shell, command: &mut clap::Command, bin_name: &str) {
+    use std::io::Write;
+    let mut script = Vec::new();
+    clap_complete::generate(shell, command, bin_name, &mut script);
+    let _ = std::io::stdout().write_all(&script);
+}
+
 /// Runs a subcommand; its exit code follows the subcommand's documentation.
 pub async fn run(cluster: Cluster, command: Steer) -> anyhow::Result<ExitCode> {
     if let Steer::Lint { files } = &command {

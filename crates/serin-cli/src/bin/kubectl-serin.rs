@@ -30,12 +30,7 @@ async fn main() -> ExitCode {
     if let steer::Steer::Completion { shell } = plugin.command {
         use clap::CommandFactory;
         // Completes the plugin's own executable; kubectl does not pass completion to plugins.
-        clap_complete::generate(
-            shell,
-            &mut Plugin::command(),
-            "kubectl-serin",
-            &mut std::io::stdout(),
-        );
+        steer::print_completion(shell, &mut Plugin::command(), "kubectl-serin");
         return ExitCode::SUCCESS;
     }
     steer::run(plugin.cluster, plugin.command)
