@@ -13,8 +13,6 @@ mkdir -p "$PLUGINS"
 ln -s "$TARGET_DIR/debug/kubectl-serin" "$PLUGINS/kubectl-serin"
 export PATH=$PLUGINS:$PATH
 ks() { kubectl serin -n "$NS" "$@"; }
-# quote TEXT: shows a command's output in the log, indented.
-quote() { printf '%s\n' "$1" | sed 's/^/    | /'; }
 
 # run_status ARGS...: runs `kubectl serin status`, keeping its output in STATUS_OUT and its exit code
 # in STATUS_RC (a non-zero code must not end the scenario).

@@ -49,7 +49,6 @@ expect_eq "weight held while Prometheus was down" 20 "$WEIGHT_IN_OUTAGE"
 expect_eq "final phase" Succeeded "$PHASE"
 expect_sequence weights 0 20 40 60 0
 failed_query=$(event_messages | grep -F "Metric query failed for request-success-rate" | head -n 1 || true)
-quote() { printf '%s\n' "$1" | sed 's/^/    | /'; }
 quote "$failed_query"
 expect_contains "the failed check says why" "onnection refused" "$failed_query"
 expect_eq "primary image" ghcr.io/stefanprodan/podinfo:6.0.1 "$(image_of podinfo-primary)"

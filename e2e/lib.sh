@@ -753,6 +753,9 @@ expect_eq() {
 }
 
 # expect_contains WHAT NEEDLE HAYSTACK
+# quote TEXT: shows a command's output in the log, indented.
+quote() { printf '%s\n' "$1" | sed 's/^/    | /'; }
+
 expect_contains() {
   [[ $3 == *"$2"* ]] || fail "$1: expected to contain '$2', got: $3"
   log "ok: $1 contains '$2'"

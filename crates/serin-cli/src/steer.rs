@@ -12,7 +12,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, ResourceExt};
 use serde_json::{Value, json};
-use serin_api::{Canary, Phase};
+use serin_api::{Canary, HandledRequests, Phase};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -183,41 +183,15 @@ pub async fn run(cluster: Cluster, command: Steer) -> anyhow::Result<ExitCode> {
             }
             Ok(code)
         }
-        Steer::Promote { name, full } => {
-            let annotation = if full {
-                serin_api::canary::PROMOTE_FULL_ANNOTATION
-            } else {
-                serin_api::canary::PROMOTE_ANNOTATION
-            };
-            request(&client, &canaries, &name, annotation).await
+        Steer::Promote { name, full: false } => {
+            request(&client, &canaries, &name, ManualRequest::PROMOTE).await
         }
-        Steer::Abort { name } => {
-            request(
-                &client,
-                &canaries,
-                &name,
-                serin_api::canary::ABORT_ANNOTATION,
-            )
-            .await
+        Steer::Promote { name, full: true } => {
+            request(&client, &canaries, &name, ManualRequest::PROMOTE_FULL).await
         }
-        Steer::Retry { name } => {
-            request(
-                &client,
-                &canaries,
-                &name,
-                serin_api::canary::RETRY_ANNOTATION,
-            )
-            .await
-        }
-        Steer::Restart { name } => {
-            request(
-                &client,
-                &canaries,
-                &name,
-                serin_api::canary::RESTART_ANNOTATION,
-            )
-            .await
-        }
+        Steer::Abort { name } => request(&client, &canaries, &name, ManualRequest::ABORT).await,
+        Steer::Retry { name } => request(&client, &canaries, &name, ManualRequest::RETRY).await,
+        Steer::Restart { name } => request(&client, &canaries, &name, ManualRequest::RESTART).await,
         Steer::Pause { name } => suspend(&canaries, &name, true).await,
         Steer::Resume { name } => suspend(&canaries, &name, false).await,
         Steer::Lint { .. } | Steer::Migrate { .. } | Steer::Completion { .. } => {
@@ -698,13 +672,44 @@ async fn status(
     }
 }
 
+/// A manual request: the annotation that carries its token, and where the operator records the
+/// token once it acted on it.
+struct ManualRequest {
+    annotation: &'static str,
+    handled: fn(&HandledRequests) -> Option<&String>,
+}
+
+impl ManualRequest {
+    const PROMOTE: Self = Self {
+        annotation: serin_api::PROMOTE_ANNOTATION,
+        handled: |h| h.promote.as_ref(),
+    };
+    const PROMOTE_FULL: Self = Self {
+        annotation: serin_api::PROMOTE_FULL_ANNOTATION,
+        handled: |h| h.promote_full.as_ref(),
+    };
+    const ABORT: Self = Self {
+        annotation: serin_api::ABORT_ANNOTATION,
+        handled: |h| h.abort.as_ref(),
+    };
+    const RETRY: Self = Self {
+        annotation: serin_api::RETRY_ANNOTATION,
+        handled: |h| h.retry.as_ref(),
+    };
+    const RESTART: Self = Self {
+        annotation: serin_api::RESTART_ANNOTATION,
+        handled: |h| h.restart.as_ref(),
+    };
+}
+
 /// Writes a manual request (a new token in its annotation) and prints what the operator did.
 async fn request(
     client: &Client,
     canaries: &Api<Canary>,
     name: &str,
-    annotation: &str,
+    manual: ManualRequest,
 ) -> anyhow::Result<ExitCode> {
+    let annotation = manual.annotation;
     let before = canaries.get(name).await?;
     let known: Vec<String> = events_of(client, &before)
         .await
@@ -720,21 +725,15 @@ async fn request(
         .await?;
     let verb = annotation.trim_start_matches("serin.dev/");
     println!("{verb} requested for {name} (token {token}); waiting for the operator");
-    let field = match verb {
-        "promote-full" => "promoteFull",
-        other => other,
-    };
     for _ in 0..60 {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let canary = canaries.get(name).await?;
-        let handled = serde_json::to_value(
-            canary
-                .status
-                .as_ref()
-                .and_then(|s| s.handled_requests.as_ref()),
-        )
-        .unwrap_or(Value::Null);
-        if handled[field] == token.as_str() {
+        let handled = canary
+            .status
+            .as_ref()
+            .and_then(|s| s.handled_requests.as_ref())
+            .and_then(manual.handled);
+        if handled == Some(&token) {
             for event in events_of(client, &canary).await {
                 if !known.contains(&event.metadata.name.clone().unwrap_or_default()) {
                     println!(

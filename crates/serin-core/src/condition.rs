@@ -71,8 +71,6 @@ pub struct Health<'a> {
     /// The reason and message of what blocks the Canary (an invalid spec, a missing target,
     /// suspension), when something does.
     pub blocked: Option<(&'a str, &'a str)>,
-    /// Whether the block is the user's suspension (`spec.suspend`) rather than a problem.
-    pub suspended: bool,
     /// The `metadata.generation` these conditions describe.
     pub generation: Option<i64>,
     /// The kind of the target, for the messages.
@@ -91,7 +89,8 @@ pub fn set_health(conditions: &mut Vec<CanaryCondition>, health: &Health, now: &
         observed_generation: health.generation,
     };
     let (ready, reconciling, stalled) = match (health.blocked, health.phase) {
-        (Some((reason, message)), _) if health.suspended => (
+        // The user's suspension is not a problem to fix: nothing is stalled.
+        (Some((reason, message)), _) if reason == crate::plan::reason::SUSPENDED => (
             condition(READY, "False", reason, message),
             condition(RECONCILING, "False", reason, message),
             condition(STALLED, "False", reason, message),

@@ -682,7 +682,6 @@ impl<'a> Tick<'a> {
         let health = Health {
             phase: self.status.phase,
             blocked: self.blocked_by.map(|reason| (reason, message.as_str())),
-            suspended: self.blocked_by == Some(reason::SUSPENDED),
             generation: self.canary.metadata.generation,
             kind: &kind,
         };

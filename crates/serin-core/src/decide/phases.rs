@@ -60,10 +60,11 @@ impl<'a> Tick<'a> {
         if failed {
             self.finish_traffic_move()?;
         }
-        let mut retry = false;
+        // A retry or a restart releases the current revision again, changed or not.
+        let mut rerun = false;
         if failed && self.pending.retry.is_some() {
             self.handled(Request::Retry);
-            retry = true;
+            rerun = true;
             self.normal(
                 reason::REQUEST_HANDLED,
                 format!("Retrying the release of {}", self.target_id),
@@ -71,7 +72,7 @@ impl<'a> Tick<'a> {
         }
         if self.pending.restart.is_some() && self.pending.promote_full.is_none() {
             self.handled(Request::Restart);
-            retry = true;
+            rerun = true;
             self.normal(
                 reason::REQUEST_HANDLED,
                 format!(
@@ -102,7 +103,7 @@ impl<'a> Tick<'a> {
                 ),
             );
         }
-        if !(changed || retry) {
+        if !(changed || rerun) {
             let back_on_promoted = self.old.last_promoted_spec.as_deref() == Some(&self.hash)
                 && self.old.last_applied_spec.as_deref() != Some(&self.hash);
             if back_on_promoted {
