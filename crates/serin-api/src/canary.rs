@@ -650,6 +650,10 @@ pub struct CanaryStatus {
     /// When the last analysis tick ran; the next one is due one interval later.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_tick_time: Option<Time>,
+    /// Since when a confirm-* gate has given no answer at all (timeouts, refused connections,
+    /// retryable errors); past `progressDeadlineSeconds` the release is rolled back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unanswered_gate_since: Option<Time>,
     /// The last result of each metric check in the current run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub metric_checks: Vec<MetricCheckStatus>,

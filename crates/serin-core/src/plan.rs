@@ -100,6 +100,10 @@ pub enum MetricReading {
 pub enum Outcome {
     /// A webhook answered with success (status ≤ 202), or failed with this message.
     Hook(Result<(), String>),
+    /// A webhook gave no answer after its retries (timeouts, refused or closed connections,
+    /// retryable statuses), with this message; a gate that stays unanswered ends the release at
+    /// `progressDeadlineSeconds`, a gate that answers "closed" holds it as long as it says so.
+    HookUnanswered(String),
     /// A metric query's result; the engine judges it against the metric's range.
     Metric(MetricReading),
 }

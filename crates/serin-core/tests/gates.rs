@@ -238,3 +238,127 @@ fn a_failing_rollout_hook_halts_before_metrics() {
         "Warning: Rolling back podinfo.test failed checks threshold reached 2",
     );
 }
+
+/// A world whose gate `gate` gives no answer (every attempt timed out) until `answer` is set,
+/// then answers with it; progressDeadlineSeconds is 60.
+fn with_silent_gate(hook_type: &str) -> (World, Rc<Cell<Option<bool>>>) {
+    let mut canary = canary(json!({
+        "interval": "15s", "stepWeight": 10, "maxWeight": 20, "threshold": 2,
+        "webhooks": [{"name": "gate", "type": hook_type, "url": "http://loadtester.test/gate/check"}]
+    }));
+    canary.spec.progress_deadline_seconds = Some(60);
+    let mut world = initialized(canary);
+    let answer = Rc::new(Cell::new(None));
+    let switch = answer.clone();
+    world.respond(move |check, now| match check {
+        Check::Hook { name, .. } if name == "gate" => match switch.get() {
+            None => Outcome::HookUnanswered(
+                "webhook gate: POST http://loadtester.test/gate/check giving up after 1 attempt(s): no answer within 10s".into(),
+            ),
+            Some(true) => Outcome::Hook(Ok(())),
+            Some(false) => Outcome::Hook(Err("gate closed".into())),
+        },
+        other => healthy(other, now),
+    });
+    (world, answer)
+}
+
+#[test]
+fn a_silent_confirm_rollout_gate_holds_then_fails_the_release_at_the_progress_deadline() {
+    let (mut world, _answer) = with_silent_gate("confirm-rollout");
+    world.set_target_image("podinfo:6.0.1");
+    let held = world.reconcile().clone();
+    assert_eq!(held.phase, Some(Phase::Waiting));
+    assert_eq!(
+        held.events,
+        vec![
+            "Warning: confirm-rollout gate gate gave no answer: webhook gate: POST http://loadtester.test/gate/check giving up after 1 attempt(s): no answer within 10s; the release holds, and is rolled back if the gate stays silent for 60s (spec.progressDeadlineSeconds), 60s from now",
+            "Warning: Halt podinfo.test advancement waiting for approval gate",
+        ]
+    );
+    assert!(world.status().message.unwrap().contains("gave no answer"));
+    for left in [45, 30, 15] {
+        let t = world.advance(15).clone();
+        assert_eq!(t.phase, Some(Phase::Waiting));
+        assert!(
+            t.events[0].ends_with(&format!("{left}s from now")),
+            "{:?}",
+            t.events
+        );
+    }
+    let failed = world.advance(15).clone();
+    assert_eq!(failed.phase, Some(Phase::Failed));
+    assert_eq!(
+        failed.events[0],
+        "Warning: Rolling back podinfo.test: confirm-rollout gate gate gave no answer for 60s (spec.progressDeadlineSeconds): webhook gate: POST http://loadtester.test/gate/check giving up after 1 attempt(s): no answer within 10s"
+    );
+    assert_eq!(
+        world.target_replicas(),
+        0,
+        "the new revision was never scaled up"
+    );
+    assert_eq!(world.primary_image(), "ghcr.io/stefanprodan/podinfo:6.0.0");
+    assert_eq!(world.status().unanswered_gate_since, None);
+    // The failed revision is not started again until it changes.
+    for _ in 0..4 {
+        assert_eq!(world.advance(15).phase, Some(Phase::Failed));
+    }
+}
+
+#[test]
+fn a_silent_promotion_gate_rolls_back_at_the_progress_deadline() {
+    let (mut world, _answer) = with_silent_gate("confirm-promotion");
+    release(&mut world);
+    assert!(world.run_until(15, 10, |w| w.phase() == Some(Phase::WaitingPromotion)));
+    assert_eq!(world.routes.unwrap().canary, 20, "held at the last step");
+    let message = world.status().message.unwrap_or_default();
+    assert!(message.contains("gave no answer"), "{message:?}");
+    world.reconcile();
+    assert_eq!(
+        world.status().message.unwrap_or_default(),
+        message,
+        "a tick that is not due (a watch event) keeps the message"
+    );
+    assert!(world.run_until(15, 10, |w| w.phase() == Some(Phase::Failed)));
+    assert_event(
+        &world,
+        "Warning: Rolling back podinfo.test: confirm-promotion gate gate gave no answer for 60s",
+    );
+    assert_eq!(world.routes, Some(Routes::PRIMARY_ONLY));
+    assert_eq!(world.primary_image(), "ghcr.io/stefanprodan/podinfo:6.0.0");
+    assert_eq!(world.status().message, None);
+}
+
+#[test]
+fn a_gate_that_answers_closed_holds_past_the_progress_deadline() {
+    let (mut world, answer) = with_silent_gate("confirm-traffic-increase");
+    answer.set(Some(false));
+    release(&mut world);
+    for _ in 0..12 {
+        let t = world.advance(15).clone();
+        assert_eq!(t.phase, Some(Phase::Progressing), "{:?}", t.events);
+        assert_eq!(t.routes, Some(Routes::PRIMARY_ONLY));
+    }
+    answer.set(Some(true));
+    assert!(world.run_until(15, 20, |w| w.phase() == Some(Phase::Succeeded)));
+}
+
+#[test]
+fn a_gate_that_answers_again_restarts_the_silence_clock() {
+    let (mut world, answer) = with_silent_gate("confirm-traffic-increase");
+    release(&mut world);
+    for _ in 0..3 {
+        world.advance(15);
+    }
+    assert!(world.status().unanswered_gate_since.is_some());
+    answer.set(Some(false));
+    world.advance(15);
+    assert_eq!(world.status().unanswered_gate_since, None);
+    answer.set(None);
+    for _ in 0..4 {
+        let t = world.advance(15).clone();
+        assert_eq!(t.phase, Some(Phase::Progressing), "{:?}", t.events);
+    }
+    assert!(world.run_until(15, 3, |w| w.phase() == Some(Phase::Failed)));
+    assert_eq!(world.routes, Some(Routes::PRIMARY_ONLY));
+}

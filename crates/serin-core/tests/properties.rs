@@ -227,6 +227,9 @@ fn canary() -> impl Strategy<Value = Value> {
 fn answer(check: &Check, pick: u8) -> Outcome {
     match check {
         Check::Hook { .. } if pick.is_multiple_of(3) => Outcome::Hook(Err("refused".into())),
+        Check::Hook { .. } if pick % 3 == 1 && pick > 128 => {
+            Outcome::HookUnanswered("no answer within 10s".into())
+        }
         Check::Hook { .. } => Outcome::Hook(Ok(())),
         Check::Metric { .. } => match pick % 4 {
             0 => Outcome::Metric(MetricReading::NoData),

@@ -283,19 +283,24 @@ impl WebhookClient {
         let hook = webhooks(canary)
             .iter()
             .find(|h| &h.name == name && h.hook_type().unwrap_or(HookType::Rollout) == *hook_type);
-        let result = match hook {
-            Some(hook) => self
+        let outcome = match hook {
+            Some(hook) => match self
                 .call(hook, &HookPayload::for_hook(canary, hook, *phase))
                 .await
-                .map(|_| ())
-                .map_err(|e| e.to_string()),
-            None => Err(format!(
+            {
+                Ok(_) => Outcome::Hook(Ok(())),
+                Err(error @ WebhookError::GaveUp { .. }) => {
+                    Outcome::HookUnanswered(error.to_string())
+                }
+                Err(error) => Outcome::Hook(Err(error.to_string())),
+            },
+            None => Outcome::Hook(Err(format!(
                 "webhook {name} of type {hook_type} is not in spec.analysis.webhooks; the Canary changed during the tick"
-            )),
+            ))),
         };
         Some(Verdict {
             check: check.clone(),
-            outcome: Outcome::Hook(result),
+            outcome,
         })
     }
 

@@ -262,6 +262,39 @@ async fn a_slow_hook_times_out_with_an_error_naming_it() {
 }
 
 #[tokio::test]
+async fn a_gate_that_gives_no_answer_is_told_apart_from_a_gate_that_answers_closed() {
+    let silent = Receiver::scripted(&[], 200, "", Duration::from_secs(5)).await;
+    let closed = Receiver::scripted(&[], 403, "gate closed", Duration::ZERO).await;
+    let canary = canary(json!({"webhooks": [
+        {"name": "silent", "type": "confirm-promotion", "url": silent.url("/"), "timeout": "1s"},
+        {"name": "closed", "type": "confirm-promotion", "url": closed.url("/")},
+    ]}));
+    let ask = |name: &str| Check::Hook {
+        name: name.into(),
+        hook_type: HookType::ConfirmPromotion,
+        phase: Phase::Progressing,
+    };
+    let outcome = client()
+        .run_check(&canary, &ask("silent"))
+        .await
+        .unwrap()
+        .outcome;
+    let Outcome::HookUnanswered(message) = outcome else {
+        panic!("a hook that times out gave no answer: {outcome:?}")
+    };
+    assert!(message.contains("no answer within 1s"), "{message}");
+    let outcome = client()
+        .run_check(&canary, &ask("closed"))
+        .await
+        .unwrap()
+        .outcome;
+    assert!(
+        matches!(&outcome, Outcome::Hook(Err(m)) if m.contains("403")),
+        "a 403 is an answer: the gate is closed: {outcome:?}"
+    );
+}
+
+#[tokio::test]
 async fn retries_try_again_on_retryable_statuses_until_one_succeeds() {
     let receiver =
         Receiver::scripted(&[(503, "busy"), (500, "oops")], 200, "done", Duration::ZERO).await;

@@ -44,15 +44,65 @@ impl<'a> Tick<'a> {
         Ok(())
     }
 
+    /// Asks a confirm-* gate whether the release may go on. A gate that answers "closed" holds the
+    /// release for as long as it says so (someone is deciding); a gate that gives no answer at all
+    /// holds it too, saying so each tick, until `progressDeadlineSeconds` have passed without an
+    /// answer, when the release is rolled back.
+    pub(super) fn gate_open(&mut self, hook: &CanaryWebhook, phase: Phase) -> Result<bool, Halt> {
+        let check = Check::Hook {
+            name: hook.name.clone(),
+            hook_type: hook.hook_type().unwrap_or(HookType::Rollout),
+            phase,
+        };
+        let unanswered = self.obs.verdicts.iter().find_map(|v| match &v.outcome {
+            Outcome::HookUnanswered(error) if v.check == check => Some(error.clone()),
+            _ => None,
+        });
+        let Some(error) = unanswered else {
+            let open = self.hook(hook, phase)?.is_ok();
+            forget_silent_gate(&mut self.status);
+            return Ok(open);
+        };
+        let since = self
+            .old
+            .unanswered_gate_since
+            .as_ref()
+            .map_or(self.now, |t| t.0);
+        self.status.unanswered_gate_since = Some(Time(since));
+        let deadline = self.canary.spec.progress_deadline_seconds();
+        let silent_for = self.now.duration_since(since).as_secs();
+        if silent_for >= i64::from(deadline) {
+            self.rollback(RollbackCause::GateUnanswered {
+                gate: format!(
+                    "{} gate {}",
+                    hook.hook_type().unwrap_or(HookType::Rollout),
+                    hook.name
+                ),
+                seconds: deadline,
+                error,
+            })?;
+            return Ok(false);
+        }
+        let message = format!(
+            "{} gate {} gave no answer: {error}; the release holds, and is rolled back if the gate stays silent for {deadline}s (spec.progressDeadlineSeconds), {}s from now",
+            hook.hook_type().unwrap_or(HookType::Rollout),
+            hook.name,
+            i64::from(deadline) - silent_for
+        );
+        self.warning(reason::WAITING, message.clone());
+        self.status.message = Some(message);
+        Ok(false)
+    }
+
     /// confirm-traffic-increase gates; `Ok(false)` when one holds the traffic where it is.
     pub(super) fn traffic_increase_approved(&mut self) -> Result<bool, Halt> {
         for hook in self.hooks(HookType::ConfirmTrafficIncrease) {
-            match self.hook(&hook, Phase::Progressing)? {
-                Ok(()) => self.normal(
+            match self.gate_open(&hook, Phase::Progressing)? {
+                true => self.normal(
                     reason::PROGRESSING,
                     format!("Confirm-traffic-increase check {} passed", hook.name),
                 ),
-                Err(_) => {
+                false => {
                     self.warning(
                         reason::WAITING,
                         format!(
@@ -77,12 +127,12 @@ impl<'a> Tick<'a> {
     /// confirm-promotion gates; on the first refusal the canary enters WaitingPromotion.
     pub(super) fn promotion_approved(&mut self) -> Result<bool, Halt> {
         for hook in self.hooks(HookType::ConfirmPromotion) {
-            match self.hook(&hook, Phase::Progressing)? {
-                Ok(()) => self.normal(
+            match self.gate_open(&hook, Phase::Progressing)? {
+                true => self.normal(
                     reason::PROGRESSING,
                     format!("Confirm-promotion check {} passed", hook.name),
                 ),
-                Err(_) => {
+                false => {
                     if self.phase() != Some(Phase::WaitingPromotion) {
                         self.set_phase(Phase::WaitingPromotion);
                         self.warning(

@@ -108,6 +108,12 @@ enum RollbackCause {
     Deadline(String),
     PrimaryStalled(String),
     Aborted,
+    /// A confirm-* gate gave no answer for `seconds` (progressDeadlineSeconds).
+    GateUnanswered {
+        gate: String,
+        seconds: i32,
+        error: String,
+    },
 }
 
 struct Tick<'a> {
@@ -371,6 +377,7 @@ impl<'a> Tick<'a> {
         s.current_step_index = None;
         s.step_start_time = Some(Time(self.now));
         s.metric_checks.clear();
+        forget_silent_gate(s);
     }
 
     /// Flagger's `SetStatusPhase`: a phase change that keeps the revision. Unlike Flagger,
@@ -388,6 +395,12 @@ impl<'a> Tick<'a> {
         if matches!(phase, Phase::Initialized | Phase::Succeeded) {
             s.last_promoted_spec = s.last_applied_spec.clone();
         }
+        if !matches!(
+            phase,
+            Phase::Progressing | Phase::Waiting | Phase::WaitingPromotion
+        ) {
+            forget_silent_gate(s);
+        }
         if self.old.phase != Some(phase) {
             s.step_start_time = Some(Time(self.now));
         }
@@ -402,6 +415,7 @@ impl<'a> Tick<'a> {
         match self.obs.verdicts.iter().find(|v| v.check == check) {
             Some(verdict) => match &verdict.outcome {
                 Outcome::Hook(result) => Ok(result.clone()),
+                Outcome::HookUnanswered(message) => Ok(Err(message.clone())),
                 Outcome::Metric(_) => Ok(Err("a metric result was given for a webhook".into())),
             },
             None => Err(Halt::Check(check)),
@@ -413,7 +427,7 @@ impl<'a> Tick<'a> {
         match self.obs.verdicts.iter().find(|v| v.check == check) {
             Some(verdict) => match &verdict.outcome {
                 Outcome::Metric(reading) => Ok(reading.clone()),
-                Outcome::Hook(_) => Ok(MetricReading::Error(
+                Outcome::Hook(_) | Outcome::HookUnanswered(_) => Ok(MetricReading::Error(
                     "a webhook result was given for a metric".into(),
                 )),
             },
@@ -654,7 +668,11 @@ impl<'a> Tick<'a> {
             }
         };
         self.hash = pod_template_hash(template);
-        self.status.message = None;
+        // A silent gate's message stays until the gate is asked again: ticks that are not due
+        // (a watch event, a status write) must not erase it.
+        if self.status.unanswered_gate_since.is_none() {
+            self.status.message = None;
+        }
 
         match self.phase() {
             None | Some(Phase::Initializing) => self.initialize(),
@@ -704,6 +722,13 @@ fn whole_seconds_up(duration: SignedDuration) -> Duration {
 }
 
 /// The status without its bookkeeping times, to tell whether anything a user sees changed.
+/// Clears the record of a gate that gave no answer, and the message that said so.
+fn forget_silent_gate(status: &mut CanaryStatus) {
+    if status.unanswered_gate_since.take().is_some() {
+        status.message = None;
+    }
+}
+
 fn significant(status: &CanaryStatus) -> CanaryStatus {
     CanaryStatus {
         last_transition_time: None,

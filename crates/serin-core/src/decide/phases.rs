@@ -150,12 +150,12 @@ impl<'a> Tick<'a> {
         self.ticked();
         let phase = self.phase().unwrap_or(Phase::Initialized);
         for hook in self.hooks(HookType::ConfirmRollout) {
-            match self.hook(&hook, phase)? {
-                Ok(()) => self.normal(
+            match self.gate_open(&hook, phase)? {
+                true => self.normal(
                     reason::PROGRESSING,
                     format!("Confirm-rollout check {} passed", hook.name),
                 ),
-                Err(_) => {
+                false => {
                     if phase != Phase::Waiting {
                         self.set_phase(Phase::Waiting);
                         self.warning(

@@ -99,6 +99,24 @@ impl<'a> Tick<'a> {
                 );
                 self.alert(Severity::Error, "Canary aborted by user", false);
             }
+            RollbackCause::GateUnanswered {
+                gate,
+                seconds,
+                error,
+            } => {
+                self.warning(
+                    reason::ROLLED_BACK,
+                    format!(
+                        "Rolling back {}: {gate} gave no answer for {seconds}s (spec.progressDeadlineSeconds): {error}",
+                        self.canary_id
+                    ),
+                );
+                self.alert(
+                    Severity::Error,
+                    format!("{gate} gave no answer for {seconds}s"),
+                    false,
+                );
+            }
         }
         let cause = format!("Rolling back {}", self.canary_id);
         let drained = self.shift_toward(0, &cause, reason::ROLLED_BACK, true);
