@@ -711,6 +711,7 @@ async fn request(
 ) -> anyhow::Result<ExitCode> {
     let annotation = manual.annotation;
     let before = canaries.get(name).await?;
+    let held_before = before.status.as_ref().and_then(|s| s.message.clone());
     let known: Vec<String> = events_of(client, &before)
         .await
         .iter()
@@ -744,6 +745,12 @@ async fn request(
                 }
             }
             println!("now {}", transition(&canary));
+            return Ok(ExitCode::SUCCESS);
+        }
+        // The operator keeps a request it cannot act on yet pending, and says why in the status.
+        let message = canary.status.as_ref().and_then(|s| s.message.as_deref());
+        if let Some(message) = message.filter(|m| Some(*m) != held_before.as_deref()) {
+            println!("the operator holds the {verb} request until this is resolved: {message}");
             return Ok(ExitCode::SUCCESS);
         }
     }

@@ -226,6 +226,20 @@ impl World {
         }
     }
 
+    /// What failed a Deployment's rollout (`"target"` or `"primary"`) is fixed: the rollout
+    /// completes now, as when a full quota is raised on a real cluster.
+    pub fn recover(&mut self, key: &'static str) {
+        self.failing.remove(key);
+        let now = self.now;
+        let deployment = match key {
+            "target" => Some(&mut self.target),
+            _ => self.primary.as_mut(),
+        };
+        if let Some(d) = deployment {
+            settle(d, Some(now), false);
+        }
+    }
+
     /// Moves time forward by `seconds`, then reconciles once.
     pub fn advance(&mut self, seconds: i64) -> &TickRecord {
         self.now += SignedDuration::from_secs(seconds);

@@ -354,3 +354,87 @@ fn a_failed_promotion_grows_a_small_canary_before_it_takes_all_traffic() {
     // Settled: later reconciles do nothing.
     assert!(world.advance(30).actions.is_empty());
 }
+
+/// A release of stepWeight 20 up to 40 whose promotion failed (the primary never rolled out): all
+/// traffic is on the canary, and the primary is still failing.
+fn after_a_failed_promotion() -> World {
+    let mut world = initialized(canary(
+        json!({"interval": "15s", "stepWeight": 20, "maxWeight": 40}),
+    ));
+    world.canary.spec.progress_deadline_seconds = Some(30);
+    release(&mut world);
+    assert!(world.run_until(15, 10, |w| w.phase() == Some(Phase::Promoting)));
+    world.failing.insert("primary");
+    world.rollout_seconds = 1;
+    assert!(world.run_until(15, 10, |w| w.phase() == Some(Phase::Failed)));
+    assert!(world.run_until(5, 10, |w| w.routes == routes(0, 100)));
+    world
+}
+
+/// The canary weights a run records while Progressing, from log entry `from` on, each change once.
+fn progressing_weights(world: &World, from: usize) -> Vec<i32> {
+    let mut weights: Vec<i32> = Vec::new();
+    for tick in &world.log[from..] {
+        if tick.phase == Some(Phase::Progressing) && weights.last() != Some(&tick.weight) {
+            weights.push(tick.weight);
+        }
+    }
+    weights
+}
+
+#[test]
+fn a_new_revision_after_a_failed_promotion_starts_from_the_primary_and_walks_the_whole_ladder() {
+    let mut world = after_a_failed_promotion();
+    world.recover("primary");
+    world.advance(30);
+    let from = world.log.len();
+    world.set_target_image("podinfo:6.0.2");
+    let start = world.reconcile().clone();
+    assert_eq!(start.phase, Some(Phase::Progressing));
+    assert_eq!(
+        start.routes,
+        routes(100, 0),
+        "traffic back on the primary first"
+    );
+    assert_eq!(
+        start.events[0],
+        "Normal: Routing all traffic of podinfo.test back to podinfo-primary.test before a new run"
+    );
+    assert!(world.run_until(15, 20, |w| w.phase() == Some(Phase::Succeeded)));
+    assert_eq!(progressing_weights(&world, from), vec![0, 20, 40]);
+}
+
+#[test]
+fn a_retry_after_a_failed_promotion_waits_for_the_primary_then_walks_the_whole_ladder() {
+    let mut world = after_a_failed_promotion();
+    world.annotate(RETRY_ANNOTATION, "t1");
+    let held = world.advance(15).clone();
+    assert_eq!(held.phase, Some(Phase::Failed));
+    assert_eq!(held.routes, routes(0, 100), "the canary keeps the traffic");
+    assert!(
+        held.events[0].starts_with(
+            "Warning: A new run of podinfo.test waits: all traffic is on the canary since a failed promotion, and podinfo-primary.test is not ready to take it back ("
+        ),
+        "{:?}",
+        held.events
+    );
+    assert!(
+        world
+            .status()
+            .message
+            .unwrap()
+            .contains("kubectl rollout status deployment/podinfo-primary")
+    );
+    for _ in 0..3 {
+        let t = world.advance(15).clone();
+        assert_eq!(t.phase, Some(Phase::Failed));
+        assert!(t.events.is_empty(), "said once: {:?}", t.events);
+    }
+
+    world.recover("primary");
+    let from = world.log.len();
+    assert!(world.run_until(15, 20, |w| w.phase() == Some(Phase::Succeeded)));
+    assert_event(&world, "Normal: Retrying the release of podinfo.test");
+    assert_eq!(progressing_weights(&world, from), vec![0, 20, 40]);
+    assert_eq!(world.routes, Some(Routes::PRIMARY_ONLY));
+}

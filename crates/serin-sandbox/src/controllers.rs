@@ -474,6 +474,35 @@ impl Controllers {
         changed |= self.sync_jobs();
         changed |= self.sync_daemonsets();
         changed |= crate::services::sync_endpoints(&self.store, &controller_writes());
+        changed |= self.sync_quotas();
+        changed
+    }
+
+    /// The ResourceQuota controller, for the one resource the sandbox counts: `status.hard` is the
+    /// quota's `spec.hard`, `status.used.pods` the namespace's pods that have not ended.
+    fn sync_quotas(&self) -> bool {
+        let Some(quotas) = self.store.resource("", "v1", "resourcequotas") else {
+            return false;
+        };
+        let quotas_now = self.all(&quotas);
+        if quotas_now.is_empty() {
+            return false;
+        }
+        let pods = self.all(&self.pods);
+        let mut changed = false;
+        for quota in quotas_now {
+            let used = pods
+                .iter()
+                .filter(|p| ns(p) == ns(&quota))
+                .filter(|p| !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed")))
+                .count();
+            let hard = quota["spec"]["hard"].clone();
+            let mut status = json!({"hard": hard});
+            if hard.get("pods").is_some() {
+                status["used"] = json!({"pods": used.to_string()});
+            }
+            changed |= self.write_status(&quotas, &quota, status);
+        }
         changed
     }
 
@@ -704,18 +733,24 @@ impl Controllers {
                 .collect();
             let desired = int(&rs["spec"]["replicas"]);
             let current = owned.len() as i64;
+            let mut refused = None;
             if current < desired {
                 for _ in current..desired {
                     let template = &rs["spec"]["template"];
                     let labels = template["metadata"]["labels"].clone();
-                    self.create_owned_pod(
+                    match self.create_owned_pod(
                         &rs,
                         "replicaset-controller",
                         labels,
                         template["spec"].clone(),
-                    );
+                    ) {
+                        Ok(()) => changed = true,
+                        Err(message) => {
+                            refused = Some(message);
+                            break;
+                        }
+                    }
                 }
-                changed = true;
             } else if current > desired {
                 let mut victims = owned.clone();
                 // Not-ready pods go first, then the newest.
@@ -776,14 +811,46 @@ impl Controllers {
             if let Some(m) = status.as_object_mut() {
                 m.retain(|k, v| k == "replicas" || k == "observedGeneration" || v != &json!(0));
             }
+            if let Some(message) = refused {
+                // Reported once per refusal, as the ReplicaSet controller's condition and event.
+                let known = rs["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|c| c["type"] == "ReplicaFailure");
+                let condition = match known {
+                    Some(c) if c["message"] == message.as_str() => c.clone(),
+                    _ => {
+                        record_warning(
+                            &self.store,
+                            &self.events,
+                            &rs,
+                            "ReplicaSet",
+                            "replicaset-controller",
+                            "FailedCreate",
+                            message.clone(),
+                        );
+                        json!({"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+                            "message": message, "lastTransitionTime": now_rfc3339()})
+                    }
+                };
+                status["conditions"] = json!([condition]);
+            }
             changed |= self.write_status(&self.replicasets, &rs, status);
         }
         changed
     }
 
     /// Creates a pod of `owner` (a ReplicaSet, DaemonSet or Job) with its template's annotations
-    /// and the given labels and spec, and records the controller's `SuccessfulCreate` event.
-    fn create_owned_pod(&self, owner: &Value, component: &str, labels: Value, spec: Value) -> bool {
+    /// and the given labels and spec, and records the controller's `SuccessfulCreate` event; the
+    /// API server's refusal (an exceeded quota) is returned as the controller would report it.
+    fn create_owned_pod(
+        &self,
+        owner: &Value,
+        component: &str,
+        labels: Value,
+        spec: Value,
+    ) -> Result<(), String> {
         let kind = owner["kind"].as_str().unwrap_or_default();
         let pod = json!({
             "metadata": {"generateName": format!("{}-", name(owner)), "labels": labels,
@@ -792,12 +859,10 @@ impl Controllers {
                     "uid": uid(owner), "controller": true, "blockOwnerDeletion": true}]},
             "spec": spec,
         });
-        let Ok(pod) = self
+        let pod = self
             .store
             .create(&self.pods, Some(&ns(owner)), pod, &controller_writes())
-        else {
-            return false;
-        };
+            .map_err(|refused| format!("Error creating: {}", refused.message))?;
         record_event(
             &self.store,
             &self.events,
@@ -807,7 +872,7 @@ impl Controllers {
             "SuccessfulCreate",
             format!("Created pod: {}", name(&pod)),
         );
-        true
+        Ok(())
     }
 
     /// The DaemonSet controller: one pod per node, bound to it directly (daemon pods run on
@@ -855,7 +920,9 @@ impl Controllers {
                     labels["pod-template-generation"] = json!(generation.to_string());
                     let mut spec = template["spec"].clone();
                     spec["nodeName"] = json!(node);
-                    changed |= self.create_owned_pod(&ds, "daemonset-controller", labels, spec);
+                    changed |= self
+                        .create_owned_pod(&ds, "daemonset-controller", labels, spec)
+                        .is_ok();
                 } else if rolling
                     && replaced < max_unavailable
                     && let Some(old) = on_node.iter().find(|p| !current_template(p))
@@ -1025,12 +1092,10 @@ impl Controllers {
                 for _ in 0..wanted.max(0) {
                     let template = &spec["template"];
                     let labels = template["metadata"]["labels"].clone();
-                    if self.create_owned_pod(
-                        &job,
-                        "job-controller",
-                        labels,
-                        template["spec"].clone(),
-                    ) {
+                    if self
+                        .create_owned_pod(&job, "job-controller", labels, template["spec"].clone())
+                        .is_ok()
+                    {
                         status["active"] = json!(int(&status["active"]) + 1);
                     }
                 }

@@ -291,6 +291,17 @@ pub fn builtins() -> Vec<ResourceInfo> {
         builtin(
             "",
             "v1",
+            "ResourceQuota",
+            "resourcequotas",
+            true,
+            &["quota"],
+            &[],
+            true,
+            None,
+        ),
+        builtin(
+            "",
+            "v1",
             "ServiceAccount",
             "serviceaccounts",
             true,

@@ -618,6 +618,9 @@ impl Store {
                 managed::record_apply(&empty, &applied, &mut object, info.builtin, true, &writer)?;
             }
         }
+        if info.group.is_empty() && info.plural == "pods" {
+            pod_quota_admission(&inner, info, &object)?;
+        }
         let key = Self::key(info, namespace_of(&object), name_of(&object));
         if inner.objects.contains_key(&key) {
             return Err(ApiError::already_exists(
@@ -1015,6 +1018,21 @@ impl Store {
                     patch::merge_patch(&mut patched, body)
                 }
             }
+        }
+        // A patch whose top level is not an object (`"x"`, `[]`, a JSON patch replacing the root)
+        // would leave no object to store: refused, as the API server does, instead of the panic
+        // that reading its metadata would be.
+        if !patched.is_object() {
+            return Err(ApiError::bad_request(format!(
+                "the patch would make the object a JSON {}, not an object; send a JSON object (merge, strategic merge) or a list of operations (JSON patch)",
+                match &patched {
+                    Value::Array(_) => "array",
+                    Value::String(_) => "string",
+                    Value::Number(_) => "number",
+                    Value::Bool(_) => "boolean",
+                    _ => "null",
+                }
+            )));
         }
         if meta(&patched)["resourceVersion"].is_null()
             && let Some(rv) = meta(&old)["resourceVersion"].as_str()
@@ -1497,4 +1515,47 @@ fn bumps_generation(rule: GenerationRule, old: &Value, new: &Value) -> bool {
             strip(old) != strip(new)
         }
     }
+}
+
+/// Kubernetes' ResourceQuota admission for the `pods` count: a new pod is refused (403, "exceeded
+/// quota") when a quota of its namespace limits `spec.hard.pods` and the namespace's pods that have
+/// not ended already reach the limit, as a full quota stops a rollout in a real cluster.
+fn pod_quota_admission(inner: &Inner, pods: &ResourceInfo, pod: &Value) -> Result<(), ApiError> {
+    let namespace = namespace_of(pod);
+    let Some(quotas) = inner.registry.get("", "v1", "resourcequotas") else {
+        return Ok(());
+    };
+    let in_namespace = |storage: String| {
+        let start = (storage.clone(), namespace.to_string(), String::new());
+        inner
+            .objects
+            .range(start..)
+            .take_while(move |((s, n, _), _)| *s == storage && n == namespace)
+            .map(|(_, object)| object)
+    };
+    let used = in_namespace(pods.storage_key())
+        .filter(|p| !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed")))
+        .count();
+    for quota in in_namespace(quotas.storage_key()) {
+        let Some(limit) = quota["spec"]["hard"]["pods"]
+            .as_str()
+            .and_then(|l| l.parse::<usize>().ok())
+            .or_else(|| quota["spec"]["hard"]["pods"].as_u64().map(|l| l as usize))
+        else {
+            continue;
+        };
+        if used >= limit {
+            let meta = &pod["metadata"];
+            let shown = meta["generateName"]
+                .as_str()
+                .filter(|g| !g.is_empty())
+                .or(meta["name"].as_str())
+                .unwrap_or_default();
+            return Err(ApiError::forbidden(format!(
+                "pods \"{shown}\" is forbidden: exceeded quota: {}, requested: pods=1, used: pods={used}, limited: pods={limit}",
+                name_of(quota)
+            )));
+        }
+    }
+    Ok(())
 }

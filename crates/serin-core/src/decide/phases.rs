@@ -60,6 +60,13 @@ impl<'a> Tick<'a> {
         if failed {
             self.finish_traffic_move()?;
         }
+        let run_wanted = (failed && self.pending.retry.is_some())
+            || (self.pending.restart.is_some() && self.pending.promote_full.is_none())
+            || self.spec_changed()
+            || self.configs_changed();
+        if run_wanted && self.pending.promote_full.is_none() {
+            self.reclaim_traffic_for_a_new_run()?;
+        }
         // A retry or a restart releases the current revision again, changed or not.
         let mut rerun = false;
         if failed && self.pending.retry.is_some() {
@@ -116,6 +123,46 @@ impl<'a> Tick<'a> {
             return Err(Halt::Done);
         }
         self.start_revision()
+    }
+
+    /// A failed promotion leaves all traffic on the canary. A new run (a new revision, a retry, a
+    /// restart) must start from the primary, or it would begin at the canary's weight and skip its
+    /// analysis: the traffic goes back to the primary once the primary is ready, and until then the
+    /// run waits, saying why.
+    fn reclaim_traffic_for_a_new_run(&mut self) -> Step {
+        let Some(routes) = self.obs.routes else {
+            return Ok(());
+        };
+        if routes.canary == 0 && !routes.mirrored {
+            return Ok(());
+        }
+        match self.primary_readiness(self.analysis.primary_ready_threshold()) {
+            Readiness::Ready => {
+                self.set_routes(100, 0, false);
+                self.status.canary_weight = 0;
+                self.normal(
+                    reason::PROGRESSING,
+                    format!(
+                        "Routing all traffic of {} back to {} before a new run",
+                        self.canary_id, self.primary_id
+                    ),
+                );
+                Ok(())
+            }
+            Readiness::Waiting(why) | Readiness::Stalled(why) => {
+                self.defer_requests = true;
+                self.block(
+                    EventType::Warning,
+                    reason::WAITING,
+                    format!(
+                        "A new run of {} waits: all traffic is on the canary since a failed promotion, and {} is not ready to take it back ({why}); fix the primary's rollout (kubectl rollout status deployment/{}) and the run starts from it",
+                        self.target_id,
+                        self.primary_id,
+                        self.primary_id.split('.').next().unwrap_or_default()
+                    ),
+                )
+            }
+        }
     }
 
     /// After a rollback with `abortScaleDownDelaySeconds`, scales the canary down once the delay ends.
