@@ -70,8 +70,10 @@ pub struct Feeds {
     /// MetricTemplates (trigger the Canaries whose metrics reference them, so a Canary waiting for a
     /// missing or invalid template moves on once it is fixed).
     pub metric_templates: Feed<MetricTemplate>,
-    /// The feeds only read at tick time: VirtualServices, Services, DestinationRules,
-    /// AlertProviders.
+    /// AlertProviders (trigger the Canaries whose alerts reference them, so a Canary waiting for a
+    /// missing or invalid provider moves on once it is fixed).
+    pub alert_providers: Feed<AlertProvider>,
+    /// The feeds only read at tick time: VirtualServices, Services, DestinationRules.
     pub passive: Vec<std::pin::Pin<Box<dyn Stream<Item = ()> + Send>>>,
 }
 
@@ -158,11 +160,11 @@ impl Caches {
             secrets: secret_feed,
             autoscalers: autoscaler_feed,
             metric_templates: template_feed,
+            alert_providers: provider_feed,
             passive: vec![
                 passive(vs_feed, "VirtualServices"),
                 passive(service_feed, "Services"),
                 passive(rule_feed, "DestinationRules"),
-                passive(provider_feed, "AlertProviders"),
             ],
         };
         (caches, feeds)

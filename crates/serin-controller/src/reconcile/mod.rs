@@ -11,16 +11,15 @@ mod finalize;
 mod observe;
 mod record;
 mod triggers;
+mod undecodable;
 
 use crate::cache::Caches;
 use crate::metrics::OperatorMetrics;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::Api;
 use kube::runtime::controller::{self, Action as Requeue, Controller};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 use serin_api::{Canary, MetricTemplate};
@@ -264,14 +263,14 @@ fn retry_later(_canary: Arc<Canary>, _error: &Error, _shared: Arc<Shared>) -> Re
 /// Runs the controller over the Canaries of `namespace` (all namespaces when `None`) until the
 /// stream of changes ends.
 pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
-    let canaries: Api<Canary> = match &namespace {
-        Some(namespace) => Api::namespaced(ctx.client.clone(), namespace),
-        None => Api::all(ctx.client.clone()),
-    };
     let (caches, feeds) = Caches::new(&ctx.client, namespace.as_deref());
-    let controller = Controller::new(canaries, watcher::Config::default())
+    // The Canaries are decoded one by one: one the types cannot read is reported, not allowed to
+    // stop the watch of every other (see `undecodable`).
+    let writer = kube::runtime::reflector::store::Writer::<Canary>::default();
+    let store = writer.as_reader();
+    let canaries = undecodable::watch(&ctx.client, namespace.as_deref(), writer, ctx.clone());
+    let controller = Controller::for_stream(canaries, store.clone())
         .with_config(controller::Config::default().concurrency(ctx.concurrency.max(1)));
-    let store = controller.store();
     let mut background = tokio::task::JoinSet::new();
     for feed in feeds.passive {
         background.spawn(feed.for_each(|_| async {}));
@@ -283,6 +282,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         store.clone(),
         store.clone(),
     );
+    let provider_canaries = store.clone();
     let (config_caches, secret_caches) = (caches.clone(), caches.clone());
     let shared = Arc::new(Shared {
         ctx,
@@ -327,13 +327,20 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
             )
         })
         .watches_stream(feeds.secrets, move |secret| {
-            triggers::canaries_of_config(
+            let mut canaries = triggers::canaries_of_config(
                 &secret_canaries,
                 &secret_caches,
                 secret.namespace(),
                 ConfigKind::Secret,
                 &secret.name_any(),
-            )
+            );
+            canaries.extend(triggers::canaries_of_provider_secret(
+                &secret_canaries,
+                &secret_caches,
+                secret.namespace(),
+                &secret.name_any(),
+            ));
+            canaries
         })
         .watches_stream(
             feeds.autoscalers,
@@ -356,6 +363,9 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         )
         .watches_stream(feeds.metric_templates, move |template: MetricTemplate| {
             triggers::canaries_of_template(&template_canaries, &template)
+        })
+        .watches_stream(feeds.alert_providers, move |provider| {
+            triggers::canaries_of_alert_provider(&provider_canaries, &provider)
         })
         .run(reconcile, retry_later, shared)
         .for_each(|_| async {})

@@ -42,7 +42,8 @@ pub(super) fn observe<'a>(
     let label = target_json.as_ref().map(|t| selector_label(t, &labels));
     let mut blocked = match &label {
         Some(Err(error)) => Some(error.to_string()),
-        _ => template_problem(canary, caches, &namespace),
+        _ => template_problem(canary, caches, &namespace)
+            .or_else(|| alert_provider_problem(canary, caches, &namespace)),
     };
     let mut autoscaler_min_replicas = None;
     if let Some(reference) = &canary.spec.autoscaler_ref {
@@ -114,6 +115,46 @@ fn template_problem(canary: &Canary, caches: &Caches, namespace: &str) -> Option
                 "MetricTemplate {id} (spec.analysis.metrics[{i}].templateRef) is invalid: {}",
                 list.join("; ")
             ));
+        }
+    }
+    None
+}
+
+/// Why an AlertProvider the analysis's alerts reference cannot be used (missing, invalid, or its
+/// address Secret missing), if so: the release waits for it to be fixed, as for a MetricTemplate,
+/// instead of running with alerts that would never arrive.
+fn alert_provider_problem(canary: &Canary, caches: &Caches, namespace: &str) -> Option<String> {
+    let analysis = canary.spec.analysis()?;
+    for (i, alert) in analysis.alerts.iter().flatten().enumerate() {
+        let reference = &alert.provider_ref;
+        let provider_namespace = reference.namespace_or(namespace);
+        let id = format!("{}.{provider_namespace}", reference.name);
+        let field = format!("spec.analysis.alerts[{i}].providerRef");
+        let Some(provider) = caches.alert_provider(provider_namespace, &reference.name) else {
+            return Some(format!(
+                "AlertProvider {id} in {field} not found; create it or fix providerRef"
+            ));
+        };
+        let errors = serin_api::validate::validate_alert_provider(&provider);
+        if !errors.is_empty() {
+            let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            return Some(format!(
+                "AlertProvider {id} ({field}) is invalid: {}",
+                list.join("; ")
+            ));
+        }
+        if provider.spec.address.is_none()
+            && let Some(secret) = &provider.spec.secret_ref
+        {
+            let has_address = caches
+                .secret_text(provider_namespace, &secret.name)
+                .is_some_and(|data| data.get("address").is_some_and(|a| !a.trim().is_empty()));
+            if !has_address {
+                return Some(format!(
+                    "AlertProvider {id} ({field}) is invalid: spec.secretRef: Secret {}.{provider_namespace} is missing or has no address key, and spec.address is not set; create the Secret with an address key or set spec.address",
+                    secret.name
+                ));
+            }
         }
     }
     None

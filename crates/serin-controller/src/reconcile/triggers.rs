@@ -4,7 +4,7 @@
 use crate::cache::Caches;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
-use serin_api::{Canary, MetricTemplate};
+use serin_api::{AlertProvider, Canary, MetricTemplate};
 use serin_core::revision::ConfigKind;
 
 /// The Canaries that point at `namespace`/`name` as target or primary.
@@ -44,6 +44,61 @@ pub(super) fn canaries_of_template(
                             && Some(reference.namespace_or(&canary_namespace))
                                 == template_namespace.as_deref()
                     })
+                })
+            })
+        })
+        .map(|canary| ObjectRef::from_obj(&*canary))
+        .collect()
+}
+
+/// The Canaries whose alerts reference `provider`.
+pub(super) fn canaries_of_alert_provider(
+    canaries: &Store<Canary>,
+    provider: &AlertProvider,
+) -> Vec<ObjectRef<Canary>> {
+    let name = provider.name_any();
+    let provider_namespace = provider.namespace();
+    canaries
+        .state()
+        .into_iter()
+        .filter(|canary| {
+            let canary_namespace = canary.namespace().unwrap_or_default();
+            canary.spec.analysis().is_some_and(|analysis| {
+                analysis.alerts.iter().flatten().any(|alert| {
+                    alert.provider_ref.name == name
+                        && Some(alert.provider_ref.namespace_or(&canary_namespace))
+                            == provider_namespace.as_deref()
+                })
+            })
+        })
+        .map(|canary| ObjectRef::from_obj(&*canary))
+        .collect()
+}
+
+/// The Canaries whose alerts go to an AlertProvider that reads its address from the Secret
+/// `namespace`/`name`.
+pub(super) fn canaries_of_provider_secret(
+    canaries: &Store<Canary>,
+    caches: &Caches,
+    namespace: Option<String>,
+    name: &str,
+) -> Vec<ObjectRef<Canary>> {
+    let Some(namespace) = namespace else {
+        return Vec::new();
+    };
+    canaries
+        .state()
+        .into_iter()
+        .filter(|canary| {
+            let canary_namespace = canary.namespace().unwrap_or_default();
+            canary.spec.analysis().is_some_and(|analysis| {
+                analysis.alerts.iter().flatten().any(|alert| {
+                    let reference = &alert.provider_ref;
+                    reference.namespace_or(&canary_namespace) == namespace
+                        && caches
+                            .alert_provider(&namespace, &reference.name)
+                            .and_then(|p| p.spec.secret_ref.as_ref().map(|s| s.name == name))
+                            .unwrap_or(false)
                 })
             })
         })
