@@ -44,20 +44,6 @@ kill_when_due() {
   return 0
 }
 
-# advance_count WEIGHT: how many times the operator announced advancing to WEIGHT (Events of the
-# same message are counted with their `count`).
-advance_count() {
-  kc get events -o jsonpath='{range .items[*]}{.count}{"\t"}{.message}{"\n"}{end}' |
-    awk -F'\t' -v m="Advance podinfo.$NS canary weight $1" '$2 == m {n += $1} END {print n + 0}'
-}
-
-expect_each_step_once() {
-  local weight
-  for weight in "$@"; do
-    expect_eq "\"Advance ... canary weight $weight\" events (no step skipped or repeated)" 1 "$(advance_count "$weight")"
-  done
-}
-
 # expect_no_split_or_orphan: all traffic on the primary, the canary scaled to zero, and only the
 # objects Serin owns (no leftovers of an interrupted tick).
 expect_no_split_or_orphan() {

@@ -56,6 +56,7 @@ fi
 WORK=$(mktemp -d "${E2E_WORK_ROOT:-${TMPDIR:-/tmp}}/serin-e2e-$SCENARIO.XXXXXX")
 SANDBOX_PID=""
 OPERATOR_PID=""
+OPERATOR_WRAPPER=()
 # The host-run operator's admin address (/metrics, /healthz, /readyz), e.g. 127.0.0.1:34567; set by
 # start_operator.
 OPERATOR_ADMIN=""
@@ -543,28 +544,30 @@ start_sandbox() {
 # The operator runs on the host, outside the mesh. Its webhooks go to cluster names such as
 # http://flagger-loadtester.test/, which only the mesh proxy resolves, so it gets the proxy as
 # HTTP_PROXY (as a pod's sidecar would carry them); the API server and Prometheus are on 127.0.0.1
-# and stay direct through NO_PROXY.
+# and stay direct through NO_PROXY. Arguments are more operator flags (e.g. --leader-elect);
+# OPERATOR_LOG, when set, is the log to append to instead of $WORK/operator.log; OPERATOR_WRAPPER,
+# a command the operator is started through (e2e/fixtures/read-only-root.sh).
 start_operator() {
   [[ -x $OPERATOR_BIN ]] || fail "$OPERATOR_BIN is missing: run cargo build -p serin-operator"
-  local port attempt deadline logged
+  local port attempt deadline logged log=${OPERATOR_LOG:-$WORK/operator.log}
   # The free port can be taken by another process before the operator binds it: then try another.
   for ((attempt = 1; ; attempt++)); do
     port=$(free_port)
     # Appended: a scenario that restarts the operator keeps every run's log.
-    logged=$(stat -c %s "$WORK/operator.log" 2>/dev/null || echo 0)
+    logged=$(stat -c %s "$log" 2>/dev/null || echo 0)
     env -u http_proxy -u no_proxy -u HTTPS_PROXY -u https_proxy \
       KUBECONFIG="$KUBECONFIG" HTTP_PROXY="$PROXY_URL" NO_PROXY=127.0.0.1,localhost \
-      "$OPERATOR_BIN" --namespace "$NS" --metrics-server "${E2E_OPERATOR_METRICS_SERVER:-$PROMETHEUS_URL}" \
-      --admin-address "127.0.0.1:$port" >>"$WORK/operator.log" 2>&1 &
+      "${OPERATOR_WRAPPER[@]}" "$OPERATOR_BIN" --namespace "$NS" --metrics-server "${E2E_OPERATOR_METRICS_SERVER:-$PROMETHEUS_URL}" \
+      --admin-address "127.0.0.1:$port" "$@" >>"$log" 2>&1 &
     OPERATOR_PID=$!
     deadline=$(($(date +%s) + 30))
     until curl -sf --noproxy '*' --max-time 2 "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do
       if ! kill -0 "$OPERATOR_PID" 2>/dev/null; then
-        if ((attempt < 5)) && tail -c "+$((logged + 1))" "$WORK/operator.log" | grep -q "Address already in use"; then
+        if ((attempt < 5)) && tail -c "+$((logged + 1))" "$log" | grep -q "Address already in use"; then
           log "admin port $port was taken meanwhile; trying another"
           continue 2
         fi
-        cat "$WORK/operator.log" >&2
+        cat "$log" >&2
         fail "the operator exited"
       fi
       (($(date +%s) < deadline)) || fail "the operator was not ready within 30s"
@@ -573,7 +576,7 @@ start_operator() {
     break
   done
   OPERATOR_ADMIN=127.0.0.1:$port
-  log "operator ready (admin $OPERATOR_ADMIN, log $WORK/operator.log)"
+  log "operator ready (admin $OPERATOR_ADMIN, log $log)"
 }
 
 install_crds() {
@@ -884,6 +887,21 @@ expect_no_leak() {
 # count_events NEEDLE: how many Events' messages contain NEEDLE.
 count_events() {
   event_messages | grep -cF -- "$1" || true
+}
+
+# advance_count WEIGHT: how many times the operator announced advancing to WEIGHT (Events of the
+# same message are counted with their `count`).
+advance_count() {
+  kc get events -o jsonpath='{range .items[*]}{.count}{"\t"}{.message}{"\n"}{end}' |
+    awk -F'\t' -v m="Advance podinfo.$NS canary weight $1" '$2 == m {n += $1} END {print n + 0}'
+}
+
+# expect_each_step_once WEIGHT...: each "Advance ... canary weight W" was announced exactly once.
+expect_each_step_once() {
+  local weight
+  for weight in "$@"; do
+    expect_eq "\"Advance ... canary weight $weight\" events (no step skipped or repeated)" 1 "$(advance_count "$weight")"
+  done
 }
 
 # vs_weight HOST [ROUTE]: the weight of destination HOST in http route ROUTE (default: the last
