@@ -889,11 +889,16 @@ count_events() {
   event_messages | grep -cF -- "$1" || true
 }
 
-# advance_count WEIGHT: how many times the operator announced advancing to WEIGHT (Events of the
-# same message are counted with their `count`).
-advance_count() {
+# announced MESSAGE: how many times the operator announced exactly MESSAGE (Events of the same
+# message are counted with their `count`).
+announced() {
   kc get events -o jsonpath='{range .items[*]}{.count}{"\t"}{.message}{"\n"}{end}' |
-    awk -F'\t' -v m="Advance podinfo.$NS canary weight $1" '$2 == m {n += $1} END {print n + 0}'
+    awk -F'\t' -v m="$1" '$2 == m {n += $1} END {print n + 0}'
+}
+
+# advance_count WEIGHT: how many times the operator announced advancing to WEIGHT.
+advance_count() {
+  announced "Advance podinfo.$NS canary weight $1"
 }
 
 # expect_each_step_once WEIGHT...: each "Advance ... canary weight W" was announced exactly once.

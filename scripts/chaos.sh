@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The reliability campaign (`make chaos`): runs e2e/21-kill-operator.sh with CHAOS_RUNS seeds (each
-# a fresh sandbox: a promotion and a rollback, with CHAOS_KILLS kill -9s of the operator in each
-# release), CHAOS_JOBS at a time, and prints one row per run and the totals.
+# a fresh sandbox: a promotion, a rollback, a blue/green switch and paused steps, with CHAOS_KILLS
+# kill -9s of the operator in each release), CHAOS_JOBS at a time, and prints one row per run and
+# the totals.
 #
 #   CHAOS_RUNS   runs (default 10)       CHAOS_KILLS  kills per release (default 3)
 #   CHAOS_JOBS   runs at a time (4)      CHAOS_SEED   first seed (default 1)
-# Every run is bounded: a scenario fails after 300 s per release, and `timeout` stops a run after 15 min.
+# Every run is bounded: a scenario fails after 300 s per release, and `timeout` stops a run after 25 min.
 set -Eeuo pipefail
 REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 runs=${CHAOS_RUNS:-10}
@@ -20,7 +21,7 @@ echo "building serin and serin-operator"
 run_one() {
   local seed=$1
   E2E_SKIP_BUILD=1 E2E_CHAOS_SEED=$seed E2E_CHAOS_KILLS=$kills \
-    timeout 900 "$REPO_DIR/e2e/21-kill-operator.sh" >"$logs/seed-$seed.log" 2>&1
+    timeout 1500 "$REPO_DIR/e2e/21-kill-operator.sh" >"$logs/seed-$seed.log" 2>&1
 }
 
 started=$(date +%s)
@@ -34,7 +35,7 @@ for ((seed = first_seed; seed < first_seed + runs; seed++)); do
 done
 for pid in "${pids[@]}"; do wait "$pid" || true; done
 
-printf '\n%-6s %-6s %-10s %-10s %s\n' SEED KILLS PROMOTION ROLLBACK RESULT
+printf '\n%-6s %-6s %-10s %-10s %-10s %-10s %s\n' SEED KILLS PROMOTION ROLLBACK BLUE-GREEN STEPS RESULT
 total_kills=0 passed=0
 for ((seed = first_seed; seed < first_seed + runs; seed++)); do
   log=$logs/seed-$seed.log
@@ -42,13 +43,15 @@ for ((seed = first_seed; seed < first_seed + runs; seed++)); do
   total_kills=$((total_kills + n))
   promotion=$(grep -q "ok: final phase of the healthy release = 'Succeeded'" "$log" && echo Succeeded || echo -)
   rollback=$(grep -q "ok: final phase of the faulty release = 'Failed'" "$log" && echo Failed || echo -)
+  blue_green=$(grep -q "ok: final phase of the blue/green release = 'Succeeded'" "$log" && echo Succeeded || echo -)
+  steps=$(grep -q "ok: final phase of the paused-steps release = 'Succeeded'" "$log" && echo Succeeded || echo -)
   if grep -q 'PASS in' "$log"; then
     result=held
     passed=$((passed + 1))
   else
     result="FAILED: $(grep -m1 -E 'FAIL|fail' "$log" | cut -c1-120) ($log)"
   fi
-  printf '%-6s %-6s %-10s %-10s %s\n' "$seed" "$n" "$promotion" "$rollback" "$result"
+  printf '%-6s %-6s %-10s %-10s %-10s %-10s %s\n' "$seed" "$n" "$promotion" "$rollback" "$blue_green" "$steps" "$result"
 done
 echo
 echo "where the kills landed (phase, canary weight):"

@@ -1,5 +1,6 @@
 //! Which Canaries a change of another object concerns: a target or primary Deployment, a config
-//! the target uses, or a MetricTemplate the analysis references.
+//! the target uses, a MetricTemplate or AlertProvider the analysis references, or a provider's
+//! Secret.
 
 use crate::cache::Caches;
 use kube::ResourceExt;
@@ -13,16 +14,10 @@ pub(super) fn canaries_of_deployment(
     namespace: Option<String>,
     name: &str,
 ) -> Vec<ObjectRef<Canary>> {
-    canaries
-        .state()
-        .into_iter()
-        .filter(|canary| {
-            let target = &canary.spec.target_ref.name;
-            canary.namespace() == namespace
-                && (target == name || format!("{target}-primary") == name)
-        })
-        .map(|canary| ObjectRef::from_obj(&*canary))
-        .collect()
+    canaries_where(canaries, |canary| {
+        let target = &canary.spec.target_ref.name;
+        canary.namespace() == namespace && (target == name || format!("{target}-primary") == name)
+    })
 }
 
 /// The Canaries whose metrics reference `template`.
@@ -32,23 +27,18 @@ pub(super) fn canaries_of_template(
 ) -> Vec<ObjectRef<Canary>> {
     let name = template.name_any();
     let template_namespace = template.namespace();
-    canaries
-        .state()
-        .into_iter()
-        .filter(|canary| {
-            canary.spec.analysis().is_some_and(|analysis| {
-                analysis.metrics().iter().any(|metric| {
-                    metric.template_ref.as_ref().is_some_and(|reference| {
-                        let canary_namespace = canary.namespace().unwrap_or_default();
-                        reference.name == name
-                            && Some(reference.namespace_or(&canary_namespace))
-                                == template_namespace.as_deref()
-                    })
+    canaries_where(canaries, |canary| {
+        canary.spec.analysis().is_some_and(|analysis| {
+            analysis.metrics().iter().any(|metric| {
+                metric.template_ref.as_ref().is_some_and(|reference| {
+                    let canary_namespace = canary.namespace().unwrap_or_default();
+                    reference.name == name
+                        && Some(reference.namespace_or(&canary_namespace))
+                            == template_namespace.as_deref()
                 })
             })
         })
-        .map(|canary| ObjectRef::from_obj(&*canary))
-        .collect()
+    })
 }
 
 /// The Canaries whose alerts reference `provider`.
@@ -58,21 +48,16 @@ pub(super) fn canaries_of_alert_provider(
 ) -> Vec<ObjectRef<Canary>> {
     let name = provider.name_any();
     let provider_namespace = provider.namespace();
-    canaries
-        .state()
-        .into_iter()
-        .filter(|canary| {
-            let canary_namespace = canary.namespace().unwrap_or_default();
-            canary.spec.analysis().is_some_and(|analysis| {
-                analysis.alerts.iter().flatten().any(|alert| {
-                    alert.provider_ref.name == name
-                        && Some(alert.provider_ref.namespace_or(&canary_namespace))
-                            == provider_namespace.as_deref()
-                })
+    canaries_where(canaries, |canary| {
+        let canary_namespace = canary.namespace().unwrap_or_default();
+        canary.spec.analysis().is_some_and(|analysis| {
+            analysis.alerts.iter().flatten().any(|alert| {
+                alert.provider_ref.name == name
+                    && Some(alert.provider_ref.namespace_or(&canary_namespace))
+                        == provider_namespace.as_deref()
             })
         })
-        .map(|canary| ObjectRef::from_obj(&*canary))
-        .collect()
+    })
 }
 
 /// The Canaries whose alerts go to an AlertProvider that reads its address from the Secret
@@ -86,24 +71,19 @@ pub(super) fn canaries_of_provider_secret(
     let Some(namespace) = namespace else {
         return Vec::new();
     };
-    canaries
-        .state()
-        .into_iter()
-        .filter(|canary| {
-            let canary_namespace = canary.namespace().unwrap_or_default();
-            canary.spec.analysis().is_some_and(|analysis| {
-                analysis.alerts.iter().flatten().any(|alert| {
-                    let reference = &alert.provider_ref;
-                    reference.namespace_or(&canary_namespace) == namespace
-                        && caches
-                            .alert_provider(&namespace, &reference.name)
-                            .and_then(|p| p.spec.secret_ref.as_ref().map(|s| s.name == name))
-                            .unwrap_or(false)
-                })
+    canaries_where(canaries, |canary| {
+        let canary_namespace = canary.namespace().unwrap_or_default();
+        canary.spec.analysis().is_some_and(|analysis| {
+            analysis.alerts.iter().flatten().any(|alert| {
+                let reference = &alert.provider_ref;
+                reference.namespace_or(&canary_namespace) == namespace
+                    && caches
+                        .alert_provider(&namespace, &reference.name)
+                        .and_then(|p| p.spec.secret_ref.as_ref().map(|s| s.name == name))
+                        .unwrap_or(false)
             })
         })
-        .map(|canary| ObjectRef::from_obj(&*canary))
-        .collect()
+    })
 }
 
 /// The Canaries whose target uses the config `kind`/`name`.
@@ -117,12 +97,9 @@ pub(super) fn canaries_of_config(
     let Some(namespace) = namespace else {
         return Vec::new();
     };
-    canaries
-        .state()
-        .into_iter()
-        .filter(|canary| canary.namespace().as_deref() == Some(namespace.as_str()))
-        .filter(|canary| {
-            caches
+    canaries_where(canaries, |canary| {
+        canary.namespace().as_deref() == Some(namespace.as_str())
+            && caches
                 .deployment(&namespace, &canary.spec.target_ref.name)
                 .and_then(|target| target.spec.and_then(|s| s.template.spec))
                 .is_some_and(|pod| {
@@ -130,7 +107,18 @@ pub(super) fn canaries_of_config(
                         .iter()
                         .any(|r| r.kind == kind && r.name == name)
                 })
-        })
+    })
+}
+
+/// The Canaries of the store that `keep` selects, as the controller's references.
+fn canaries_where(
+    canaries: &Store<Canary>,
+    keep: impl Fn(&Canary) -> bool,
+) -> Vec<ObjectRef<Canary>> {
+    canaries
+        .state()
+        .into_iter()
+        .filter(|canary| keep(canary))
         .map(|canary| ObjectRef::from_obj(&*canary))
         .collect()
 }
