@@ -114,6 +114,55 @@ impl Query {
         matches!(self.get(key), Some("true" | "1"))
     }
 
+    /// The list, watch and delete options a real API server refuses to decode: a `watch` or
+    /// `allowWatchBookmarks` that is not a boolean, a `timeoutSeconds` that is not a number, a
+    /// `resourceVersion` that is not one, an unknown `resourceVersionMatch` (or one without a
+    /// resourceVersion), an unknown `propagationPolicy`.
+    fn check_options(&self) -> Result<(), ApiError> {
+        const BOOLEANS: [&str; 12] = [
+            "1", "t", "T", "TRUE", "true", "True", "0", "f", "F", "FALSE", "false", "False",
+        ];
+        for key in ["watch", "allowWatchBookmarks"] {
+            if let Some(value) = self
+                .get(key)
+                .filter(|v| !v.is_empty() && !BOOLEANS.contains(v))
+            {
+                return Err(ApiError::bad_request(format!(
+                    "{key}: Invalid value: {value:?}: must be true or false"
+                )));
+            }
+        }
+        if let Some(value) = self
+            .get("timeoutSeconds")
+            .filter(|v| !v.is_empty() && v.parse::<i64>().is_err())
+        {
+            return Err(ApiError::bad_request(format!(
+                "timeoutSeconds: Invalid value: {value:?}: must be a whole number of seconds"
+            )));
+        }
+        let version = self.get("resourceVersion").unwrap_or("");
+        if !version.is_empty() && version.parse::<u64>().is_err() {
+            return Err(ApiError::bad_request(format!(
+                "resourceVersion: Invalid value: {version:?}: must be a resourceVersion the server returned (a number)"
+            )));
+        }
+        match self.get("resourceVersionMatch").unwrap_or("") {
+            "" => {}
+            "NotOlderThan" | "Exact" if !version.is_empty() => {}
+            "NotOlderThan" | "Exact" => {
+                return Err(ApiError::bad_request(
+                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+                ));
+            }
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "resourceVersionMatch: Unsupported value: {other:?}: supported values: \"Exact\", \"NotOlderThan\", \"\""
+                )));
+            }
+        }
+        check_propagation(self.get("propagationPolicy"))
+    }
+
     fn dry_run(&self) -> Result<bool, ApiError> {
         match self.get("dryRun") {
             None | Some("") => Ok(false),
@@ -998,6 +1047,7 @@ async fn serve(
     let store = &state.store;
     let info = &target.info;
     let ns = target.namespace.as_deref().unwrap_or("");
+    query.check_options()?;
     let dry_run = query.dry_run()?;
     let write = WriteOptions {
         dry_run,
@@ -1268,12 +1318,23 @@ fn list_page(
     )
 }
 
+/// A deletion's `propagationPolicy`, if any, is one Kubernetes knows.
+fn check_propagation(policy: Option<&str>) -> Result<(), ApiError> {
+    match policy {
+        None | Some("" | "Orphan" | "Background" | "Foreground") => Ok(()),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "propagationPolicy: Unsupported value: {other:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""
+        ))),
+    }
+}
+
 fn delete_options(
     headers: &HeaderMap,
     body: &Bytes,
     query: &Query,
 ) -> Result<DeleteOptions, ApiError> {
     let options = parse_body(headers, body)?;
+    check_propagation(options["propagationPolicy"].as_str())?;
     Ok(DeleteOptions {
         uid: options["preconditions"]["uid"].as_str().map(String::from),
         resource_version: options["preconditions"]["resourceVersion"]
