@@ -74,8 +74,9 @@ doc:
 	$(CARGO) doc --workspace --no-deps
 
 ## make chaos: the reliability campaign (scripts/chaos.sh): kill -9 of the operator at seeded
-## random moments of promotions and rollbacks, CHAOS_RUNS runs (default 10) of CHAOS_KILLS kills per
-## release (default 3), CHAOS_JOBS at a time; prints a table. docs/reliability.md has the results.
+## random moments of promotions, rollbacks, blue/green switches and paused steps, CHAOS_RUNS runs
+## (default 10) of CHAOS_KILLS kills per release (default 3), CHAOS_JOBS at a time; then the other
+## fault scenarios (CHAOS_FAULTS) once each; prints tables. docs/reliability.md has the results.
 chaos: e2e-prerequisites
 	CARGO=$(CARGO) scripts/chaos.sh
 

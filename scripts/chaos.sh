@@ -2,10 +2,13 @@
 # The reliability campaign (`make chaos`): runs e2e/21-kill-operator.sh with CHAOS_RUNS seeds (each
 # a fresh sandbox: a promotion, a rollback, a blue/green switch and paused steps, with CHAOS_KILLS
 # kill -9s of the operator in each release), CHAOS_JOBS at a time, and prints one row per run and
-# the totals.
+# the totals; then the other fault scenarios once each (CHAOS_FAULTS, default all of them: API faults,
+# a GitOps loop, a Prometheus outage, a silent gate, the malformed corpus, a failed promotion,
+# leader failover, a read-only root filesystem) through e2e/run.sh, with a row per scenario.
 #
 #   CHAOS_RUNS   runs (default 10)       CHAOS_KILLS  kills per release (default 3)
 #   CHAOS_JOBS   runs at a time (4)      CHAOS_SEED   first seed (default 1)
+#   CHAOS_FAULTS the other scenarios, by number (default "22 23 24 25 26 27 28 29"; empty: none)
 # Every run is bounded: a scenario fails after 300 s per release, and `timeout` stops a run after 25 min.
 set -Eeuo pipefail
 REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -58,4 +61,17 @@ echo "where the kills landed (phase, canary weight):"
 grep -h 'kill -9 #' "$logs"/seed-*.log | sed 's/.* of the operator at //' | sort | uniq -c | sort -rn
 echo
 echo "$passed of $runs runs held; $total_kills kill -9s of the operator in $(($(date +%s) - started))s; logs in $logs"
-((passed == runs))
+
+faults=${CHAOS_FAULTS-22 23 24 25 26 27 28 29}
+faults_held=true
+if [[ -n $faults ]]; then
+  echo
+  echo "the other faults, once each: $faults"
+  # shellcheck disable=SC2086 # one argument per scenario number
+  E2E_SKIP_BUILD=1 E2E_JOBS=$jobs_limit timeout 3600 "$REPO_DIR/e2e/run.sh" $faults >"$logs/faults.log" 2>&1 ||
+    faults_held=false
+  printf '\n%-32s %-6s %s\n' SCENARIO RESULT TIME
+  sed -n '/e2e summary/,$p' "$logs/faults.log" | grep -E '^[0-9]{2}-' | awk '{printf "%-32s %-6s %s\n", $1, $2 == "PASS" ? "held" : "FAILED", $3}'
+  tail -n 1 "$logs/faults.log"
+fi
+((passed == runs)) && $faults_held

@@ -90,6 +90,9 @@ impl LabelSelector {
             } else {
                 return Err(invalid());
             };
+            if !requirement_is_valid(&requirement) {
+                return Err(invalid());
+            }
             requirements.push(requirement);
         }
         Ok(LabelSelector(requirements))
@@ -253,6 +256,47 @@ impl FieldSelector {
             .iter()
             .find(|(f, eq, _)| f == "metadata.name" && *eq)
             .map(|(_, _, v)| v.as_str())
+    }
+}
+
+/// Whether a parsed requirement names a valid label key and valid values, as the API server
+/// checks them (`app===` or `!!!` are refused, not read as odd keys).
+fn requirement_is_valid(requirement: &Requirement) -> bool {
+    let (key, values): (&str, Vec<&str>) = match requirement {
+        Requirement::Equals(k, v) | Requirement::NotEquals(k, v) => (k, vec![v.as_str()]),
+        Requirement::In(k, vs) | Requirement::NotIn(k, vs) => {
+            (k, vs.iter().map(String::as_str).collect())
+        }
+        Requirement::Exists(k) | Requirement::NotExists(k) => (k, Vec::new()),
+    };
+    is_label_key(key) && values.iter().all(|v| v.is_empty() || is_label_name(v))
+}
+
+/// A label name or value: at most 63 characters, alphanumerics, `-`, `_` and `.`, starting and
+/// ending with an alphanumeric.
+fn is_label_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(b))
+}
+
+/// A label key: a name, optionally behind a DNS-subdomain prefix and `/`.
+fn is_label_key(key: &str) -> bool {
+    match key.split_once('/') {
+        Some((prefix, name)) => {
+            !prefix.is_empty()
+                && prefix.len() <= 253
+                && prefix
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-.".contains(&b))
+                && is_label_name(name)
+        }
+        None => is_label_name(key),
     }
 }
 

@@ -892,6 +892,52 @@ fn content_type(headers: &HeaderMap) -> String {
         .to_ascii_lowercase()
 }
 
+/// The object a POST or PUT sends: in a format the API server reads, and with the string maps of
+/// ConfigMaps and Secrets holding strings only, as their Go types require.
+fn parse_object_body(
+    info: &ResourceInfo,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<Value, ApiError> {
+    let media = content_type(headers);
+    if !matches!(
+        media.as_str(),
+        "" | "application/json" | "application/yaml" | crate::protobuf::MEDIA_TYPE
+    ) {
+        return Err(ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format {media:?} - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+        )));
+    }
+    let object = parse_body(headers, body)?;
+    let maps: &[&str] = match (info.group.as_str(), info.plural.as_str()) {
+        ("", "configmaps") => &["data", "binaryData"],
+        ("", "secrets") => &["data", "stringData"],
+        _ => &[],
+    };
+    for field in maps {
+        let Some(map) = object.get(*field).and_then(Value::as_object) else {
+            continue;
+        };
+        if let Some(value) = map.values().find(|v| !v.is_string()) {
+            let found = match value {
+                Value::Number(_) => "number",
+                Value::Bool(_) => "bool",
+                Value::Array(_) => "array",
+                Value::Object(_) => "object",
+                _ => "null",
+            };
+            if found == "null" {
+                continue;
+            }
+            return Err(ApiError::bad_request(format!(
+                "{kind} in version \"v1\" cannot be handled as a {kind}: json: cannot unmarshal {found} into Go struct field {kind}.{field} of type string",
+                kind = info.kind
+            )));
+        }
+    }
+    Ok(object)
+}
+
 fn parse_body(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiError> {
     let media = content_type(headers);
     if media == crate::protobuf::MEDIA_TYPE {
@@ -1118,7 +1164,7 @@ async fn serve(
             }
         }
         (&Method::POST, None, None) => {
-            let mut body = parse_body(headers, &body)?;
+            let mut body = parse_object_body(info, headers, &body)?;
             let warnings = check_fields(info, query, &mut body, Decoding::Object)?;
             state
                 .auth
@@ -1135,7 +1181,7 @@ async fn serve(
             Ok(json_response(200, &scale::scale_of(info, &updated)))
         }
         (&Method::PUT, Some(name), _) => {
-            let mut body = parse_body(headers, &body)?;
+            let mut body = parse_object_body(info, headers, &body)?;
             let warnings = check_fields(info, query, &mut body, Decoding::Object)?;
             if part == Part::Main {
                 let old = store.get(info, ns, name).ok();
