@@ -38,7 +38,7 @@ kill_when_due() {
     kill -KILL "$OPERATOR_PID" 2>/dev/null || true
     wait "$OPERATOR_PID" 2>/dev/null || true
     TOTAL_KILLS=$((TOTAL_KILLS + 1))
-    log "kill -9 #$TOTAL_KILLS of the operator at $PHASE, weight $WEIGHT"
+    log "kill -9 #$TOTAL_KILLS of the operator at $PHASE, weight $WEIGHT, iteration $ITERATIONS, step ${STEP:--}"
     start_operator
     KILLS_LEFT=$((KILLS_LEFT - 1))
     NEXT_KILL_AT=$((now + 50 + RANDOM % 200))

@@ -57,9 +57,11 @@ for ((seed = first_seed; seed < first_seed + runs; seed++)); do
   printf '%-6s %-6s %-10s %-10s %-10s %-10s %s\n' "$seed" "$n" "$promotion" "$rollback" "$blue_green" "$steps" "$result"
 done
 echo
-echo "where the kills landed (phase, canary weight):"
-grep -h 'kill -9 #' "$logs"/seed-*.log | sed 's/.* of the operator at //' | sort | uniq -c | sort -rn
-echo
+if ((runs > 0)); then
+  echo "where the kills landed (phase, canary weight, blue/green iteration, step index):"
+  grep -h 'kill -9 #' "$logs"/seed-*.log | sed 's/.* of the operator at //' | sort | uniq -c | sort -rn || true
+  echo
+fi
 echo "$passed of $runs runs held; $total_kills kill -9s of the operator in $(($(date +%s) - started))s; logs in $logs"
 
 faults=${CHAOS_FAULTS-22 23 24 25 26 27 28 29}
