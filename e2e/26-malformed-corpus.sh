@@ -16,15 +16,7 @@ setup
 
 CORPUS=$WORK/corpus
 
-apply_canary <<EOF
-    interval: $INTERVAL
-    threshold: 2
-    stepWeight: 25
-    maxWeight: 50
-    metrics:
-$(success_rate_metric)
-$(load_test_hooks)
-EOF
+LADDER_STEP=25 LADDER_MAX=50 apply_ladder_canary 2
 expect_initialized
 
 python3 "$E2E_DIR/fixtures/malformed.py" generate "$CORPUS" "$NS" | while read -r line; do log "corpus: $line"; done

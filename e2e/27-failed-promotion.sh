@@ -21,16 +21,7 @@ ln -s "$TARGET_DIR/debug/kubectl-serin" "$WORK/plugins/kubectl-serin"
 export PATH=$WORK/plugins:$PATH
 kc patch deployment podinfo -p '{"spec":{"progressDeadlineSeconds":30}}' >/dev/null
 
-log "creating the Canary: stepWeight 20 up to 40"
-apply_canary <<EOF
-    interval: $INTERVAL
-    threshold: 2
-    maxWeight: 40
-    stepWeight: 20
-    metrics:
-$(success_rate_metric)
-$(load_test_hooks)
-EOF
+LADDER_STEP=20 LADDER_MAX=40 apply_ladder_canary 2
 expect_initialized
 expect_eq "primary's progressDeadlineSeconds" 30 "$(kc get deployment podinfo-primary -o jsonpath='{.spec.progressDeadlineSeconds}')"
 

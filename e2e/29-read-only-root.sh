@@ -24,16 +24,7 @@ OPERATOR_WRAPPER=()
 expect_contains "the wrapper's check" "read-only-root: /, /tmp, /dev/shm" "$(cat "$WORK/operator.log")"
 expect_eq "the operator's user" 65532 "$(ps -o uid= -p "$OPERATOR_PID" | tr -d ' ')"
 
-log "creating the Canary: stepWeight 25 up to 50"
-apply_canary <<EOF
-    interval: $INTERVAL
-    threshold: 2
-    stepWeight: 25
-    maxWeight: 50
-    metrics:
-$(success_rate_metric)
-$(load_test_hooks)
-EOF
+LADDER_STEP=25 LADDER_MAX=50 apply_ladder_canary 2
 expect_initialized
 follow_baseline podinfo
 kc set image deployment/podinfo podinfod=ghcr.io/stefanprodan/podinfo:6.0.1 >/dev/null

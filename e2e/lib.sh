@@ -197,16 +197,17 @@ apply_canary() {
 }
 
 # apply_ladder_canary THRESHOLD [SPEC_LINE...]: the Canary the reliability scenarios release:
-# stepWeight 20 up to 60, the builtin success-rate check and the load tester's hooks.
+# stepWeight LADDER_STEP (default 20) up to LADDER_MAX (default 60), the builtin success-rate check
+# and the load tester's hooks.
 apply_ladder_canary() {
-  local threshold=$1
+  local threshold=$1 step=${LADDER_STEP:-20} max=${LADDER_MAX:-60}
   shift
-  log "creating the Canary: stepWeight 20 up to 60, threshold $threshold"
+  log "creating the Canary: stepWeight $step up to $max, threshold $threshold"
   apply_canary "$@" <<EOF
     interval: $INTERVAL
     threshold: $threshold
-    stepWeight: 20
-    maxWeight: 60
+    stepWeight: $step
+    maxWeight: $max
     metrics:
 $(success_rate_metric)
 $(load_test_hooks)

@@ -49,9 +49,10 @@ impl<'a> Tick<'a> {
     /// holds it too, saying so each tick, until `progressDeadlineSeconds` have passed without an
     /// answer, when the release is rolled back.
     pub(super) fn gate_open(&mut self, hook: &CanaryWebhook, phase: Phase) -> Result<bool, Halt> {
+        let hook_type = hook.hook_type().unwrap_or(HookType::Rollout);
         let check = Check::Hook {
             name: hook.name.clone(),
-            hook_type: hook.hook_type().unwrap_or(HookType::Rollout),
+            hook_type,
             phase,
         };
         let unanswered = self.obs.verdicts.iter().find_map(|v| match &v.outcome {
@@ -71,22 +72,18 @@ impl<'a> Tick<'a> {
         self.status.unanswered_gate_since = Some(Time(since));
         let deadline = self.canary.spec.progress_deadline_seconds();
         let silent_for = self.now.duration_since(since).as_secs();
+        let gate = format!("{hook_type} gate {}", hook.name);
         if silent_for >= i64::from(deadline) {
-            self.rollback(RollbackCause::GateUnanswered {
-                gate: format!(
-                    "{} gate {}",
-                    hook.hook_type().unwrap_or(HookType::Rollout),
-                    hook.name
-                ),
-                seconds: deadline,
-                error,
-            })?;
-            return Ok(false);
+            return self
+                .rollback(RollbackCause::GateUnanswered {
+                    gate,
+                    seconds: deadline,
+                    error,
+                })
+                .map(|()| false);
         }
         let message = format!(
-            "{} gate {} gave no answer: {error}; the release holds, and is rolled back if the gate stays silent for {deadline}s (spec.progressDeadlineSeconds), {}s from now",
-            hook.hook_type().unwrap_or(HookType::Rollout),
-            hook.name,
+            "{gate} gave no answer: {error}; the release holds, and is rolled back if the gate stays silent for {deadline}s (spec.progressDeadlineSeconds), {}s from now",
             i64::from(deadline) - silent_for
         );
         self.warning(reason::WAITING, message.clone());
