@@ -1215,7 +1215,13 @@ async fn serve(
                     "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
                 ));
             }
-            let mut patch = parse_body(headers, &body)?;
+            // Only an apply patch may be YAML; the others are JSON, as the API server reads them.
+            let mut patch = if patch_type == PatchType::Apply {
+                parse_body(headers, &body)?
+            } else {
+                serde_json::from_slice(&body)
+                    .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
+            };
             if sub == Some("ephemeralcontainers") {
                 only_ephemeral_containers(&patch, patch_type)?;
             }
