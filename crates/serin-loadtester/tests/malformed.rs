@@ -15,10 +15,8 @@ async fn start() -> Server {
         listener,
         Options {
             timeout: Duration::from_secs(10),
-            allow_shell: false,
             proxy: ProxyConfig::direct(),
-            namespace_filter: None,
-            log_sink: None,
+            ..Options::default()
         },
     )
     .unwrap()
