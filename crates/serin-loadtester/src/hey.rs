@@ -48,6 +48,31 @@ pub struct LoadPlan {
     pub body_file: Option<String>,
 }
 
+impl LoadPlan {
+    /// Expands a short target host (`http://podinfo-canary:9898/`) in `namespace`, as a pod's DNS
+    /// search path would: requests go to `podinfo-canary.test:9898`, the Host header keeps the name
+    /// as written. Other hosts are left alone.
+    pub fn search_in(&mut self, namespace: &str) {
+        let Some(name) = crate::proxy::search_name(&self.host, namespace) else {
+            return;
+        };
+        let authority = match self.url.port_u16() {
+            Some(port) => format!("{name}:{port}"),
+            None => name.clone(),
+        };
+        let path = self.url.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+        if let Ok(url) = Uri::builder()
+            .scheme("http")
+            .authority(authority.as_str())
+            .path_and_query(path)
+            .build()
+        {
+            self.url = url;
+            self.host = name;
+        }
+    }
+}
+
 /// Whether `words` (a split command line) is a hey invocation the built-in generator should run.
 pub fn is_hey(words: &[String]) -> bool {
     words
@@ -526,5 +551,24 @@ mod tests {
         assert_eq!(parse_host_port("http://proxy"), Some(("proxy".into(), 80)));
         assert_eq!(parse_host_port("[::1]:80"), Some(("::1".into(), 80)));
         assert_eq!(parse_host_port("proxy"), None);
+    }
+
+    #[test]
+    fn a_short_target_host_is_searched_in_the_namespace() {
+        let args: Vec<String> = ["-n", "1", "-c", "1", "http://podinfo-canary:9898/x?y=1"]
+            .iter()
+            .map(|w| w.to_string())
+            .collect();
+        let mut plan = parse_hey_args(&args).unwrap();
+        plan.search_in("test");
+        assert_eq!(
+            plan.url.to_string(),
+            "http://podinfo-canary.test:9898/x?y=1"
+        );
+        assert_eq!(plan.host, "podinfo-canary.test");
+        assert_eq!(plan.headers[HOST], "podinfo-canary:9898");
+        let mut qualified = parse_hey_args(&["http://web.prod/".to_string()]).unwrap();
+        qualified.search_in("test");
+        assert_eq!(qualified.url.to_string(), "http://web.prod/");
     }
 }

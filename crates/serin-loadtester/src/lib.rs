@@ -1,6 +1,6 @@
 //! Serin's load tester: a Flagger-compatible webhook receiver that generates traffic for canary
-//! analysis (with a built-in, hey-compatible load generator), runs commands when allowed, and
-//! keeps manual gates. The same API as Flagger's `flagger-loadtester`, so existing webhooks work.
+//! analysis (with a built-in, hey-compatible load generator), runs commands when allowed (or
+//! through a pluggable [`shell::CommandRunner`]), and keeps manual gates. The same API as Flagger's `flagger-loadtester`, so existing webhooks work.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -64,6 +64,13 @@ pub struct Options {
     /// Where to write one JSON log line per task start and end, besides `tracing` (the sandbox
     /// keeps them as the pod's log for `kubectl logs`).
     pub log_sink: Option<LogSink>,
+    /// Runs bash, helm and kubectl tasks and non-hey `cmd` tasks instead of a process, and
+    /// whether or not `allow_shell` is set (the sandbox runs Flagger's image's commands through
+    /// its interpreter this way). `None`: processes, only with `allow_shell`.
+    pub command_runner: Option<Arc<dyn shell::CommandRunner>>,
+    /// The namespace a short hey target host (`http://podinfo-canary:9898/`) is expanded in, as a
+    /// pod's DNS search path would (`podinfo-canary.test`). `None`: hosts are used as written.
+    pub search_namespace: Option<String>,
 }
 
 /// Receives the load tester's log lines.
@@ -77,6 +84,8 @@ impl Default for Options {
             proxy: ProxyConfig::from_env(),
             namespace_filter: None,
             log_sink: None,
+            command_runner: None,
+            search_namespace: None,
         }
     }
 }

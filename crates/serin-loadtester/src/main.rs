@@ -48,7 +48,7 @@ async fn main() -> anyhow::Result<()> {
         allow_shell: args.allow_shell,
         proxy: ProxyConfig::from_env(),
         namespace_filter: args.namespace_regexp,
-        log_sink: None,
+        ..Options::default()
     };
     let timeout = humantime::format_duration(args.timeout).to_string();
     tracing::info!(port = args.port, timeout, "Starting load tester");

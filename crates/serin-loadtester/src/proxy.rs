@@ -101,6 +101,57 @@ pub fn bypasses(entries: &[String], host: &str) -> bool {
     })
 }
 
+/// The name a pod's DNS search path gives a short host in `namespace`: `podinfo-canary` becomes
+/// `podinfo-canary.test`. `None` (use the host as written) for names with a dot, `localhost`,
+/// addresses, and an empty host or namespace.
+pub fn search_name(host: &str, namespace: &str) -> Option<String> {
+    let short = !host.is_empty()
+        && !namespace.is_empty()
+        && !host.contains(['.', ':', '[', '/', '@'])
+        && !host.eq_ignore_ascii_case("localhost")
+        && host.parse::<IpAddr>().is_err()
+        && !host.chars().all(|c| c.is_ascii_digit());
+    short.then(|| format!("{host}.{namespace}"))
+}
+
+/// `url` (`http://host[:port]/path`; the scheme may be left out, as curl allows) with its host
+/// expanded by [`search_name`]; every other URL comes back unchanged.
+pub fn search_url(url: &str, namespace: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme), rest),
+        None => (None, url),
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let (userinfo, host_port) = match authority.rsplit_once('@') {
+        Some((userinfo, host_port)) => (Some(userinfo), host_port),
+        None => (None, authority),
+    };
+    let (host, port) = match host_port.split_once(':') {
+        Some((host, port)) => (host, Some(port)),
+        None => (host_port, None),
+    };
+    let Some(name) = search_name(host, namespace) else {
+        return url.to_string();
+    };
+    let mut out = String::new();
+    if let Some(scheme) = scheme {
+        out.push_str(scheme);
+        out.push_str("://");
+    }
+    if let Some(userinfo) = userinfo {
+        out.push_str(userinfo);
+        out.push('@');
+    }
+    out.push_str(&name);
+    if let Some(port) = port {
+        out.push(':');
+        out.push_str(port);
+    }
+    out.push_str(tail);
+    out
+}
+
 fn in_network(address: IpAddr, network: IpAddr, bits: u32) -> bool {
     match (address, network) {
         (IpAddr::V4(address), IpAddr::V4(network)) if bits <= 32 => {
@@ -144,5 +195,28 @@ mod tests {
         assert!(ProxyConfig::direct().proxy_for("podinfo.test").is_none());
         let all = ProxyConfig::through("p:1", &["*"]).unwrap();
         assert!(all.proxy_for("podinfo.test").is_none());
+    }
+
+    #[test]
+    fn short_hosts_expand_in_the_namespace_as_a_dns_search_path() {
+        assert_eq!(
+            search_url("http://podinfo-canary:9898/token", "test"),
+            "http://podinfo-canary.test:9898/token"
+        );
+        assert_eq!(search_url("podinfo/x?y=1", "test"), "podinfo.test/x?y=1");
+        assert_eq!(
+            search_url("http://u:p@web/", "prod"),
+            "http://u:p@web.prod/"
+        );
+        for kept in [
+            "http://podinfo.test:9898/",
+            "http://localhost:8080/healthz",
+            "http://127.0.0.1:80/",
+            "http://[::1]:80/",
+            "http://podinfo.test.svc.cluster.local/",
+        ] {
+            assert_eq!(search_url(kept, "test"), kept);
+        }
+        assert_eq!(search_name("web", ""), None);
     }
 }

@@ -1,7 +1,10 @@
 //! Runs external commands (only when the load tester was started with `--allow-shell`): output
 //! captured up to a limit, and the whole process group killed on timeout, shutdown or drop, so a
-//! `sh -c "sleep 1000"` cannot outlive its task.
+//! `sh -c "sleep 1000"` cannot outlive its task. A [`CommandRunner`] can run command lines
+//! instead, without a process (the sandbox's command interpreter does, for Flagger's image).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,6 +25,61 @@ pub struct CommandResult {
     pub exit: String,
     /// True when it was killed because it ran past the timeout.
     pub timed_out: bool,
+}
+
+/// How a [`CommandRunner`] says a command line ended: its exit code and what it printed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunnerOutput {
+    /// The exit code; 0 is success.
+    pub exit_code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+/// Runs command lines in place of `sh -c`/`bash -c`, e.g. through an interpreter of the
+/// environment the load tester runs in. When [`crate::Options::command_runner`] is set, bash
+/// tasks, `helm`/`kubectl` tasks and `cmd` tasks that are not plain hey commands go to it instead of
+/// a process, and are not refused for want of `--allow-shell`.
+pub trait CommandRunner: Send + Sync {
+    /// Runs `line` (shell syntax) to its end; the load tester drops the future at the task timeout.
+    fn run<'a>(&'a self, line: &'a str) -> Pin<Box<dyn Future<Output = RunnerOutput> + Send + 'a>>;
+}
+
+/// Runs `line` with `runner`, cut at `timeout`, and reports it as [`run_command`] reports a
+/// process: standard output then standard error (at most [`MAX_OUTPUT_BYTES`]), `exit status N`,
+/// and `signal: killed` with `timed_out` when the timeout cut it.
+pub async fn run_with_runner(
+    runner: &dyn CommandRunner,
+    line: &str,
+    timeout: Duration,
+) -> CommandResult {
+    match tokio::time::timeout(timeout, runner.run(line)).await {
+        Ok(output) => {
+            let mut text = output.stdout;
+            text.push_str(&output.stderr);
+            if text.len() > MAX_OUTPUT_BYTES {
+                let mut end = MAX_OUTPUT_BYTES;
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                text.truncate(end);
+            }
+            CommandResult {
+                success: output.exit_code == 0,
+                output: text,
+                exit: format!("exit status {}", output.exit_code),
+                timed_out: false,
+            }
+        }
+        Err(_) => CommandResult {
+            success: false,
+            output: String::new(),
+            exit: "signal: killed".into(),
+            timed_out: true,
+        },
+    }
 }
 
 struct KillGroupOnDrop(Option<i32>);
@@ -152,5 +210,47 @@ mod tests {
             "{}",
             result.exit
         );
+    }
+
+    struct Echo;
+
+    impl CommandRunner for Echo {
+        fn run<'a>(
+            &'a self,
+            line: &'a str,
+        ) -> Pin<Box<dyn Future<Output = RunnerOutput> + Send + 'a>> {
+            Box::pin(async move {
+                if let Some(seconds) = line.strip_prefix("sleep ") {
+                    tokio::time::sleep(Duration::from_secs(seconds.parse().unwrap())).await;
+                }
+                RunnerOutput {
+                    exit_code: if line.starts_with("fail") { 3 } else { 0 },
+                    stdout: format!("ran {line}\n"),
+                    stderr: "note\n".into(),
+                }
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_runner_reports_as_a_process_would() {
+        let ok = run_with_runner(&Echo, "true", Duration::from_secs(5)).await;
+        assert_eq!(
+            ok,
+            CommandResult {
+                success: true,
+                output: "ran true\nnote\n".into(),
+                exit: "exit status 0".into(),
+                timed_out: false
+            }
+        );
+        let failed = run_with_runner(&Echo, "fail now", Duration::from_secs(5)).await;
+        assert_eq!(
+            (failed.success, failed.exit.as_str()),
+            (false, "exit status 3")
+        );
+        let cut = run_with_runner(&Echo, "sleep 30", Duration::from_millis(100)).await;
+        assert!(cut.timed_out && !cut.success);
+        assert_eq!(cut.exit, "signal: killed");
     }
 }

@@ -4,9 +4,9 @@
 use crate::hey::{LoadPlan, is_hey, parse_hey_args};
 use crate::load::{LoadReport, run_load};
 use crate::payload::Payload;
-use crate::shell::{CommandResult, run_command};
+use crate::shell::{CommandResult, run_command, run_with_runner};
 use crate::words::split_command;
-use crate::{Shared, TASK_HISTORY_LIMIT};
+use crate::{Options, Shared, TASK_HISTORY_LIMIT};
 use std::sync::Arc;
 
 /// The task types this load tester runs.
@@ -53,7 +53,12 @@ fn refuse(status: u16, message: impl Into<String>) -> Refusal {
 /// The work a payload asks for, checked before anything runs.
 enum Work {
     Load(Box<LoadPlan>),
-    External { program: String, args: Vec<String> },
+    External {
+        program: String,
+        args: Vec<String>,
+    },
+    /// A command line for [`Options::command_runner`].
+    Script(String),
 }
 
 fn shell_refused(what: &str) -> Refusal {
@@ -65,8 +70,10 @@ fn shell_refused(what: &str) -> Refusal {
     )
 }
 
-/// Decides how to run `command` for a `cmd` task: hey in-process, anything else through `sh -c`.
-fn plan_cmd(command: &str, allow_shell: bool) -> Result<Work, Refusal> {
+/// Decides how to run `command` for a `cmd` task: hey in-process, anything else through the
+/// command runner if there is one, else through `sh -c`.
+fn plan_cmd(command: &str, options: &Options) -> Result<Work, Refusal> {
+    let allow_shell = options.allow_shell;
     let words =
         split_command(command).map_err(|error| refuse(400, format!("metadata.cmd: {error}")))?;
     if words.words.is_empty() {
@@ -89,7 +96,13 @@ fn plan_cmd(command: &str, allow_shell: bool) -> Result<Work, Refusal> {
             })?;
             plan.body = body.into();
         }
+        if let Some(namespace) = &options.search_namespace {
+            plan.search_in(namespace);
+        }
         return Ok(Work::Load(Box::new(plan)));
+    }
+    if options.command_runner.is_some() {
+        return Ok(Work::Script(command.to_string()));
     }
     if !allow_shell {
         let first = &words.words[0];
@@ -124,6 +137,7 @@ pub(crate) async fn handle_task(
     }
     let task_type = payload.meta("type").unwrap_or("cmd").to_string();
     let allow_shell = shared.options.allow_shell;
+    let has_runner = shared.options.command_runner.is_some();
     let command = || {
         payload.meta("cmd").map(str::to_string).ok_or_else(|| {
             refuse(
@@ -137,11 +151,15 @@ pub(crate) async fn handle_task(
     match task_type.as_str() {
         "cmd" => {
             let command = command()?;
-            let work = plan_cmd(&command, allow_shell)?;
+            let work = plan_cmd(&command, &shared.options)?;
             Ok(start_async(shared, &payload, command, work))
         }
         "bash" => {
             let command = command()?;
+            if has_runner {
+                let work = Work::Script(command.clone());
+                return run_blocking(shared, &payload, command, work).await;
+            }
             if !allow_shell {
                 return Err(shell_refused("a bash task"));
             }
@@ -153,14 +171,24 @@ pub(crate) async fn handle_task(
         }
         "helm" | "helmv3" | "kubectl" => {
             let command = command()?;
-            if !allow_shell {
-                return Err(shell_refused(&format!("a {task_type} task")));
-            }
             let program = if task_type == "kubectl" {
                 "kubectl"
             } else {
                 "helm"
             };
+            if has_runner {
+                // The words as Flagger passes them (split on whitespace), quoted for the runner's
+                // shell so none of them is read as shell syntax.
+                let mut line = program.to_string();
+                for word in command.split_whitespace() {
+                    line.push(' ');
+                    line.push_str(&shell_quote(word));
+                }
+                return run_blocking(shared, &payload, command, Work::Script(line)).await;
+            }
+            if !allow_shell {
+                return Err(shell_refused(&format!("a {task_type} task")));
+            }
             let args = command.split_whitespace().map(str::to_string).collect();
             let work = Work::External {
                 program: program.into(),
@@ -179,6 +207,11 @@ pub(crate) async fn handle_task(
             format!("unknown task type {other}; supported types: {SUPPORTED_TYPES}"),
         )),
     }
+}
+
+/// `word` in single quotes, so a shell reads it as one literal word.
+fn shell_quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
 }
 
 /// Removes a task's key from the running set when the task ends, however it ends.
@@ -314,6 +347,19 @@ async fn execute(shared: &Shared, command: &str, work: Work) -> TaskOutcome {
             let killed = result.timed_out;
             (TaskOutcome::Command(result), killed)
         }
+        Work::Script(line) => {
+            let result = match &shared.options.command_runner {
+                Some(runner) => run_with_runner(runner.as_ref(), &line, timeout).await,
+                None => CommandResult {
+                    success: false,
+                    output: String::new(),
+                    exit: "no command runner".into(),
+                    timed_out: false,
+                },
+            };
+            let killed = result.timed_out;
+            (TaskOutcome::Command(result), killed)
+        }
     };
     if timed_out {
         tracing::warn!("command {command} cancelled at the timeout");
@@ -360,33 +406,93 @@ fn finish(
 mod tests {
     use super::*;
 
+    fn shell(allow_shell: bool) -> Options {
+        Options {
+            allow_shell,
+            ..Options::default()
+        }
+    }
+
     #[test]
     fn hey_runs_in_process_and_anything_else_needs_a_shell() {
         assert!(matches!(
-            plan_cmd("hey -n 10 -c 1 http://a/", false),
+            plan_cmd("hey -n 10 -c 1 http://a/", &shell(false)),
             Ok(Work::Load(_))
         ));
         assert!(matches!(
-            plan_cmd("/usr/bin/hey -z 1s 'http://a/?x=1&y=2'", false),
+            plan_cmd("/usr/bin/hey -z 1s 'http://a/?x=1&y=2'", &shell(false)),
             Ok(Work::Load(_))
         ));
-        let curl = plan_cmd("curl http://a/", false).err().unwrap();
+        let curl = plan_cmd("curl http://a/", &shell(false)).err().unwrap();
         assert_eq!(curl.status, 403);
         assert!(curl.message.contains("--allow-shell"), "{}", curl.message);
-        let piped = plan_cmd("hey http://a/ | tail", false).err().unwrap();
+        let piped = plan_cmd("hey http://a/ | tail", &shell(false))
+            .err()
+            .unwrap();
         assert_eq!(piped.status, 403);
         assert!(matches!(
-            plan_cmd("curl http://a/", true),
+            plan_cmd("curl http://a/", &shell(true)),
             Ok(Work::External { .. })
         ));
-        let body_file = plan_cmd("hey -D /etc/passwd http://a/", false)
+        let body_file = plan_cmd("hey -D /etc/passwd http://a/", &shell(false))
             .err()
             .unwrap();
         assert_eq!(body_file.status, 403);
         assert_eq!(
-            plan_cmd("hey -k http://a/", false).err().unwrap().status,
+            plan_cmd("hey -k http://a/", &shell(false))
+                .err()
+                .unwrap()
+                .status,
             400
         );
-        assert_eq!(plan_cmd("  ", true).err().unwrap().status, 400);
+        assert_eq!(plan_cmd("  ", &shell(true)).err().unwrap().status, 400);
+    }
+
+    struct Recorder;
+
+    impl crate::shell::CommandRunner for Recorder {
+        fn run<'a>(
+            &'a self,
+            line: &'a str,
+        ) -> std::pin::Pin<Box<dyn Future<Output = crate::shell::RunnerOutput> + Send + 'a>>
+        {
+            Box::pin(async move {
+                crate::shell::RunnerOutput {
+                    stdout: line.to_string(),
+                    ..Default::default()
+                }
+            })
+        }
+    }
+
+    #[test]
+    fn a_command_runner_takes_what_would_need_a_shell() {
+        let options = Options {
+            command_runner: Some(Arc::new(Recorder)),
+            search_namespace: Some("test".into()),
+            ..Options::default()
+        };
+        assert!(matches!(
+            plan_cmd("curl -s http://a/ | grep x", &options),
+            Ok(Work::Script(line)) if line == "curl -s http://a/ | grep x"
+        ));
+        assert!(matches!(
+            plan_cmd("hey http://a/ | tail", &options),
+            Ok(Work::Script(_))
+        ));
+        // Plain hey still runs in-process, its short host searched in the namespace.
+        match plan_cmd("hey -n 2 -c 1 http://podinfo-canary:9898/", &options) {
+            Ok(Work::Load(plan)) => assert_eq!(plan.host, "podinfo-canary.test"),
+            _ => panic!("hey runs in-process"),
+        }
+        // A local file is not the runner's to read.
+        assert_eq!(
+            plan_cmd("hey -D /etc/passwd http://a/", &options)
+                .err()
+                .unwrap()
+                .status,
+            403
+        );
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
     }
 }

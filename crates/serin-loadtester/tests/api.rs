@@ -65,6 +65,8 @@ fn options() -> Options {
         proxy: ProxyConfig::direct(),
         namespace_filter: None,
         log_sink: None,
+        command_runner: None,
+        search_namespace: None,
     }
 }
 

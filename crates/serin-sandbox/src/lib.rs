@@ -30,6 +30,7 @@ pub mod mesh_proxy;
 pub mod mesh_route;
 pub mod openapi;
 pub mod patch;
+pub mod pod_targets;
 pub mod podinfo;
 pub mod portforward;
 pub mod process;
@@ -145,6 +146,9 @@ pub struct Sandbox {
     /// The directory whose `*.json` target files that Prometheus also scrapes
     /// (`DIR/prometheus-targets`), when it runs; see [`Sandbox::register_scrape_target`].
     pub prometheus_targets: Option<PathBuf>,
+    /// Keeps a target file in `prometheus_targets` for every pod annotated
+    /// `prometheus.io/scrape: "true"` ([`pod_targets`]), while Prometheus runs.
+    pod_targets: Option<tokio::task::JoinHandle<()>>,
     /// Issued ServiceAccount tokens, and what each identity was allowed to do
     /// ([`auth::Auth::access`]).
     pub auth: Arc<auth::Auth>,
@@ -293,6 +297,7 @@ impl Sandbox {
         let mut listed = serde_json::json!({"apiserver": url, "apiserverHttps": https_url});
         let mut prometheus = None;
         let mut prometheus_targets = None;
+        let mut pod_targets = None;
         if let (Some(settings), Some(proxy)) = (&options.mesh, &mesh) {
             listed["proxy"] = serde_json::json!(format!("http://{}", proxy.address));
             if let Some(binary) = settings.prometheus.clone() {
@@ -314,6 +319,7 @@ impl Sandbox {
                 listed["prometheus"] = serde_json::json!(started.url);
                 listed["prometheusTargets"] = serde_json::json!(targets_dir);
                 prometheus = Some(started);
+                pod_targets = Some(pod_targets::spawn(store.clone(), targets_dir.clone()));
                 prometheus_targets = Some(targets_dir);
             }
         }
@@ -331,6 +337,7 @@ impl Sandbox {
             mesh,
             prometheus,
             prometheus_targets,
+            pod_targets,
             auth,
             identity_controllers,
             autoscaler,
@@ -372,6 +379,14 @@ impl Sandbox {
             mesh.stop().await;
         }
         drop(self.prometheus);
+        if let Some(task) = self.pod_targets {
+            task.abort();
+            let _ = task.await;
+        }
+        // Its pods stop serving with it; a later sandbox in the same directory writes its own.
+        if let Some(dir) = &self.prometheus_targets {
+            pod_targets::remove_all(dir);
+        }
         let _ = self.shutdown.send(());
         self.controllers.abort();
         self.identity_controllers.abort();

@@ -132,11 +132,21 @@ pub fn write_target_file(
     addresses: &[SocketAddr],
 ) -> std::io::Result<PathBuf> {
     let targets: Vec<String> = addresses.iter().map(ToString::to_string).collect();
-    let text = serde_json::json!([{"targets": targets, "labels": {"job": job}}]).to_string();
+    let groups = serde_json::json!([{"targets": targets, "labels": {"job": job}}]);
+    write_target_groups(dir, name, &groups)
+}
+
+/// Writes `DIR/NAME.json` holding `groups`, a list of file discovery target groups
+/// (`{"targets": [...], "labels": {...}}`), whole or not at all. Returns the file's path.
+pub fn write_target_groups(
+    dir: &Path,
+    name: &str,
+    groups: &serde_json::Value,
+) -> std::io::Result<PathBuf> {
     let path = dir.join(format!("{name}.json"));
     // The temporary name does not match `*.json`, so Prometheus never reads a half-written file.
     let partial = dir.join(format!(".{name}.json.partial"));
-    std::fs::write(&partial, text)?;
+    std::fs::write(&partial, groups.to_string())?;
     std::fs::rename(&partial, &path)?;
     Ok(path)
 }

@@ -12,6 +12,7 @@ use crate::podinfo::{self, PodinfoSettings};
 use crate::process::{ApiAccess, ProcessSpec};
 use serde_json::{Value, json};
 use serin_loadtester::proxy::ProxyConfig;
+use serin_loadtester::shell::CommandRunner;
 use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -76,8 +77,97 @@ pub fn loadtester_proxy_config(proxy: SocketAddr) -> ProxyConfig {
 #[derive(Clone)]
 enum App {
     Podinfo(PodinfoSettings),
-    LoadTester(ProxyConfig),
+    LoadTester(LoadTesterApp),
     Operator(Arc<ProcessSpec>),
+}
+
+/// Images that run shell tasks through the sandbox's command interpreter, as Flagger's load
+/// tester runs `bash` tasks; Serin's own image keeps refusing them (it has no shell).
+const SHELL_LOADTESTER_IMAGE: &str = "flagger-loadtester";
+
+/// How a load tester pod runs: its proxy, its flags, and, for Flagger's image, the pod context
+/// its bash tasks run in.
+#[derive(Clone)]
+struct LoadTesterApp {
+    proxy: ProxyConfig,
+    /// The pod's namespace, where short hey targets are searched.
+    namespace: String,
+    /// `-timeout` from the container's command line.
+    timeout: Option<Duration>,
+    /// `-namespace-regexp` from the container's command line.
+    namespace_filter: Option<regex::Regex>,
+    /// The pod context for the command runner (its `local_ports` list the pod's ports, mapped to
+    /// the server's port when it starts); `None`: shell tasks stay refused.
+    shell: Option<crate::exec::Context>,
+}
+
+impl LoadTesterApp {
+    fn for_pod(pod: &Value, container: &Value, proxy: ProxyConfig) -> Self {
+        let words: Vec<&str> = ["command", "args"]
+            .iter()
+            .flat_map(|field| container[*field].as_array().into_iter().flatten())
+            .filter_map(Value::as_str)
+            .collect();
+        // Go's flag package: `-name=value`, `--name=value`, `-name value`.
+        let flag = |name: &str| {
+            words.iter().enumerate().find_map(|(index, word)| {
+                let bare = word.strip_prefix("--").or_else(|| word.strip_prefix('-'))?;
+                match bare.split_once('=') {
+                    Some((key, value)) if key == name => Some(value.to_string()),
+                    None if bare == name => words.get(index + 1).map(|v| v.to_string()),
+                    _ => None,
+                }
+            })
+        };
+        let image = container["image"].as_str().unwrap_or_default();
+        let shell = image.contains(SHELL_LOADTESTER_IMAGE).then(|| {
+            let mut context = crate::exec::Context::of(pod, container, proxy.clone());
+            let mut ports: Vec<u16> = pod["spec"]["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|c| c["ports"].as_array().into_iter().flatten())
+                .filter_map(|p| u16::try_from(p["containerPort"].as_u64()?).ok())
+                .chain([8080])
+                .collect();
+            ports.sort_unstable();
+            ports.dedup();
+            context.local_ports = ports.into_iter().map(|port| (port, 0)).collect();
+            context
+        });
+        LoadTesterApp {
+            namespace: pod["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("default")
+                .to_string(),
+            timeout: flag("timeout")
+                .and_then(|text| serin_api::duration::parse_go_duration(&text).ok()),
+            namespace_filter: flag("namespace-regexp")
+                .and_then(|text| regex::Regex::new(&text).ok()),
+            proxy,
+            shell,
+        }
+    }
+
+    /// The load tester's options when it serves on loopback `port`.
+    fn options(&self, port: u16) -> serin_loadtester::Options {
+        let runner = self.shell.clone().map(|mut context| {
+            // Every port of the pod reaches its one server, as `sandboxPorts` says.
+            for (_, served) in &mut context.local_ports {
+                *served = port;
+            }
+            Arc::new(crate::exec::PodShell { context }) as Arc<dyn CommandRunner>
+        });
+        let defaults = serin_loadtester::Options::default();
+        serin_loadtester::Options {
+            proxy: self.proxy.clone(),
+            timeout: self.timeout.unwrap_or(defaults.timeout),
+            namespace_filter: self.namespace_filter.clone(),
+            command_runner: runner,
+            search_namespace: Some(self.namespace.clone()),
+            ..defaults
+        }
+    }
 }
 
 /// Why a pod's app cannot start.
@@ -329,15 +419,18 @@ impl ServingRuntime {
             .as_array()
             .cloned()
             .unwrap_or_default();
-        let hostname = pod["metadata"]["name"].as_str().unwrap_or_default();
         let mut chosen = None;
         for container in &containers {
             let image = container["image"].as_str().unwrap_or_default();
             let matches = |patterns: &[String]| patterns.iter().any(|p| image.contains(p.as_str()));
             let app = if matches(&self.options.podinfo_images) {
-                App::Podinfo(PodinfoSettings::from_container(container, hostname))
+                App::Podinfo(PodinfoSettings::for_pod(pod, container))
             } else if matches(&self.options.loadtester_images) {
-                App::LoadTester(self.loadtester_proxy())
+                App::LoadTester(LoadTesterApp::for_pod(
+                    pod,
+                    container,
+                    self.loadtester_proxy(),
+                ))
             } else if matches(&self.options.operator_images) {
                 App::Operator(Arc::new(self.operator_process(pod, container)?))
             } else {
@@ -396,8 +489,8 @@ impl ServingRuntime {
     }
 }
 
-/// Every declared container port, plus the port the app itself listens on, maps to the pod's one
-/// loopback server.
+/// Every declared container port, plus the ports the app itself listens on (podinfo's `--port` and
+/// `--port-metrics`), maps to the pod's one loopback server.
 fn port_mapping(pod: &Value, app: &App, address: SocketAddr) -> Value {
     let mut ports: Vec<Value> = Vec::new();
     let mut seen = std::collections::HashSet::new();
@@ -414,14 +507,19 @@ fn port_mapping(pod: &Value, app: &App, address: SocketAddr) -> Value {
             }
         }
     }
-    let own_port = match app {
-        App::Podinfo(settings) => u64::from(settings.port),
-        App::LoadTester(_) | App::Operator(_) => 8080,
+    let own_ports: Vec<u64> = match app {
+        App::Podinfo(settings) => std::iter::once(settings.port)
+            .chain(settings.metrics_port)
+            .map(u64::from)
+            .collect(),
+        App::LoadTester(_) | App::Operator(_) => vec![8080],
     };
-    if seen.insert(own_port) {
-        ports.push(
-            json!({"containerPort": own_port, "hostIP": "127.0.0.1", "hostPort": address.port()}),
-        );
+    for own_port in own_ports {
+        if seen.insert(own_port) {
+            ports.push(
+                json!({"containerPort": own_port, "hostIP": "127.0.0.1", "hostPort": address.port()}),
+            );
+        }
     }
     Value::Array(ports)
 }
@@ -464,7 +562,12 @@ async fn serve(
             let Outputs { served, log } = outputs;
             let counted = podinfo::router(settings).layer(axum::middleware::from_fn(
                 move |request: axum::extract::Request, next: axum::middleware::Next| {
-                    served.fetch_add(1, Ordering::Relaxed);
+                    // Prometheus' scrapes reach podinfo's metrics port, which neither logs nor
+                    // counts as load.
+                    let scrape = request.uri().path() == "/metrics";
+                    if !scrape {
+                        served.fetch_add(1, Ordering::Relaxed);
+                    }
                     let log = log.clone();
                     let started = Instant::now();
                     let (method, uri) = (request.method().to_string(), request.uri().to_string());
@@ -476,12 +579,14 @@ async fn serve(
                         .to_string();
                     async move {
                         let response = next.run(request).await;
-                        log_json(
-                            &log,
-                            json!({"level": "info", "msg": "request", "method": method,
-                            "uri": uri, "status": response.status().as_u16(), "user-agent": agent,
-                            "duration": format!("{:?}", started.elapsed())}),
-                        );
+                        if !scrape {
+                            log_json(
+                                &log,
+                                json!({"level": "info", "msg": "request", "method": method,
+                                "uri": uri, "status": response.status().as_u16(), "user-agent": agent,
+                                "duration": format!("{:?}", started.elapsed())}),
+                            );
+                        }
                         response
                     }
                 },
@@ -506,7 +611,7 @@ async fn serve(
             crate::process::run(&spec, address, &dir, stop, outputs.log).await;
             let _ = std::fs::remove_dir_all(&dir);
         }
-        App::LoadTester(proxy) => {
+        App::LoadTester(setup) => {
             log_json(
                 &outputs.log,
                 json!({"level": "info", "msg": "Starting load tester",
@@ -514,9 +619,8 @@ async fn serve(
             );
             let log = outputs.log.clone();
             let options = serin_loadtester::Options {
-                proxy,
                 log_sink: Some(Arc::new(move |line: &str| log.write(line))),
-                ..serin_loadtester::Options::default()
+                ..setup.options(port)
             };
             if let Ok(server) = serin_loadtester::Server::start(listener, options) {
                 let _ = stop.wait_for(|stopping| *stopping).await;
@@ -692,7 +796,7 @@ impl PodRuntime for ServingRuntime {
             .flat_map(|field| container[*field].as_array().cloned().unwrap_or_default())
             .filter_map(|w| w.as_str().map(String::from))
             .collect();
-        if let App::LoadTester(proxy) = &app
+        if let App::LoadTester(setup) = &app
             && runs_to_completion(pod)
             && !words.is_empty()
         {
@@ -703,7 +807,7 @@ impl PodRuntime for ServingRuntime {
                 .unwrap_or_default();
             let ended = Arc::new(Mutex::new(None));
             let recorded = ended.clone();
-            let proxy = proxy.clone();
+            let proxy = setup.proxy.clone();
             let task = tokio::spawn(async move {
                 let termination = run_command(words, proxy, log.clone()).await;
                 *recorded.lock().unwrap() = Some(termination);
@@ -894,6 +998,76 @@ mod tests {
         assert_eq!(
             explicit.loadtester_proxy().http_proxy,
             Some(("127.0.0.1".into(), 3128))
+        );
+    }
+
+    #[test]
+    fn flaggers_load_tester_image_runs_shell_tasks_and_serins_does_not() {
+        let pod = |image: &str, command: Value| {
+            json!({"metadata": {"name": "lt-a-b", "namespace": "test"}, "spec": {"containers": [{
+                "name": "loadtester", "image": image, "command": command,
+                "ports": [{"name": "http", "containerPort": 8080}]
+            }]}})
+        };
+        let flagger = pod(
+            "ghcr.io/fluxcd/flagger-loadtester:0.29.0",
+            json!([
+                "./loadtester",
+                "-port=8080",
+                "-log-level=info",
+                "-timeout=1h"
+            ]),
+        );
+        let setup = LoadTesterApp::for_pod(
+            &flagger,
+            &flagger["spec"]["containers"][0],
+            ProxyConfig::direct(),
+        );
+        let options = setup.options(40123);
+        assert!(options.command_runner.is_some());
+        assert_eq!(options.timeout, Duration::from_secs(3600));
+        assert_eq!(options.search_namespace.as_deref(), Some("test"));
+        let context = setup.shell.as_ref().unwrap();
+        assert_eq!(context.namespace, "test");
+
+        let serin = pod(
+            "ghcr.io/serin-dev/serin-loadtester:0.1.0",
+            json!([
+                "serin-loadtester",
+                "--timeout",
+                "90s",
+                "--namespace-regexp=^test$"
+            ]),
+        );
+        let options = LoadTesterApp::for_pod(
+            &serin,
+            &serin["spec"]["containers"][0],
+            ProxyConfig::direct(),
+        )
+        .options(40124);
+        assert!(options.command_runner.is_none());
+        assert!(!options.allow_shell);
+        assert_eq!(options.timeout, Duration::from_secs(90));
+        assert!(options.namespace_filter.unwrap().is_match("test"));
+    }
+
+    #[test]
+    fn podinfos_own_ports_map_to_its_server_even_when_not_declared() {
+        let pod = json!({"metadata": {"name": "podinfo-a-b"}, "spec": {"containers": [{
+            "name": "podinfod",
+            "image": "ghcr.io/stefanprodan/podinfo:6.0.1",
+            "command": ["./podinfo", "--port=9898", "--port-metrics=9797"],
+            "ports": [{"name": "http", "containerPort": 9898}]
+        }]}});
+        let container = &pod["spec"]["containers"][0];
+        let app = App::Podinfo(PodinfoSettings::for_pod(&pod, container));
+        let address: SocketAddr = "127.0.0.1:40123".parse().unwrap();
+        assert_eq!(
+            port_mapping(&pod, &app, address),
+            json!([
+                {"containerPort": 9898, "hostIP": "127.0.0.1", "hostPort": 40123, "name": "http"},
+                {"containerPort": 9797, "hostIP": "127.0.0.1", "hostPort": 40123}
+            ])
         );
     }
 }
