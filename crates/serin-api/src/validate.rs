@@ -48,6 +48,12 @@ pub const PROVIDERS: [&str; 19] = [
     "traefik",
 ];
 
+/// The routing providers Serin implements; the operator's `--mesh-provider` is one of them.
+pub const ROUTING_PROVIDERS: [&str; 2] = ["istio", KUBERNETES_PROVIDER];
+
+/// The provider without a mesh: blue/green by switching the apex Service's selector.
+pub const KUBERNETES_PROVIDER: &str = "kubernetes";
+
 /// Metric names evaluated without a template.
 pub const BUILTIN_METRICS: [&str; 2] = ["request-success-rate", "request-duration"];
 
@@ -200,16 +206,21 @@ fn interval_hint(text: &str) -> String {
 
 fn validate_spec(spec: &CanarySpec, r: &mut Report) {
     match spec.provider.as_deref() {
-        None | Some("" | "istio") => {}
+        None | Some("") => {}
+        Some(provider) if ROUTING_PROVIDERS.contains(&provider) => {}
         Some(provider) if PROVIDERS.contains(&provider) => r.add(
             "spec.provider",
-            format!("{provider:?} is not supported yet: Serin routes traffic with Istio only; remove provider or write provider: istio"),
+            format!("{provider:?} is not supported yet: Serin routes with {}; write one of them or remove provider", ROUTING_PROVIDERS.join(" or ")),
         ),
         Some(provider) => r.add(
             "spec.provider",
-            format!("unknown provider {provider:?}; write istio, the only provider Serin supports yet"),
+            format!("unknown provider {provider:?}; write one of {}", ROUTING_PROVIDERS.join(", ")),
         ),
     }
+    let router = match spec.provider.as_deref() {
+        Some(KUBERNETES_PROVIDER) => "a Kubernetes Service",
+        _ => "an Istio VirtualService",
+    };
     for (field, set, provider) in [
         ("ingressRef", spec.ingress_ref.is_some(), "nginx"),
         ("routeRef", spec.route_ref.is_some(), "APISIX"),
@@ -218,8 +229,11 @@ fn validate_spec(spec: &CanarySpec, r: &mut Report) {
         r.not_supported(
             &format!("spec.{field}"),
             set,
-            &format!("it belongs to Flagger's {provider} provider; remove it (Serin routes with an Istio VirtualService)"),
+            &format!("it belongs to Flagger's {provider} provider; remove it (Serin routes with {router})"),
         );
+    }
+    if spec.provider.as_deref() == Some(KUBERNETES_PROVIDER) {
+        validate_kubernetes_provider(spec, r);
     }
     if let Some(url) = spec.metrics_server.as_deref() {
         r.prometheus_address("spec.metricsServer", url);
@@ -333,6 +347,79 @@ fn validate_spec(spec: &CanarySpec, r: &mut Report) {
                 "cannot be combined with spec.autoscalerRef yet: the HorizontalPodAutoscaler would fight the primary's scale-down; remove dynamicStableScale or autoscalerRef",
             );
         }
+    }
+}
+
+/// The kubernetes provider has no traffic weights and no L7 routing: the apex Service selects the
+/// primary's pods or the canary's, all or nothing. Fields that need a mesh are refused here rather
+/// than ignored.
+fn validate_kubernetes_provider(spec: &CanarySpec, r: &mut Report) {
+    const NO_WEIGHTS: &str = "the kubernetes provider has no traffic weights (the apex Service selects the primary's pods or the canary's, all at once); remove it and set analysis.iterations for blue/green, or use provider: istio for a weighted canary";
+    const NO_MESH: &str = "it configures the Istio VirtualService, which the kubernetes provider does not create; remove it or use provider: istio";
+    let svc = &spec.service;
+    let mesh_fields = [
+        (
+            "gateways",
+            svc.gateways.as_ref().is_some_and(|g| !g.is_empty()),
+        ),
+        ("hosts", svc.hosts.as_ref().is_some_and(|h| !h.is_empty())),
+        ("delegation", svc.delegation == Some(true)),
+        ("trafficPolicy", svc.traffic_policy.is_some()),
+        ("match", svc.r#match.as_ref().is_some_and(|m| !m.is_empty())),
+        ("rewrite", svc.rewrite.is_some()),
+        ("retries", svc.retries.is_some()),
+        ("headers", svc.headers.is_some()),
+        ("corsPolicy", svc.cors_policy.is_some()),
+        ("timeout", svc.timeout.is_some()),
+    ];
+    for (field, set) in mesh_fields {
+        if set {
+            r.add(format!("spec.service.{field}"), NO_MESH);
+        }
+    }
+    let Some(analysis) = spec.analysis() else {
+        return;
+    };
+    let base = match spec.analysis_spelling() {
+        AnalysisSpelling::CanaryAnalysis => "spec.canaryAnalysis",
+        _ => "spec.analysis",
+    };
+    let weighted = [
+        ("stepWeight", analysis.step_weight.unwrap_or(0) > 0),
+        ("stepWeights", analysis.step_weights.is_some()),
+        ("maxWeight", analysis.max_weight.is_some()),
+        ("steps", analysis.steps.is_some()),
+        (
+            "stepWeightPromotion",
+            analysis.step_weight_promotion.is_some(),
+        ),
+        (
+            "dynamicStableScale",
+            analysis.dynamic_stable_scale.is_some(),
+        ),
+    ];
+    for (field, set) in weighted {
+        if set {
+            r.add(format!("{base}.{field}"), NO_WEIGHTS);
+        }
+    }
+    if analysis.iterations.unwrap_or(0) < 1 && !spec.skips_analysis() {
+        r.add(
+            format!("{base}.iterations"),
+            "the kubernetes provider runs blue/green, which counts iterations; set iterations, e.g. iterations: 10",
+        );
+    }
+    if analysis.r#match.as_ref().is_some_and(|m| !m.is_empty()) {
+        r.add(
+            format!("{base}.match"),
+            "A/B testing routes requests by header or cookie, which needs a mesh; the kubernetes provider cannot, so remove match (blue/green with iterations) or use provider: istio",
+        );
+    }
+    if analysis.mirror() {
+        r.add(
+            format!("{base}.mirror"),
+            "mirroring needs a mesh; the kubernetes provider cannot copy requests, so remove mirror or use provider: istio",
+        );
     }
 }
 

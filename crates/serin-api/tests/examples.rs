@@ -398,7 +398,10 @@ fn examples_carry_the_settings_their_comments_describe() {
 const BROKEN: &[(&str, &[&str])] = &[
     (
         "spec.provider",
-        &["unknown provider \"istiod\"", "write istio"],
+        &[
+            "unknown provider \"istiod\"",
+            "write one of istio, kubernetes",
+        ],
     ),
     (
         "spec.metricsServer",

@@ -5,7 +5,8 @@
 
 use serde_json::{Value, json};
 use serin_api::validate::{
-    FieldError, PROVIDERS, is_absolute_http_url, validate_alert_provider, validate_metric_template,
+    FieldError, PROVIDERS, ROUTING_PROVIDERS, is_absolute_http_url, validate_alert_provider,
+    validate_metric_template,
 };
 use serin_api::{AlertProvider, Canary, HookType, MetricTemplate, validate};
 
@@ -145,22 +146,110 @@ fn the_base_canary_is_valid() {
 // spec
 
 #[test]
-fn provider_is_istio_until_other_routers_are_built() {
+fn provider_is_istio_or_kubernetes_until_other_routers_are_built() {
     assert_eq!(spec_paths(json!({"provider": "istiod"})), ["spec.provider"]);
     assert_eq!(spec_paths(json!({"provider": "Istio"})), ["spec.provider"]);
+    assert!(
+        spec_errors(json!({"provider": "istiod"}))[0]
+            .message
+            .contains("write one of istio, kubernetes")
+    );
     assert_spec_valid(json!({"provider": ""}));
     assert_spec_valid(json!({"provider": "istio"}));
-    for provider in PROVIDERS.iter().filter(|p| **p != "istio") {
+    for provider in PROVIDERS.iter().filter(|p| !ROUTING_PROVIDERS.contains(*p)) {
         let errors = spec_errors(json!({ "provider": provider }));
         assert_eq!(errors.len(), 1, "{provider}: {errors:?}");
         assert_eq!(errors[0].path, "spec.provider");
         assert!(
             errors[0].message.contains("not supported yet")
-                && errors[0].message.contains("write provider: istio"),
+                && errors[0].message.contains("istio or kubernetes"),
             "{}",
             errors[0].message
         );
     }
+}
+
+/// A blue/green Canary for the kubernetes provider, as Flagger's docs write it.
+fn kubernetes_blue_green(analysis: Value, service: Value) -> Vec<FieldError> {
+    let mut doc = base();
+    doc["spec"]["provider"] = json!("kubernetes");
+    doc["spec"]["analysis"] = json!({
+        "interval": "30s", "threshold": 2, "iterations": 10,
+        "metrics": [{"name": "request-success-rate", "thresholdRange": {"min": 99}, "interval": "1m"}],
+        "webhooks": [{"name": "gate", "type": "confirm-promotion", "url": "http://flagger-loadtester.test/gate/check"}]
+    });
+    merge(&mut doc["spec"]["analysis"], analysis);
+    merge(&mut doc["spec"]["service"], service);
+    validate(&serde_json::from_value(doc).expect("a Canary"))
+}
+
+#[test]
+fn the_kubernetes_provider_runs_blue_green_and_refuses_what_needs_a_mesh() {
+    assert_eq!(kubernetes_blue_green(json!({}), json!({})), []);
+    assert_eq!(
+        kubernetes_blue_green(
+            json!({}),
+            json!({"portDiscovery": true, "targetPort": "http", "name": "web"})
+        ),
+        []
+    );
+    let refused = |analysis: Value, service: Value| -> Vec<String> {
+        kubernetes_blue_green(analysis, service)
+            .into_iter()
+            .map(|e| e.path)
+            .collect()
+    };
+    // Weights are refused one by one, with the reason on each.
+    let weighted = kubernetes_blue_green(
+        json!({"iterations": null, "stepWeight": 10, "maxWeight": 50}),
+        json!({}),
+    );
+    let weighted_paths: Vec<&str> = weighted.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(
+        weighted_paths,
+        [
+            "spec.analysis.stepWeight",
+            "spec.analysis.maxWeight",
+            "spec.analysis.iterations"
+        ]
+    );
+    assert!(
+        weighted[0].message.contains("no traffic weights"),
+        "{}",
+        weighted[0].message
+    );
+    assert!(
+        weighted[2].message.contains("iterations: 10"),
+        "{}",
+        weighted[2].message
+    );
+    assert_eq!(
+        refused(
+            json!({"match": [{"headers": {"x-canary": {"exact": "insider"}}}]}),
+            json!({})
+        ),
+        ["spec.analysis.match"]
+    );
+    assert_eq!(
+        refused(json!({"mirror": true}), json!({})),
+        ["spec.analysis.mirror"]
+    );
+    assert_eq!(
+        refused(
+            json!({}),
+            json!({"gateways": ["public-gateway"], "hosts": ["app.example.com"], "timeout": "5s"})
+        ),
+        [
+            "spec.service.gateways",
+            "spec.service.hosts",
+            "spec.service.timeout"
+        ]
+    );
+    assert!(
+        kubernetes_blue_green(json!({}), json!({"retries": {"attempts": 3}}))[0]
+            .message
+            .contains("use provider: istio")
+    );
 }
 
 /// Fields of Flagger's API that the operator does not act on yet are refused, each with its path,

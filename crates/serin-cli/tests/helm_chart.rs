@@ -241,7 +241,7 @@ fn the_charts_render_what_the_api_server_accepts() {
     for (set, message) in [
         (
             "meshProvider=linkerd",
-            "at '/meshProvider': value must be 'istio'",
+            "at '/meshProvider': value must be one of 'istio', 'kubernetes'",
         ),
         (
             "replicaCount=0",

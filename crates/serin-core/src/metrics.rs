@@ -48,6 +48,18 @@ pub fn judge(
     canary: &str,
     target: &str,
 ) -> MetricJudgement {
+    judge_routed_by("istio", metric, reading, canary, target)
+}
+
+/// [`judge`] for a canary routed by `provider`, which Flagger names when a builtin metric has no
+/// data (its queries differ by provider).
+pub fn judge_routed_by(
+    provider: &str,
+    metric: &CanaryMetric,
+    reading: &MetricReading,
+    canary: &str,
+    target: &str,
+) -> MetricJudgement {
     let value = match reading {
         MetricReading::Value(v) if !v.is_nan() => *v,
         MetricReading::Value(_) | MetricReading::NoData => {
@@ -63,7 +75,7 @@ pub fn judge(
             }
             let message = if is_builtin(metric) {
                 format!(
-                    "Halt advancement no values found for istio metric {} probably {target} is not receiving traffic",
+                    "Halt advancement no values found for {provider} metric {} probably {target} is not receiving traffic",
                     metric.name
                 )
             } else if metric.template_ref.is_some() {

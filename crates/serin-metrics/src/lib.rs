@@ -7,5 +7,8 @@ pub mod query;
 pub mod read;
 
 pub use prometheus::{Auth, ClientCache, ClientOptions, PrometheusClient, QueryError};
-pub use query::{QueryContext, RenderError, builtin_query, collapse_whitespace, render};
+pub use query::{
+    BuiltinQuery, QueryContext, RenderError, builtin_query, builtin_query_for, collapse_whitespace,
+    render,
+};
 pub use read::{MetricInputs, read};

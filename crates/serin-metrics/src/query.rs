@@ -146,17 +146,83 @@ const REQUEST_DURATION: &str = r#"
     )
 "#;
 
-/// Flagger's query for a builtin Istio metric (`request-success-rate` in percent,
-/// `request-duration` as the p99 in milliseconds), rendered and collapsed; `None` for other names.
-pub fn builtin_query(metric: &str, context: &QueryContext) -> Option<String> {
-    let template = match metric {
-        "request-success-rate" => REQUEST_SUCCESS_RATE,
-        "request-duration" => REQUEST_DURATION,
+/// Flagger's builtin queries for the `kubernetes` provider: the app's own
+/// `http_request_duration_seconds` histogram (podinfo's), scraped from the canary's pods, whose
+/// names are the target's ReplicaSet's (`<target>-<hash>-<suffix>`, so primary pods do not match).
+const HTTP_REQUEST_SUCCESS_RATE: &str = r#"
+    sum(
+        rate(
+            http_request_duration_seconds_count{
+                kubernetes_namespace="{{ namespace }}",
+                kubernetes_pod_name=~"{{ target }}-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)",
+                status!~"5.*"
+            }[{{ interval }}]
+        )
+    )
+    /
+    sum(
+        rate(
+            http_request_duration_seconds_count{
+                kubernetes_namespace="{{ namespace }}",
+                kubernetes_pod_name=~"{{ target }}-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)"
+            }[{{ interval }}]
+        )
+    )
+    * 100
+"#;
+
+const HTTP_REQUEST_DURATION: &str = r#"
+    histogram_quantile(
+        0.99,
+        sum(
+            rate(
+                http_request_duration_seconds_bucket{
+                    kubernetes_namespace="{{ namespace }}",
+                    kubernetes_pod_name=~"{{ target }}-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)"
+                }[{{ interval }}]
+            )
+        ) by (le)
+    )
+"#;
+
+/// A builtin metric's query and how its result becomes what the analysis judges.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BuiltinQuery {
+    /// The rendered, collapsed PromQL.
+    pub query: String,
+    /// What the result is multiplied by: 1, or 1000 for a duration measured in seconds, since
+    /// `request-duration` is judged in milliseconds.
+    pub scale: f64,
+}
+
+/// Flagger's query for a builtin metric (`request-success-rate` in percent, `request-duration` as
+/// the p99 in milliseconds) for the routing `provider`: the app's own histogram for `kubernetes`,
+/// Istio's telemetry otherwise; `None` for other names.
+pub fn builtin_query_for(
+    provider: &str,
+    metric: &str,
+    context: &QueryContext,
+) -> Option<BuiltinQuery> {
+    let http = provider == "kubernetes";
+    let (template, scale) = match (metric, http) {
+        ("request-success-rate", false) => (REQUEST_SUCCESS_RATE, 1.0),
+        ("request-duration", false) => (REQUEST_DURATION, 1.0),
+        ("request-success-rate", true) => (HTTP_REQUEST_SUCCESS_RATE, 1.0),
+        ("request-duration", true) => (HTTP_REQUEST_DURATION, 1000.0),
         _ => return None,
     };
     let rendered =
         render(template, context).expect("builtin queries use only defined placeholders");
-    Some(collapse_whitespace(&rendered))
+    Some(BuiltinQuery {
+        query: collapse_whitespace(&rendered),
+        scale,
+    })
+}
+
+/// Flagger's query for a builtin Istio metric (`request-success-rate` in percent,
+/// `request-duration` as the p99 in milliseconds), rendered and collapsed; `None` for other names.
+pub fn builtin_query(metric: &str, context: &QueryContext) -> Option<String> {
+    builtin_query_for("istio", metric, context).map(|builtin| builtin.query)
 }
 
 #[cfg(test)]
@@ -174,6 +240,31 @@ mod tests {
             interval: "1m".into(),
             variables: BTreeMap::from([("quantile".to_string(), "0.95".to_string())]),
         }
+    }
+
+    #[test]
+    fn the_kubernetes_provider_reads_the_apps_histogram_in_seconds() {
+        let rate = builtin_query_for("kubernetes", "request-success-rate", &podinfo()).unwrap();
+        assert_eq!(
+            rate.query,
+            r#" sum( rate( http_request_duration_seconds_count{ kubernetes_namespace="test", kubernetes_pod_name=~"podinfo-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)", status!~"5.*" }[1m] ) ) / sum( rate( http_request_duration_seconds_count{ kubernetes_namespace="test", kubernetes_pod_name=~"podinfo-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)" }[1m] ) ) * 100 "#
+        );
+        assert_eq!(rate.scale, 1.0);
+        let duration = builtin_query_for("kubernetes", "request-duration", &podinfo()).unwrap();
+        assert!(
+            duration
+                .query
+                .contains("http_request_duration_seconds_bucket{")
+        );
+        assert_eq!(duration.scale, 1000.0);
+        assert_eq!(
+            builtin_query_for("istio", "request-duration", &podinfo()).map(|b| b.query),
+            builtin_query("request-duration", &podinfo())
+        );
+        assert_eq!(
+            builtin_query_for("kubernetes", "error-rate", &podinfo()),
+            None
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! own Prometheus, headers and credentials.
 
 use crate::prometheus::{Auth, ClientCache, ClientOptions, PrometheusClient};
-use crate::query::{QueryContext, builtin_query, render};
+use crate::query::{QueryContext, builtin_query_for, render};
 use serin_api::{CanaryMetric, MetricTemplate};
 use serin_core::plan::MetricReading;
 use std::collections::BTreeMap;
@@ -18,6 +18,9 @@ pub struct MetricInputs<'a> {
     pub secret: Option<&'a BTreeMap<String, String>>,
     /// The operator's metrics server (`--metrics-server`), for builtin and inline queries.
     pub metrics_server: &'a PrometheusClient,
+    /// The Canary's routing provider, which picks the builtin queries (Istio's telemetry, or the
+    /// app's own histogram for `kubernetes`).
+    pub provider: &'a str,
     /// Where the clients of templates' Prometheus servers are kept between checks.
     pub clients: &'a ClientCache,
 }
@@ -116,8 +119,14 @@ pub async fn read(metric: &CanaryMetric, inputs: MetricInputs<'_>) -> MetricRead
             Err(e) => MetricReading::Error(format!("query render error: {e}")),
         };
     }
-    match builtin_query(&metric.name, &context) {
-        Some(query) => reading(inputs.metrics_server.query(&query).await),
+    match builtin_query_for(inputs.provider, &metric.name, &context) {
+        Some(builtin) => reading(
+            inputs
+                .metrics_server
+                .query(&builtin.query)
+                .await
+                .map(|value| value * builtin.scale),
+        ),
         None => MetricReading::Error(
             "no usable metrics template and query were configured: set templateRef, or use request-success-rate or request-duration"
                 .into(),

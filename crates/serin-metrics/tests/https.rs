@@ -48,6 +48,7 @@ async fn read_with(
         secret: Some(secret),
         metrics_server,
         clients: &serin_metrics::ClientCache::default(),
+        provider: "istio",
     };
     serin_metrics::read(&metric, inputs).await
 }

@@ -158,6 +158,7 @@ async fn builtin_queries_online_check_and_errors_against_a_real_prometheus() {
         secret: Some(&secret),
         metrics_server: &client,
         clients: &clients,
+        provider: "istio",
     };
     let builtin = serin_metrics::read(
         &metric(serde_json::json!({"name": "request-success-rate", "interval": "5s"})),

@@ -23,7 +23,8 @@ struct Flags {
     /// Labels that identify a target's pods, in order of preference.
     #[arg(long, default_value = "app,name,app.kubernetes.io/name")]
     selector_labels: String,
-    /// Mesh provider; `istio` is the one this build supports.
+    /// Routing provider of Canaries without `spec.provider`: `istio` (VirtualService weights) or
+    /// `kubernetes` (blue/green by switching the apex Service's selector, no mesh).
     #[arg(long, default_value = "istio")]
     mesh_provider: String,
     /// Wait to hold the `serin-operator` Lease before acting, so only one replica runs releases.
@@ -90,9 +91,10 @@ async fn main() -> std::process::ExitCode {
 /// Runs the operator until a signal stops it or leadership is lost.
 async fn operate(flags: Flags) -> anyhow::Result<()> {
     anyhow::ensure!(
-        flags.mesh_provider == "istio",
-        "--mesh-provider {}: only istio is supported by this build",
-        flags.mesh_provider
+        serin_api::validate::ROUTING_PROVIDERS.contains(&flags.mesh_provider.as_str()),
+        "--mesh-provider {}: write one of {} (the providers this build routes with)",
+        flags.mesh_provider,
+        serin_api::validate::ROUTING_PROVIDERS.join(", ")
     );
     let mut config = kube::Config::infer()
         .await
@@ -136,6 +138,7 @@ async fn operate(flags: Flags) -> anyhow::Result<()> {
     let mut ctx = serin_controller::Context::new(client.clone(), metrics_server);
     ctx.metrics = metrics;
     ctx.selector_labels = comma_list(&flags.selector_labels);
+    ctx.mesh_provider = flags.mesh_provider.clone();
     ctx.include_label_prefix = comma_list(&flags.include_label_prefix);
     ctx.config_tracking = flags.enable_config_tracking;
     ctx.concurrency = flags.concurrency.max(1);

@@ -1,10 +1,12 @@
 //! Routing objects for a Canary, as Flagger writes them: the Kubernetes Services (`<svc>`,
 //! `<svc>-primary`, `<svc>-canary`), the Istio DestinationRules and the VirtualService, and the
-//! weights set into and read back from that VirtualService. Everything here is pure: it builds JSON
+//! weights set into and read back from that VirtualService — or, with the `kubernetes` provider,
+//! from the apex Service's selector. Everything here is pure: it builds JSON
 //! objects; the controller applies them.
 #![deny(missing_docs)]
 
 pub mod istio;
+pub mod kubernetes;
 pub mod services;
 
 use serde_json::Value;

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use serin_api::Canary;
 use serin_core::plan::{Action, Routes};
 use serin_router::istio::{destination_rules, set_routes, virtual_service};
+use serin_router::kubernetes::{route_apex, routes_by_service};
 use serin_router::owner_reference;
 use serin_router::services::services;
 use std::sync::Arc;
@@ -198,6 +199,17 @@ impl Tick<'_> {
         Ok(())
     }
 
+    /// The `-canary`, `-primary` and apex Services of `target`, the apex selecting the primary.
+    fn services(&self, target: &Value) -> Result<[Value; 3], Error> {
+        let labels: Vec<&str> = self
+            .ctx
+            .selector_labels
+            .iter()
+            .map(String::as_str)
+            .collect();
+        Ok(services(&self.canary, target, &labels)?)
+    }
+
     /// The target's `autoscalerRef` HorizontalPodAutoscaler, when it has one.
     fn target_autoscaler(
         &self,
@@ -285,25 +297,26 @@ impl Tick<'_> {
                 }
             }
             Action::EnsureRouting => {
-                let labels: Vec<&str> = self
-                    .ctx
-                    .selector_labels
-                    .iter()
-                    .map(String::as_str)
-                    .collect();
+                let [canary_service, primary_service, mut apex] = self.services(target)?;
+                let by_service = routes_by_service(&self.canary);
+                if by_service && let Some(current) = routes {
+                    route_apex(&mut apex, key, value, current);
+                }
                 let service_api = resource("", "v1", "Service", "services");
-                for service in services(&self.canary, target, &labels)? {
+                for service in [canary_service, primary_service, apex] {
                     self.apply_routing(&service_api, &service).await?;
                 }
-                for rule in destination_rules(&self.canary) {
-                    self.apply_routing(&cache::destination_rules(), &rule)
-                        .await?;
+                if !by_service {
+                    for rule in destination_rules(&self.canary) {
+                        self.apply_routing(&cache::destination_rules(), &rule)
+                            .await?;
+                    }
+                    let mut vs = virtual_service(&self.canary)?;
+                    if let Some(current) = routes {
+                        vs["spec"] = set_routes(&self.canary, current)?;
+                    }
+                    self.apply_routing(&virtual_services(), &vs).await?;
                 }
-                let mut vs = virtual_service(&self.canary)?;
-                if let Some(current) = routes {
-                    vs["spec"] = set_routes(&self.canary, current)?;
-                }
-                self.apply_routing(&virtual_services(), &vs).await?;
             }
             Action::ScaleTarget(replicas) | Action::ScalePrimary(replicas) => {
                 let name = match action {
@@ -316,6 +329,12 @@ impl Tick<'_> {
                         &PatchParams::default(),
                         &merge(json!({"spec": {"replicas": replicas}})),
                     )
+                    .await?;
+            }
+            Action::SetRoutes(next) if routes_by_service(&self.canary) => {
+                let [_, _, mut apex] = self.services(target)?;
+                route_apex(&mut apex, key, value, *next);
+                self.apply_routing(&resource("", "v1", "Service", "services"), &apex)
                     .await?;
             }
             Action::SetRoutes(next) => {

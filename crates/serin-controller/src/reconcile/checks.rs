@@ -77,6 +77,7 @@ impl Tick<'_> {
                     secret: secret.as_ref(),
                     metrics_server: own_server.as_ref().unwrap_or(&self.ctx.metrics_server),
                     clients: &self.ctx.prometheus_clients,
+                    provider: self.canary["spec"]["provider"].as_str().unwrap_or("istio"),
                 };
                 Outcome::Metric(serin_metrics::read(metric, inputs).await)
             }

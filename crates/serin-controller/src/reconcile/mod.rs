@@ -44,6 +44,8 @@ pub struct Context {
     pub metrics_server: PrometheusClient,
     /// Labels that identify a target's pods, in order of preference (`--selector-labels`).
     pub selector_labels: Vec<String>,
+    /// The routing provider of Canaries without `spec.provider` (`--mesh-provider`).
+    pub mesh_provider: String,
     /// Prefixes of the target labels copied to the primary; empty or `*` copies all
     /// (`--include-label-prefix`).
     pub include_label_prefix: Vec<String>,
@@ -75,6 +77,7 @@ impl Context {
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
+            mesh_provider: "istio".into(),
             include_label_prefix: Vec::new(),
             config_tracking: true,
             concurrency: 4,

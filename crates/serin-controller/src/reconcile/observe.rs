@@ -23,16 +23,18 @@ pub(super) fn observe<'a>(
     let ctx = &shared.ctx;
     let caches = &shared.caches;
     let namespace = canary.namespace().unwrap_or_else(|| "default".into());
-    let mut canary_json = serde_json::to_value(&**canary)?;
+    // A Canary without spec.provider routes with the operator's --mesh-provider: filling it in
+    // here lets validation and the router see the provider in force.
+    let mut effective = (**canary).clone();
+    if effective.spec.provider.as_deref().is_none_or(str::is_empty) {
+        effective.spec.provider = Some(ctx.mesh_provider.clone());
+    }
+    let mut canary_json = serde_json::to_value(&effective)?;
     canary_json["apiVersion"] = json!("serin.dev/v1beta1");
     let target_name = canary.spec.target_ref.name.clone();
     let target = caches.deployment(&namespace, &target_name);
     let primary = caches.deployment(&namespace, &format!("{target_name}-primary"));
     let names = Names::of(&canary_json);
-    let routes = match caches.virtual_service(&namespace, &names.apex) {
-        Some(vs) => get_routes(&canary_json, &serde_json::to_value(&*vs)?).ok(),
-        None => None,
-    };
     let configs = match (&target, ctx.config_tracking) {
         (Some(target), true) => configs::observe(caches, &namespace, target),
         _ => Ok(BTreeMap::new()),
@@ -40,6 +42,22 @@ pub(super) fn observe<'a>(
     let target_json = target.as_ref().map(serde_json::to_value).transpose()?;
     let labels: Vec<&str> = ctx.selector_labels.iter().map(String::as_str).collect();
     let label = target_json.as_ref().map(|t| selector_label(t, &labels));
+    let routes = if serin_router::kubernetes::routes_by_service(&canary_json) {
+        match (
+            caches.routing_object("Service", &namespace, &names.apex),
+            &label,
+        ) {
+            (Some(apex), Some(Ok((key, value)))) => {
+                serin_router::kubernetes::get_routes(&apex, key, value)
+            }
+            _ => None,
+        }
+    } else {
+        match caches.virtual_service(&namespace, &names.apex) {
+            Some(vs) => get_routes(&canary_json, &serde_json::to_value(&*vs)?).ok(),
+            None => None,
+        }
+    };
     let mut blocked = match &label {
         Some(Err(error)) => Some(error.to_string()),
         _ => template_problem(canary, caches, &namespace)
@@ -81,7 +99,7 @@ pub(super) fn observe<'a>(
             .unwrap_or_default(),
     };
     let observation = Observation {
-        canary: (**canary).clone(),
+        canary: effective,
         target,
         primary,
         configs,

@@ -26,7 +26,15 @@ impl<'a> Tick<'a> {
             .chain(metrics.iter().filter(|m| m.template_ref.is_some()));
         for metric in ordered {
             let reading = self.metric(&metric.name)?;
-            let judgement = judge(metric, &reading, &self.canary_id, &self.target_id);
+            let provider = self
+                .canary
+                .spec
+                .provider
+                .as_deref()
+                .filter(|p| !p.is_empty())
+                .unwrap_or("istio");
+            let judgement =
+                judge_routed_by(provider, metric, &reading, &self.canary_id, &self.target_id);
             let record = MetricCheckStatus {
                 name: metric.name.clone(),
                 value: judgement.value,

@@ -15,7 +15,7 @@ mod rollback;
 mod steps;
 
 use crate::condition::{Health, set_health, set_promoted};
-use crate::metrics::judge;
+use crate::metrics::judge_routed_by;
 use crate::plan::{
     Action, Alert, Check, Decision, Event, EventType, MetricReading, Observation, Outcome, Plan,
     Routes, Severity, reason,
