@@ -57,6 +57,8 @@ WORK=$(mktemp -d "${E2E_WORK_ROOT:-${TMPDIR:-/tmp}}/serin-e2e-$SCENARIO.XXXXXX")
 SANDBOX_PID=""
 OPERATOR_PID=""
 OPERATOR_WRAPPER=()
+OPERATOR_FLAGS=()
+CANARY_SERVICE_LINES=()
 # The host-run operator's admin address (/metrics, /healthz, /readyz), e.g. 127.0.0.1:34567; set by
 # start_operator.
 OPERATOR_ADMIN=""
@@ -182,7 +184,7 @@ kc() {
 # apply_canary [SPEC_LINE...]: applies the Canary podinfo of $NS, targeting Deployment podinfo
 # behind port 9898 with progressDeadlineSeconds ${CANARY_DEADLINE:-60}. Each argument is one more
 # `spec` line (e.g. "skipAnalysis: true"); standard input is the body of `spec.analysis`, indented
-# four spaces.
+# four spaces. CANARY_SERVICE_LINES (an array) adds lines to `spec.service`.
 # shellcheck disable=SC2120 # the arguments are optional
 apply_canary() {
   local line
@@ -191,7 +193,9 @@ apply_canary() {
       "  namespace: $NS" "spec:" "  targetRef:" "    apiVersion: apps/v1" "    kind: Deployment" \
       "    name: podinfo" "  progressDeadlineSeconds: ${CANARY_DEADLINE:-60}"
     for line in "$@"; do printf '  %s\n' "$line"; done
-    printf '%s\n' "  service:" "    port: 9898" "  analysis:"
+    printf '%s\n' "  service:" "    port: 9898"
+    for line in "${CANARY_SERVICE_LINES[@]}"; do printf '    %s\n' "$line"; done
+    printf '%s\n' "  analysis:"
     cat
   } | kc apply -f - >/dev/null
 }
@@ -594,6 +598,8 @@ reset_namespace() {
 }
 
 # setup: everything a scenario starts from — podinfo 6.0.0 and the load tester running in `test`.
+# A scenario may set PODINFO_FIXTURE and LOADTESTER_FIXTURE to other manifests, and OPERATOR_FLAGS
+# (an array) to more flags for the operator.
 setup() {
   log "mode: $MODE, work directory $WORK"
   if [[ $MODE == sandbox ]]; then
@@ -603,7 +609,7 @@ setup() {
       install_with_helm
     else
       install_crds
-      start_operator
+      start_operator "${OPERATOR_FLAGS[@]}"
     fi
   else
     export KUBECONFIG=$E2E_KUBECONFIG
@@ -612,8 +618,8 @@ setup() {
       fail "Serin's CRDs are not installed in the cluster of $E2E_KUBECONFIG"
   fi
   reset_namespace
-  kc apply -f "$E2E_DIR/fixtures/loadtester.yaml" >/dev/null
-  kc apply -f "$E2E_DIR/fixtures/podinfo.yaml" >/dev/null
+  kc apply -f "${LOADTESTER_FIXTURE:-$E2E_DIR/fixtures/loadtester.yaml}" >/dev/null
+  kc apply -f "${PODINFO_FIXTURE:-$E2E_DIR/fixtures/podinfo.yaml}" >/dev/null
   kc rollout status deploy/flagger-loadtester --timeout=120s >/dev/null
   kc rollout status deploy/podinfo --timeout=120s >/dev/null
   log "podinfo 6.0.0 and the load tester are running"
