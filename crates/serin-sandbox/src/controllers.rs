@@ -44,6 +44,9 @@ pub trait PodRuntime: Send + Sync {
     /// The sandbox's mesh proxy listens at `proxy` (called once, before any pod starts), so a
     /// runtime can send its pods' outgoing traffic through it as a sidecar would.
     fn mesh_proxy_started(&self, _proxy: std::net::SocketAddr) {}
+    /// The sandbox's mesh is running and gateway pods can route through it (called once, before
+    /// any pod starts), so a runtime can serve the ingress and Gateway API gateways' pods.
+    fn mesh_gateways_ready(&self, _gateways: crate::mesh_proxy::GatewayHost) {}
     /// The sandbox hands out API credentials for ServiceAccounts (called once, before any pod
     /// starts), so a runtime can run pods that call the API server as their ServiceAccount.
     fn api_access_ready(&self, _access: std::sync::Arc<dyn crate::process::ApiAccess>) {}

@@ -22,6 +22,8 @@ pub mod convert;
 pub mod defaults;
 pub mod discovery;
 pub mod exec;
+pub mod gateway_route;
+pub mod gateways;
 pub mod instrument;
 pub mod logs;
 pub mod managed;
@@ -71,8 +73,9 @@ pub struct SandboxOptions {
     pub autoscaler_period: Duration,
     /// Fault rules in force from the start (changeable later with [`Sandbox::set_faults`]).
     pub faults: Vec<instrument::FaultRule>,
-    /// The mesh: when set, the Istio and Gateway API CRDs are served and a mesh proxy (and
-    /// Prometheus, if asked) starts with the sandbox.
+    /// The mesh: when set, the Istio and Gateway API CRDs are served, a mesh proxy (and
+    /// Prometheus, if asked) starts with the sandbox, Istio's ingress gateway is installed in
+    /// `istio-system` and Gateway API Gateways of the `istio` class are deployed ([`gateways`]).
     pub mesh: Option<MeshSettings>,
 }
 
@@ -149,6 +152,8 @@ pub struct Sandbox {
     /// Keeps a target file in `prometheus_targets` for every pod annotated
     /// `prometheus.io/scrape: "true"` ([`pod_targets`]), while Prometheus runs.
     pod_targets: Option<tokio::task::JoinHandle<()>>,
+    /// The Gateway API controller for the `istio` class ([`gateways`]), with a mesh.
+    gateway_controller: Option<tokio::task::JoinHandle<()>>,
     /// Issued ServiceAccount tokens, and what each identity was allowed to do
     /// ([`auth::Auth::access`]).
     pub auth: Arc<auth::Auth>,
@@ -261,6 +266,8 @@ impl Sandbox {
                 mesh_proxy::MeshProxy::start(store.clone(), upstreams, settings.proxy.clone())
                     .await?;
             runtime.mesh_proxy_started(proxy.address);
+            runtime.mesh_gateways_ready(proxy.gateways());
+            gateways::install_ingress_gateway(&store);
             mesh = Some(proxy);
         }
         let certificate = tls::ServingCertificate::generate()?;
@@ -278,6 +285,7 @@ impl Sandbox {
             autoscaling::spawn(store.clone(), runtime.clone(), options.autoscaler_period);
         let controllers = controllers::spawn(store.clone(), runtime, options.controller_period);
         let identity_controllers = auth::spawn_controllers(store.clone());
+        let gateway_controller = mesh.is_some().then(|| gateways::spawn(store.clone()));
         let tls_listener = tls::TlsListener::new(tls_listener, &certificate)?;
         let https_app = app.clone();
         let https_server = tokio::spawn(async move {
@@ -338,6 +346,7 @@ impl Sandbox {
             prometheus,
             prometheus_targets,
             pod_targets,
+            gateway_controller,
             auth,
             identity_controllers,
             autoscaler,
@@ -380,6 +389,10 @@ impl Sandbox {
         }
         drop(self.prometheus);
         if let Some(task) = self.pod_targets {
+            task.abort();
+            let _ = task.await;
+        }
+        if let Some(task) = self.gateway_controller {
             task.abort();
             let _ = task.await;
         }

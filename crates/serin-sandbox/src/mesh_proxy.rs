@@ -3,7 +3,12 @@
 //! forwards it to a ready endpoint with the route's retries, timeouts, faults, header operations and
 //! mirror, and records Istio's telemetry for both reporters ([`crate::telemetry`]). It also serves
 //! that telemetry at `/stats/prometheus` for Prometheus to scrape.
+//!
+//! Gateway pods (the Istio ingress gateway, Gateway API gateways) forward through the same engine
+//! ([`GatewayHost`]): only the routing choice differs ([`Router`]), and their requests are counted
+//! in the same telemetry with the gateway as the source workload.
 
+use crate::gateway_route;
 use crate::mesh_route::{self, Decision, Destination, Forward, RouteTable};
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::store::Store;
@@ -79,12 +84,87 @@ struct Mesh {
     routes: std::sync::Mutex<(u64, Arc<RouteTable>)>,
 }
 
+/// Who decides where a request goes.
+#[derive(Clone, Debug)]
+pub enum Router {
+    /// A sidecar: the mesh proxy's own routing (VirtualServices bound to `mesh`, HTTPRoutes,
+    /// else the Service).
+    Sidecar,
+    /// An Istio ingress gateway pod with these labels: the Istio Gateways selecting it and the
+    /// VirtualServices bound to them ([`gateway_route::istio_ingress_route`]).
+    IstioGateway {
+        /// The pod's labels.
+        labels: Map<String, Value>,
+    },
+    /// A pod of a Gateway API Gateway: the HTTPRoutes attached to it
+    /// ([`gateway_route::gateway_api_route`]).
+    GatewayApi {
+        /// The Gateway's namespace.
+        namespace: String,
+        /// The Gateway's name.
+        name: String,
+    },
+}
+
+/// Who sent a request into the mesh engine and who routes it.
+struct Caller {
+    /// The source workload of its telemetry samples.
+    source: Workload,
+    router: Router,
+}
+
+/// A handle on the running mesh for gateway pods: they route and forward through the proxy's
+/// engine, so their requests get the same retries, timeouts, header operations and telemetry.
+#[derive(Clone)]
+pub struct GatewayHost {
+    mesh: Arc<Mesh>,
+}
+
+impl std::fmt::Debug for GatewayHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GatewayHost")
+    }
+}
+
+impl GatewayHost {
+    /// The HTTP service of a gateway pod routing by `router`, its requests counted in the mesh's
+    /// telemetry as sent by `source`. It answers Envoy's readiness path `/healthz/ready` itself.
+    pub fn service(&self, router: Router, source: Workload) -> axum::Router {
+        self.mesh.clone().app(Caller { source, router })
+    }
+
+    /// The service of gateway `pod`: a pod labelled
+    /// [`gateway_route::GATEWAY_NAME_LABEL`] serves that Gateway API Gateway of its namespace,
+    /// any other the Istio Gateways selecting its labels; the source workload is its Deployment.
+    pub fn service_for_pod(&self, pod: &Value) -> axum::Router {
+        let labels = pod["metadata"]["labels"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let router = match labels
+            .get(gateway_route::GATEWAY_NAME_LABEL)
+            .and_then(Value::as_str)
+        {
+            Some(name) => Router::GatewayApi {
+                namespace: pod["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or("default")
+                    .to_string(),
+                name: name.to_string(),
+            },
+            None => Router::IstioGateway { labels },
+        };
+        self.service(router, crate::services::workload_of(&self.mesh.store, pod))
+    }
+}
+
 /// A running mesh proxy.
 pub struct MeshProxy {
     /// Where it listens (use `http://ADDRESS` as HTTP_PROXY).
     pub address: SocketAddr,
     /// Its telemetry.
     pub telemetry: Arc<Telemetry>,
+    mesh: Arc<Mesh>,
     shutdown: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -99,6 +179,7 @@ impl MeshProxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let address = listener.local_addr()?;
         let telemetry = Arc::new(Telemetry::default());
+        let options_client = options.client.clone();
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(Duration::from_secs(2)));
         let mesh = Arc::new(Mesh {
@@ -110,9 +191,9 @@ impl MeshProxy {
             client: Client::builder(TokioExecutor::new()).build(connector),
             routes: std::sync::Mutex::new((u64::MAX, Arc::new(RouteTable::default()))),
         });
-        let app = axum::Router::new().fallback(move |request: Request<Body>| {
-            let mesh = mesh.clone();
-            async move { mesh.handle(request).await }
+        let app = mesh.clone().app(Caller {
+            source: options_client,
+            router: Router::Sidecar,
         });
         let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
@@ -125,9 +206,17 @@ impl MeshProxy {
         Ok(MeshProxy {
             address,
             telemetry,
+            mesh,
             shutdown,
             task,
         })
+    }
+
+    /// The handle gateway pods route through.
+    pub fn gateways(&self) -> GatewayHost {
+        GatewayHost {
+            mesh: self.mesh.clone(),
+        }
     }
 
     /// Stops the proxy.
@@ -138,7 +227,8 @@ impl MeshProxy {
     }
 }
 
-/// The VirtualServices, DestinationRules and HTTPRoutes in the store (of any served version).
+/// The VirtualServices, DestinationRules, HTTPRoutes and Gateways (Istio's and Gateway API's) in
+/// the store (of any served version), and the namespaces' labels.
 pub fn route_table(store: &Store) -> RouteTable {
     let mut table = RouteTable::default();
     let registry = store.registry();
@@ -161,8 +251,36 @@ pub fn route_table(store: &Store) -> RouteTable {
             "virtualservices" => table.virtual_services.extend(objects),
             "destinationrules" => table.destination_rules.extend(objects),
             "httproutes" => table.http_routes.extend(objects),
+            "gateways" if info.group == "networking.istio.io" => {
+                table.istio_gateways.extend(objects)
+            }
+            "gateways" => table.gateways.extend(objects),
             _ => {}
         }
+    }
+    let namespaces = store.resource("", "v1", "namespaces").expect("built in");
+    for namespace in store
+        .list(
+            &namespaces,
+            None,
+            &LabelSelector::default(),
+            &FieldSelector::default(),
+        )
+        .0
+    {
+        let name = namespace["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let mut labels = namespace["metadata"]["labels"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        // The label the API server puts on every namespace.
+        labels
+            .entry("kubernetes.io/metadata.name")
+            .or_insert_with(|| Value::String(name.clone()));
+        table.namespace_labels.insert(name, labels);
     }
     table
 }
@@ -194,6 +312,15 @@ enum Attempt {
 }
 
 impl Mesh {
+    /// An HTTP service handing every request to [`Mesh::handle`] for `caller`.
+    fn app(self: Arc<Self>, caller: Caller) -> axum::Router {
+        let caller = Arc::new(caller);
+        axum::Router::new().fallback(move |request: Request<Body>| {
+            let (mesh, caller) = (self.clone(), caller.clone());
+            async move { mesh.handle(request, caller).await }
+        })
+    }
+
     /// A number in [0, 1) from the proxy's seeded generator.
     fn random(&self) -> f64 {
         self.random.next_unit()
@@ -215,6 +342,7 @@ impl Mesh {
 
     fn source_sample(
         &self,
+        source: &Workload,
         destination: Workload,
         service: &str,
         code: u16,
@@ -223,7 +351,7 @@ impl Mesh {
     ) {
         self.telemetry.record(&Sample {
             reporter: Reporter::Source,
-            source: self.options.client.clone(),
+            source: source.clone(),
             destination,
             destination_service: service.into(),
             response_code: code,
@@ -234,6 +362,7 @@ impl Mesh {
 
     fn destination_sample(
         &self,
+        source: &Workload,
         endpoint: &Endpoint,
         service: &str,
         code: u16,
@@ -242,7 +371,7 @@ impl Mesh {
     ) {
         self.telemetry.record(&Sample {
             reporter: Reporter::Destination,
-            source: self.options.client.clone(),
+            source: source.clone(),
             destination: endpoint.workload.clone(),
             destination_service: service.into(),
             response_code: code,
@@ -251,7 +380,12 @@ impl Mesh {
         });
     }
 
-    async fn handle(self: Arc<Self>, request: Request<Body>) -> Response<Body> {
+    /// Routes `request` as `caller`'s router decides and forwards it.
+    async fn handle(
+        self: Arc<Self>,
+        request: Request<Body>,
+        caller: Arc<Caller>,
+    ) -> Response<Body> {
         let started = Instant::now();
         let (parts, body) = request.into_parts();
         let authority = parts
@@ -266,7 +400,14 @@ impl Mesh {
                     .map(String::from)
             })
             .unwrap_or_default();
-        if parts.uri.authority().is_none() && parts.uri.path() == "/stats/prometheus" {
+        if !matches!(caller.router, Router::Sidecar) && parts.uri.path() == "/healthz/ready" {
+            // Envoy's readiness endpoint (the status port's, which shares the pod's one server).
+            return text_response(200, String::new());
+        }
+        if matches!(caller.router, Router::Sidecar)
+            && parts.uri.authority().is_none()
+            && parts.uri.path() == "/stats/prometheus"
+        {
             let mut response = text_response(200, self.telemetry.render());
             response.headers_mut().insert(
                 "content-type",
@@ -294,12 +435,37 @@ impl Mesh {
             headers: headers.clone(),
         };
         let table = self.route_table();
-        let decision = mesh_route::route(
-            &table,
-            &routed,
-            &self.options.client_namespace,
-            self.random(),
-        );
+        let decision = match &caller.router {
+            Router::Sidecar => mesh_route::route(
+                &table,
+                &routed,
+                &self.options.client_namespace,
+                self.random(),
+            ),
+            Router::IstioGateway { labels } => {
+                let gateways = gateway_route::istio_gateways_for(
+                    &table,
+                    labels,
+                    mesh_route::port_of(&authority),
+                );
+                gateway_route::istio_ingress_route(&table, &gateways, &routed, self.random())
+            }
+            Router::GatewayApi { namespace, name } => {
+                match table.gateways.iter().find(|g| {
+                    g["metadata"]["name"] == name.as_str()
+                        && g["metadata"]["namespace"] == namespace.as_str()
+                }) {
+                    Some(gateway) => {
+                        gateway_route::gateway_api_route(&table, gateway, &routed, self.random())
+                    }
+                    None => Decision::Respond {
+                        status: 404,
+                        body: format!("no route: Gateway {namespace}/{name} does not exist"),
+                    },
+                }
+            }
+        };
+        let source = &caller.source;
         let forward = match decision {
             Decision::Respond { status, body } => {
                 let flags = match status {
@@ -308,6 +474,7 @@ impl Mesh {
                     _ => "-",
                 };
                 self.source_sample(
+                    source,
                     Workload::unknown(),
                     "unknown",
                     status,
@@ -323,6 +490,7 @@ impl Mesh {
             && self.percent_hit(percent)
         {
             self.source_sample(
+                source,
                 Workload::unknown(),
                 &service,
                 status,
@@ -342,6 +510,7 @@ impl Mesh {
             && self.percent_hit(percent)
         {
             let mesh = self.clone();
+            let caller = caller.clone();
             let (method, headers, body, forward) = (
                 parts.method.clone(),
                 headers.clone(),
@@ -359,7 +528,14 @@ impl Mesh {
                         Attempt::Answered(response) => response.status().as_u16(),
                         Attempt::Failed(_) => 503,
                     };
-                    mesh.destination_sample(endpoint, &mirror.host, code, "-", started.elapsed());
+                    mesh.destination_sample(
+                        &caller.source,
+                        endpoint,
+                        &mirror.host,
+                        code,
+                        "-",
+                        started.elapsed(),
+                    );
                 }
             });
         }
@@ -367,7 +543,7 @@ impl Mesh {
             Some(limit) => {
                 match tokio::time::timeout(
                     limit,
-                    self.attempts(&parts.method, &headers, &body, &forward),
+                    self.attempts(source, &parts.method, &headers, &body, &forward),
                 )
                 .await
                 {
@@ -376,14 +552,14 @@ impl Mesh {
                 }
             }
             None => {
-                self.attempts(&parts.method, &headers, &body, &forward)
+                self.attempts(source, &parts.method, &headers, &body, &forward)
                     .await
             }
         };
         match response {
             Ok((response, workload)) => {
                 let code = response.status().as_u16();
-                self.source_sample(workload, &service, code, &flags, started.elapsed());
+                self.source_sample(source, workload, &service, code, &flags, started.elapsed());
                 let (mut parts, body) = response.into_parts();
                 let mut headers: Vec<(String, String)> = parts
                     .headers
@@ -406,7 +582,7 @@ impl Mesh {
                 Response::from_parts(parts, Body::from(body))
             }
             Err((status, flags, workload)) => {
-                self.source_sample(workload, &service, status, flags, started.elapsed());
+                self.source_sample(source, workload, &service, status, flags, started.elapsed());
                 let text = match flags {
                     "UT" => "upstream request timeout",
                     "UH" => "no healthy upstream",
@@ -420,6 +596,7 @@ impl Mesh {
     /// Sends the request with the route's retry policy; each attempt is a destination sample.
     async fn attempts(
         &self,
+        source: &Workload,
         method: &axum::http::Method,
         headers: &[(String, String)],
         body: &Bytes,
@@ -451,13 +628,27 @@ impl Mesh {
             match outcome {
                 Attempt::Answered(response) => {
                     let code = response.status().as_u16();
-                    self.destination_sample(endpoint, service, code, "-", started.elapsed());
+                    self.destination_sample(
+                        source,
+                        endpoint,
+                        service,
+                        code,
+                        "-",
+                        started.elapsed(),
+                    );
                     if exhausted || !forward.retries.retries(Some(code)) {
                         return Ok((response, endpoint.workload.clone()));
                     }
                 }
                 Attempt::Failed(flags) => {
-                    self.destination_sample(endpoint, service, 503, flags, started.elapsed());
+                    self.destination_sample(
+                        source,
+                        endpoint,
+                        service,
+                        503,
+                        flags,
+                        started.elapsed(),
+                    );
                     last_failure = (503, flags, endpoint.workload.clone());
                     if !forward.retries.retries(None) {
                         break;

@@ -3,12 +3,15 @@
 //! and mirror. The mesh proxy does the I/O; the choices live here so they can be tested one by one.
 //!
 //! Semantics follow Istio's (`docs/sandbox.md` lists the subset): hosts with short names expanded in
-//! the object's namespace, the `mesh` gateway, ordered `http[]` routes where the first matching
-//! entry wins (OR across match entries, AND inside one), anchored regexes, weights as shares of
-//! their sum with zero-weight destinations dropped, subsets from DestinationRules.
+//! the object's namespace, the `mesh` gateway (gateway pods use [`Scope::Gateways`], see
+//! [`crate::gateway_route`]), ordered `http[]` routes where the first matching entry wins (OR
+//! across match entries, AND inside one), anchored regexes, weights as shares of their sum with
+//! zero-weight destinations dropped, subsets from DestinationRules, and one level of delegation
+//! ([`effective_routes`]).
 
 use regex::Regex;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::time::Duration;
 
 /// The parts of a request that routing looks at.
@@ -46,7 +49,7 @@ impl Request {
 }
 
 /// The namespace of a routing object, which its short host names are expanded in.
-fn namespace_of(object: &Value) -> &str {
+pub(crate) fn namespace_of(object: &Value) -> &str {
     object["metadata"]["namespace"]
         .as_str()
         .unwrap_or("default")
@@ -60,8 +63,14 @@ pub struct RouteTable {
     /// DestinationRules.
     pub destination_rules: Vec<Value>,
     /// Gateway API HTTPRoutes (`gateway.networking.k8s.io`), used for hosts no VirtualService
-    /// covers.
+    /// covers and by the Gateway API gateways they attach to.
     pub http_routes: Vec<Value>,
+    /// Istio Gateways (`networking.istio.io`), which bind VirtualServices to gateway pods.
+    pub istio_gateways: Vec<Value>,
+    /// Gateway API Gateways (`gateway.networking.k8s.io`).
+    pub gateways: Vec<Value>,
+    /// The labels of each namespace, by name (listeners' `allowedRoutes` selectors read them).
+    pub namespace_labels: std::collections::HashMap<String, Map<String, Value>>,
 }
 
 /// Header operations of a route or destination, applied in order: set, add, remove.
@@ -282,58 +291,113 @@ pub fn qualify(host: &str, namespace: &str) -> String {
     }
 }
 
-fn strip_port(authority: &str) -> &str {
+pub(crate) fn strip_port(authority: &str) -> &str {
     match authority.rsplit_once(':') {
         Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => host,
         _ => authority,
     }
 }
 
-fn port_of(authority: &str) -> Option<u16> {
+pub(crate) fn port_of(authority: &str) -> Option<u16> {
     authority.rsplit_once(':').and_then(|(_, p)| p.parse().ok())
 }
 
-fn applies_to_mesh(gateways: &Value) -> bool {
-    match gateways.as_array() {
-        None => true,
-        Some(list) if list.is_empty() => true,
-        Some(list) => list.iter().any(|g| g == "mesh"),
+/// Whose view of the VirtualServices routing takes: a sidecar's or a gateway's.
+#[derive(Clone, Copy, Debug)]
+pub enum Scope<'a> {
+    /// A sidecar: VirtualServices bound to the `mesh` gateway (or to no gateway at all).
+    Mesh,
+    /// A gateway's pods: VirtualServices bound to one of these Istio Gateways (`namespace/name`).
+    Gateways(&'a [String]),
+}
+
+/// A `gateways` entry of a VirtualService in `namespace` as `namespace/name` (`name`,
+/// `ns/name` or `name.ns.svc.cluster.local`); `None` for `mesh`.
+pub fn gateway_key(entry: &str, namespace: &str) -> Option<String> {
+    if entry == "mesh" {
+        return None;
+    }
+    if entry.contains('/') {
+        return Some(entry.to_string());
+    }
+    match entry.split_once('.') {
+        Some((name, rest)) => Some(format!("{}/{name}", rest.split('.').next().unwrap_or(rest))),
+        None => Some(format!("{namespace}/{entry}")),
     }
 }
 
-fn host_matches(pattern: &str, host: &str) -> bool {
+/// Whether a `gateways` list (of a VirtualService or a match entry, in `namespace`) applies in
+/// `scope`; absent or empty means `mesh` only.
+fn applies_to(gateways: &Value, namespace: &str, scope: Scope) -> bool {
+    let list = gateways.as_array().filter(|l| !l.is_empty());
+    match (scope, list) {
+        (Scope::Mesh, None) => true,
+        (Scope::Mesh, Some(list)) => list.iter().any(|g| g == "mesh"),
+        (Scope::Gateways(_), None) => false,
+        (Scope::Gateways(keys), Some(list)) => list
+            .iter()
+            .filter_map(Value::as_str)
+            .filter_map(|g| gateway_key(g, namespace))
+            .any(|key| keys.contains(&key)),
+    }
+}
+
+/// Whether a match entry's own `gateways` (absent: those of its VirtualService) let it apply in
+/// `scope`.
+fn entry_applies(entry: &Value, namespace: &str, scope: Scope) -> bool {
+    entry["gateways"].as_array().is_none_or(Vec::is_empty)
+        || applies_to(&entry["gateways"], namespace, scope)
+}
+
+pub(crate) fn host_matches(pattern: &str, host: &str) -> bool {
     match pattern.strip_prefix('*') {
         Some(suffix) => host.ends_with(suffix),
         None => pattern == host,
     }
 }
 
-/// The VirtualService governing `host` for sidecars: an exact host beats a wildcard; among
-/// equals the oldest, then `namespace/name`, wins (Istio does not merge them).
+/// The `namespace/name` of an object.
+pub(crate) fn key_of(object: &Value) -> String {
+    format!(
+        "{}/{}",
+        namespace_of(object),
+        object["metadata"]["name"].as_str().unwrap_or_default()
+    )
+}
+
+/// Among VirtualServices whose hosts cover a request (each with whether it was by a wildcard), the
+/// one that governs: an exact host beats a wildcard; among equals the oldest, then
+/// `namespace/name`, wins (Istio does not merge them).
+pub(crate) fn governing<'a>(
+    candidates: impl Iterator<Item = (bool, &'a Value)>,
+) -> Option<&'a Value> {
+    candidates
+        .map(|(wildcard, vs)| {
+            let created = vs["metadata"]["creationTimestamp"].as_str().unwrap_or("");
+            ((wildcard, created, key_of(vs)), vs)
+        })
+        .min_by(|a, b| a.0.cmp(&b.0))
+        .map(|(_, vs)| vs)
+}
+
+/// The VirtualService governing `host` for sidecars.
 fn virtual_service_for<'a>(table: &'a RouteTable, host: &str) -> Option<&'a Value> {
-    let mut candidates: Vec<(bool, &str, String, &Value)> = Vec::new();
-    for vs in &table.virtual_services {
-        if !applies_to_mesh(&vs["spec"]["gateways"]) {
-            continue;
-        }
-        let hosts = vs["spec"]["hosts"]
-            .as_array()
-            .map_or(&[][..], Vec::as_slice);
-        for pattern in hosts.iter().filter_map(Value::as_str) {
-            let qualified = qualify(pattern, namespace_of(vs));
-            if host_matches(&qualified, host) {
-                let key = format!(
-                    "{}/{}",
-                    namespace_of(vs),
-                    vs["metadata"]["name"].as_str().unwrap_or_default()
-                );
-                let created = vs["metadata"]["creationTimestamp"].as_str().unwrap_or("");
-                candidates.push((qualified.starts_with('*'), created, key, vs));
-            }
-        }
-    }
-    candidates.sort_by(|a, b| (a.0, a.1, &a.2).cmp(&(b.0, b.1, &b.2)));
-    candidates.first().map(|c| c.3)
+    governing(
+        table
+            .virtual_services
+            .iter()
+            .filter(|vs| applies_to(&vs["spec"]["gateways"], namespace_of(vs), Scope::Mesh))
+            .flat_map(|vs| {
+                vs["spec"]["hosts"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .map(move |pattern| (qualify(pattern, namespace_of(vs)), vs))
+            })
+            .filter(|(qualified, _)| host_matches(qualified, host))
+            .map(|(qualified, vs)| (qualified.starts_with('*'), vs)),
+    )
 }
 
 fn anchored(pattern: &str) -> Option<Regex> {
@@ -554,19 +618,204 @@ pub fn route(table: &RouteTable, request: &Request, client_namespace: &str, pick
             routed_by: None,
         }));
     };
-    let namespace = namespace_of(vs).to_string();
-    let vs_name = format!(
-        "{namespace}/{}",
-        vs["metadata"]["name"].as_str().unwrap_or_default()
-    );
-    let routes = vs["spec"]["http"].as_array().map_or(&[][..], Vec::as_slice);
-    for http in routes {
+    route_by_virtual_service(table, vs, request, Scope::Mesh, port, pick)
+}
+
+/// The http routes of `vs` as they take effect: each route that delegates is replaced by the
+/// routes of its delegate VirtualService merged with it ([`merge_delegate`]); each comes with the
+/// namespace its destinations are expanded in. A missing delegate contributes nothing.
+pub fn effective_routes<'a>(
+    table: &'a RouteTable,
+    vs: &'a Value,
+) -> Vec<(Cow<'a, Value>, &'a str)> {
+    let namespace = namespace_of(vs);
+    let mut routes = Vec::new();
+    for http in vs["spec"]["http"].as_array().into_iter().flatten() {
+        let Some(delegate) = http["delegate"].as_object() else {
+            routes.push((Cow::Borrowed(http), namespace));
+            continue;
+        };
+        let name = delegate
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let delegate_namespace = delegate
+            .get("namespace")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .unwrap_or(namespace);
+        let Some(target) = table.virtual_services.iter().find(|candidate| {
+            candidate["metadata"]["name"] == name && namespace_of(candidate) == delegate_namespace
+        }) else {
+            continue;
+        };
+        // One level only, as in Istio: a delegate's own delegating routes are ignored.
+        for leaf in target["spec"]["http"].as_array().into_iter().flatten() {
+            if leaf["delegate"].is_object() {
+                continue;
+            }
+            if let Some(merged) = merge_delegate(http, leaf) {
+                routes.push((Cow::Owned(merged), delegate_namespace));
+            }
+        }
+    }
+    routes
+}
+
+/// Whether a delegate's match entry conflicts with a root's (Istio's `hasConflict`): the
+/// delegate must narrow the root, never contradict it.
+fn match_conflicts(root: &Value, leaf: &Value) -> bool {
+    let (root_uri, leaf_uri) = (&root["uri"], &leaf["uri"]);
+    if root_uri.is_object() && leaf_uri.is_object() {
+        let leaf_text = leaf_uri["prefix"]
+            .as_str()
+            .or_else(|| leaf_uri["exact"].as_str());
+        if let Some(prefix) = root_uri["prefix"].as_str() {
+            if !leaf_text.is_some_and(|text| text.starts_with(prefix)) {
+                return true;
+            }
+        } else if let Some(exact) = root_uri["exact"].as_str() {
+            if leaf_uri["exact"].as_str() != Some(exact) {
+                return true;
+            }
+        } else {
+            return true;
+        }
+    }
+    for field in ["scheme", "method", "authority"] {
+        if root[field].is_object() && leaf[field].is_object() && root[field] != leaf[field] {
+            return true;
+        }
+    }
+    for field in ["headers", "queryParams", "withoutHeaders"] {
+        if let (Some(root_map), Some(leaf_map)) = (root[field].as_object(), leaf[field].as_object())
+            && root_map
+                .iter()
+                .any(|(key, value)| leaf_map.get(key).is_some_and(|other| other != value))
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// A delegate's match entry with the root's conditions filled in (Istio's
+/// `mergeHTTPMatchRequest`): the delegate's fields win, the root's complete them.
+fn merge_match(root: &Value, leaf: &Value) -> Value {
+    let mut merged = leaf.clone();
+    let Some(out) = merged.as_object_mut() else {
+        return root.clone();
+    };
+    for field in [
+        "uri",
+        "scheme",
+        "method",
+        "authority",
+        "port",
+        "gateways",
+        "ignoreUriCase",
+        "sourceLabels",
+        "sourceNamespace",
+    ] {
+        if !out.contains_key(field)
+            && let Some(value) = root.get(field)
+        {
+            out.insert(field.into(), value.clone());
+        }
+    }
+    for field in ["headers", "queryParams", "withoutHeaders"] {
+        if let Some(root_map) = root[field].as_object() {
+            let target = out
+                .entry(field)
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Some(target) = target.as_object_mut() {
+                for (key, value) in root_map {
+                    target.entry(key).or_insert_with(|| value.clone());
+                }
+            }
+        }
+    }
+    merged
+}
+
+/// One route of a delegate VirtualService merged with the root route that delegates to it, as
+/// Istio merges them: every match entry of the delegate must narrow one of the root's (`None`
+/// when one cannot: the route does not take effect), and the root's `rewrite`, `timeout`,
+/// `retries`, `fault`, `mirror`, `headers`, ... apply where the delegate route has none.
+pub fn merge_delegate(root: &Value, leaf: &Value) -> Option<Value> {
+    let mut merged = leaf.clone();
+    let root_matches = root["match"].as_array().cloned().unwrap_or_default();
+    let leaf_matches = leaf["match"].as_array().cloned().unwrap_or_default();
+    let matches = if leaf_matches.is_empty() {
+        root_matches
+    } else if root_matches.is_empty() {
+        leaf_matches
+    } else {
+        let mut out = Vec::new();
+        for leaf_entry in &leaf_matches {
+            let narrowed: Vec<Value> = root_matches
+                .iter()
+                .filter(|root_entry| !match_conflicts(root_entry, leaf_entry))
+                .map(|root_entry| merge_match(root_entry, leaf_entry))
+                .collect();
+            if narrowed.is_empty() {
+                return None;
+            }
+            out.extend(narrowed);
+        }
+        out
+    };
+    let out = merged.as_object_mut()?;
+    if matches.is_empty() {
+        out.remove("match");
+    } else {
+        out.insert("match".into(), Value::Array(matches));
+    }
+    for field in [
+        "rewrite",
+        "directResponse",
+        "timeout",
+        "retries",
+        "fault",
+        "mirror",
+        "mirrorPercent",
+        "mirrorPercentage",
+        "corsPolicy",
+        "headers",
+    ] {
+        if !out.contains_key(field)
+            && let Some(value) = root.get(field)
+        {
+            out.insert(field.into(), value.clone());
+        }
+    }
+    Some(merged)
+}
+
+/// Routes `request` by the http routes of `vs` (delegation applied), as seen in `scope`; `port`
+/// is the one the client asked for, which destinations without a port of their own inherit.
+pub(crate) fn route_by_virtual_service(
+    table: &RouteTable,
+    vs: &Value,
+    request: &Request,
+    scope: Scope,
+    port: Option<u16>,
+    pick: f64,
+) -> Decision {
+    let vs_name = key_of(vs);
+    let path_and_query = if request.query.is_empty() {
+        request.path.clone()
+    } else {
+        format!("{}?{}", request.path, request.query)
+    };
+    for (http, namespace) in effective_routes(table, vs) {
+        let http: &Value = &http;
         let entries = http["match"].as_array().filter(|m| !m.is_empty());
         let matched_uri = match entries {
             None => Value::Null,
             Some(entries) => match entries
                 .iter()
-                .find(|e| applies_to_mesh(&e["gateways"]) && entry_matches(e, request))
+                .find(|e| entry_applies(e, namespace_of(vs), scope) && entry_matches(e, request))
             {
                 Some(entry) => entry["uri"].clone(),
                 None => continue,
@@ -590,7 +839,7 @@ pub fn route(table: &RouteTable, request: &Request, client_namespace: &str, pick
         };
         // Without a port of its own, a destination is reached on the port the client asked for,
         // as Envoy routes by the listener port.
-        let destination = match resolve_destination(table, &chosen["destination"], &namespace) {
+        let destination = match resolve_destination(table, &chosen["destination"], namespace) {
             Ok(d) => Destination {
                 port: d.port.or(port),
                 ..d
@@ -602,7 +851,7 @@ pub fn route(table: &RouteTable, request: &Request, client_namespace: &str, pick
             Some(value) => {
                 let percent =
                     percentage(&http["mirrorPercentage"], &http["mirrorPercent"]).unwrap_or(100.0);
-                match resolve_destination(table, value, &namespace) {
+                match resolve_destination(table, value, namespace) {
                     Ok(d) if percent > 0.0 => Some((
                         Destination {
                             port: d.port.or(port),
@@ -653,7 +902,7 @@ pub fn route(table: &RouteTable, request: &Request, client_namespace: &str, pick
 
 /// Whether an HTTPRoute hostname (wildcards only as the first label, excluding the apex) covers
 /// `host`.
-fn hostname_matches(pattern: &str, host: &str) -> bool {
+pub(crate) fn hostname_matches(pattern: &str, host: &str) -> bool {
     match pattern.strip_prefix("*.") {
         Some(suffix) => host.ends_with(&format!(".{suffix}")),
         None => pattern == host,
@@ -788,9 +1037,20 @@ fn gateway_route(
     if routes.is_empty() {
         return None;
     }
+    Some(route_by_http_routes(&routes, request, host, port, pick))
+}
+
+/// Routes `request` (for `host`) by the rules of `routes`, in Gateway API precedence order.
+pub(crate) fn route_by_http_routes(
+    routes: &[&Value],
+    request: &Request,
+    host: &str,
+    port: Option<u16>,
+    pick: f64,
+) -> Decision {
     let default_match = serde_json::json!({"path": {"type": "PathPrefix", "value": "/"}});
     let mut candidates = Vec::new();
-    for route in &routes {
+    for route in routes {
         let rules = route["spec"]["rules"]
             .as_array()
             .map_or(&[][..], Vec::as_slice);
@@ -810,13 +1070,13 @@ fn gateway_route(
         .into_iter()
         .find(|(_, _, _, entry)| gateway_match_holds(entry, request))
     else {
-        return Some(Decision::Respond {
+        return Decision::Respond {
             status: 404,
             body: format!(
                 "no route: no HTTPRoute rule for {host} matches {}",
                 request.path
             ),
-        });
+        };
     };
     let namespace = namespace_of(route);
     let name = format!(
@@ -841,10 +1101,10 @@ fn gateway_route(
         _ => pick_weighted(&weighted, pick),
     };
     let Some(chosen) = chosen else {
-        return Some(Decision::Respond {
+        return Decision::Respond {
             status: 500,
             body: format!("{name}: every backend of the rule has weight 0"),
-        });
+        };
     };
     let mut destination = backend_destination(chosen, namespace);
     destination.port = destination.port.or(port);
@@ -901,7 +1161,7 @@ fn gateway_route(
             percent,
         )
     });
-    Some(Decision::Forward(Box::new(Forward {
+    Decision::Forward(Box::new(Forward {
         destination,
         path_and_query: format!("{path}{query}"),
         authority: rewrite
@@ -929,7 +1189,7 @@ fn gateway_route(
         fault: Fault::default(),
         mirror: mirror.filter(|(_, percent)| *percent > 0.0),
         routed_by: Some(name),
-    })))
+    }))
 }
 
 fn destination_value(value: &Value) -> Option<&Value> {

@@ -1,6 +1,7 @@
 //! A [`PodRuntime`] that really serves: every started pod is an in-process HTTP server on its own
-//! 127.0.0.1 port, running the built-in podinfo app or the load tester chosen by the image, with
-//! its readiness and liveness probes run against that server. Other images stay `ErrImagePull`.
+//! 127.0.0.1 port, running the built-in podinfo app, the load tester, Serin's operator or a mesh
+//! gateway (Istio's `proxyv2` image) chosen by the image, with its readiness and liveness probes
+//! run against that server. Other images stay `ErrImagePull`.
 //!
 //! Load tester pods send their traffic through the sandbox's mesh proxy, as a pod with an Istio
 //! sidecar would: `hey ... http://podinfo-canary.test:9898/` resolves the Service and is counted in
@@ -45,6 +46,9 @@ pub struct ServingOptions {
     pub operator_images: Vec<String>,
     /// The `serin-operator` binary those pods run; by default [`crate::process::operator_binary`].
     pub operator_binary: Option<std::path::PathBuf>,
+    /// Images that run a mesh gateway routing through the sandbox's mesh (the Istio ingress
+    /// gateway, Gateway API gateways); `proxyv2` (Istio's proxy image) by default.
+    pub gateway_images: Vec<String>,
 }
 
 impl Default for ServingOptions {
@@ -55,6 +59,7 @@ impl Default for ServingOptions {
             loadtester_proxy: None,
             operator_images: vec!["serin-operator".into()],
             operator_binary: crate::process::operator_binary(),
+            gateway_images: vec!["proxyv2".into()],
         }
     }
 }
@@ -79,6 +84,8 @@ enum App {
     Podinfo(PodinfoSettings),
     LoadTester(LoadTesterApp),
     Operator(Arc<ProcessSpec>),
+    /// A gateway pod's HTTP service, routing through the mesh.
+    Gateway(axum::Router),
 }
 
 /// Images that run shell tasks through the sandbox's command interpreter, as Flagger's load
@@ -358,6 +365,8 @@ pub struct ServingRuntime {
     mesh_proxy: Mutex<Option<SocketAddr>>,
     /// Credentials for pods that call the API server, once the sandbox hands them out.
     api_access: Mutex<Option<Arc<dyn ApiAccess>>>,
+    /// The mesh gateway pods route through, once it runs.
+    gateways: Mutex<Option<crate::mesh_proxy::GatewayHost>>,
 }
 
 impl Default for ServingRuntime {
@@ -382,6 +391,7 @@ impl ServingRuntime {
             commands: Mutex::default(),
             mesh_proxy: Mutex::default(),
             api_access: Mutex::default(),
+            gateways: Mutex::default(),
         }
     }
 
@@ -405,6 +415,7 @@ impl ServingRuntime {
             .iter()
             .chain(&self.options.loadtester_images)
             .chain(&self.options.operator_images)
+            .chain(&self.options.gateway_images)
     }
 
     /// The loopback address serving the pod with this uid, while it runs.
@@ -433,6 +444,19 @@ impl ServingRuntime {
                 ))
             } else if matches(&self.options.operator_images) {
                 App::Operator(Arc::new(self.operator_process(pod, container)?))
+            } else if matches(&self.options.gateway_images) {
+                let gateways = self.gateways.lock().unwrap().clone();
+                match gateways {
+                    Some(gateways) => App::Gateway(gateways.service_for_pod(pod)),
+                    None => {
+                        return Err(Refusal::Container(
+                            "CreateContainerConfigError",
+                            format!(
+                                "{image} runs a mesh gateway, and the sandbox runs no mesh (start it with one: SandboxOptions::mesh)"
+                            ),
+                        ));
+                    }
+                }
             } else {
                 return Err(Refusal::Image(image.to_string()));
             };
@@ -513,6 +537,8 @@ fn port_mapping(pod: &Value, app: &App, address: SocketAddr) -> Value {
             .map(u64::from)
             .collect(),
         App::LoadTester(_) | App::Operator(_) => vec![8080],
+        // Envoy's readiness port.
+        App::Gateway(_) => vec![15021],
     };
     for own_port in own_ports {
         if seen.insert(own_port) {
@@ -591,11 +617,7 @@ async fn serve(
                     }
                 },
             ));
-            let _ = axum::serve(listener, counted)
-                .with_graceful_shutdown(async move {
-                    let _ = stop.wait_for(|stopping| *stopping).await;
-                })
-                .await;
+            serve_until_stopped(listener, counted, stop).await;
         }
         App::Operator(spec) => {
             let Ok(address) = listener.local_addr() else {
@@ -610,6 +632,20 @@ async fn serve(
             ));
             crate::process::run(&spec, address, &dir, stop, outputs.log).await;
             let _ = std::fs::remove_dir_all(&dir);
+        }
+        App::Gateway(service) => {
+            log_json(
+                &outputs.log,
+                json!({"level": "info", "msg": "Envoy proxy is ready", "port": port}),
+            );
+            let served = outputs.served.clone();
+            let counted = service.layer(axum::middleware::from_fn(
+                move |request: axum::extract::Request, next: axum::middleware::Next| {
+                    served.fetch_add(1, Ordering::Relaxed);
+                    next.run(request)
+                },
+            ));
+            serve_until_stopped(listener, counted, stop).await;
         }
         App::LoadTester(setup) => {
             log_json(
@@ -628,6 +664,19 @@ async fn serve(
             }
         }
     }
+}
+
+/// Serves `app` on `listener` until `stop` turns true.
+async fn serve_until_stopped(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    mut stop: watch::Receiver<bool>,
+) {
+    let _ = axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            let _ = stop.wait_for(|stopping| *stopping).await;
+        })
+        .await;
 }
 
 fn bind(address: SocketAddr) -> std::io::Result<std::net::TcpListener> {
@@ -764,6 +813,10 @@ impl PodRuntime for ServingRuntime {
 
     fn api_access_ready(&self, access: Arc<dyn ApiAccess>) {
         *self.api_access.lock().unwrap() = Some(access);
+    }
+
+    fn mesh_gateways_ready(&self, gateways: crate::mesh_proxy::GatewayHost) {
+        *self.gateways.lock().unwrap() = Some(gateways);
     }
 
     fn start(&self, pod: &Value) -> PodStart {
@@ -922,6 +975,10 @@ impl PodRuntime for ServingRuntime {
                 App::Operator(_) => {
                     container.cpu_millis = 5;
                     container.memory_bytes = 24 << 20;
+                }
+                App::Gateway(_) => {
+                    container.cpu_millis = 2 + server.meter.rate().round() as u64;
+                    container.memory_bytes = 40 << 20;
                 }
             }
         }
