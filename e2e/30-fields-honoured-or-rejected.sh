@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every field the API accepts works through the operator, or is refused with its path:
 # - a Canary with fields Serin does not act on (spec.provider linkerd, service.gatewayRefs,
-#   analysis.sessionAffinity) is refused: the status and a Warning event (reason InvalidSpec) name
+#   analysis.sessionAffinity on an A/B release) is refused: the status and a Warning event (reason InvalidSpec) name
 #   each field, and nothing is created;
 # - a MetricTemplate of an unsupported provider type holds the release (status and event name the
 #   template and spec.provider.type) instead of failing checks; fixing the template lets it go on;
@@ -88,7 +88,7 @@ wait_for "the refusal in the Canary's status" 30 message_mentions "spec.provider
 message=$(status_message)
 expect_contains "status message" 'spec.provider: "linkerd" is not supported yet' "$message"
 expect_contains "status message" "spec.service.gatewayRefs: is not supported yet" "$message"
-expect_contains "status message" "spec.canaryAnalysis.sessionAffinity: is not supported yet" "$message"
+expect_contains "status message" "spec.canaryAnalysis.sessionAffinity: pins users to the canary while weights move" "$message"
 expect_contains "InvalidSpec events" "spec.service.gatewayRefs" \
   "$(kc get events --field-selector reason=InvalidSpec,type=Warning -o jsonpath='{.items[*].message}')"
 expect_eq "primary created for a refused Canary" "" \

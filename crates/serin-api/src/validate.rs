@@ -49,7 +49,12 @@ pub const PROVIDERS: [&str; 19] = [
 ];
 
 /// The routing providers Serin implements; the operator's `--mesh-provider` is one of them.
-pub const ROUTING_PROVIDERS: [&str; 2] = ["istio", KUBERNETES_PROVIDER];
+pub const ROUTING_PROVIDERS: [&str; 4] = [
+    "istio",
+    KUBERNETES_PROVIDER,
+    "gatewayapi:v1",
+    "gatewayapi:v1beta1",
+];
 
 /// The provider without a mesh: blue/green by switching the apex Service's selector.
 pub const KUBERNETES_PROVIDER: &str = "kubernetes";
@@ -210,15 +215,20 @@ fn validate_spec(spec: &CanarySpec, r: &mut Report) {
         Some(provider) if ROUTING_PROVIDERS.contains(&provider) => {}
         Some(provider) if PROVIDERS.contains(&provider) => r.add(
             "spec.provider",
-            format!("{provider:?} is not supported yet: Serin routes with {}; write one of them or remove provider", ROUTING_PROVIDERS.join(" or ")),
+            format!("{provider:?} is not supported yet: Serin routes with {}; write one of them or remove provider", ROUTING_PROVIDERS.join(", ")),
         ),
         Some(provider) => r.add(
             "spec.provider",
             format!("unknown provider {provider:?}; write one of {}", ROUTING_PROVIDERS.join(", ")),
         ),
     }
+    let gateway_api = spec
+        .provider
+        .as_deref()
+        .is_some_and(|p| p.starts_with("gatewayapi"));
     let router = match spec.provider.as_deref() {
         Some(KUBERNETES_PROVIDER) => "a Kubernetes Service",
+        _ if gateway_api => "a Gateway API HTTPRoute",
         _ => "an Istio VirtualService",
     };
     for (field, set, provider) in [
@@ -234,6 +244,9 @@ fn validate_spec(spec: &CanarySpec, r: &mut Report) {
     }
     if spec.provider.as_deref() == Some(KUBERNETES_PROVIDER) {
         validate_kubernetes_provider(spec, r);
+    }
+    if gateway_api {
+        validate_gateway_api_provider(spec, r);
     }
     if let Some(url) = spec.metrics_server.as_deref() {
         r.prometheus_address("spec.metricsServer", url);
@@ -415,11 +428,54 @@ fn validate_kubernetes_provider(spec: &CanarySpec, r: &mut Report) {
             "A/B testing routes requests by header or cookie, which needs a mesh; the kubernetes provider cannot, so remove match (blue/green with iterations) or use provider: istio",
         );
     }
+    if analysis.session_affinity.is_some() {
+        r.add(
+            format!("{base}.sessionAffinity"),
+            "pinning users by cookie needs a mesh; the kubernetes provider cannot route by cookie, so remove sessionAffinity or use provider: istio",
+        );
+    }
     if analysis.mirror() {
         r.add(
             format!("{base}.mirror"),
             "mirroring needs a mesh; the kubernetes provider cannot copy requests, so remove mirror or use provider: istio",
         );
+    }
+}
+
+/// The Gateway API router needs parents, and has no place for the VirtualService's own fields.
+fn validate_gateway_api_provider(spec: &CanarySpec, r: &mut Report) {
+    let svc = &spec.service;
+    if svc.gateway_refs.as_ref().is_none_or(Vec::is_empty) {
+        r.add(
+            "spec.service.gatewayRefs",
+            "missing: the Gateway API router attaches the HTTPRoute to Gateways; list them, e.g. [{name: public-gateway, namespace: istio-system}]",
+        );
+    }
+    for (i, parent) in svc.gateway_refs.iter().flatten().enumerate() {
+        if parent.name.is_empty() {
+            r.add(
+                format!("spec.service.gatewayRefs[{i}].name"),
+                "missing; write the name of a Gateway",
+            );
+        }
+    }
+    let istio_only = [
+        (
+            "gateways",
+            svc.gateways.as_ref().is_some_and(|g| !g.is_empty()),
+        ),
+        ("delegation", svc.delegation == Some(true)),
+        ("trafficPolicy", svc.traffic_policy.is_some()),
+        ("retries", svc.retries.is_some()),
+        ("corsPolicy", svc.cors_policy.is_some()),
+    ];
+    for (field, set) in istio_only {
+        if set {
+            r.add(
+                format!("spec.service.{field}"),
+                "it configures the Istio VirtualService, which the Gateway API router does not write; remove it (Gateways are listed in service.gatewayRefs) or use provider: istio",
+            );
+        }
     }
 }
 
@@ -444,21 +500,25 @@ fn validate_service(spec: &CanarySpec, r: &mut Report) {
             format!("unknown value {td:?}; write PreferClose, PreferSameZone or PreferSameNode"),
         );
     }
+    let gateway_api = spec
+        .provider
+        .as_deref()
+        .is_some_and(|p| p.starts_with("gatewayapi"));
     let unsupported = [
         (
             "gatewayRefs",
-            svc.gateway_refs.is_some(),
-            "the Gateway API router is not built; remove gatewayRefs and list Istio gateways in spec.service.gateways",
+            svc.gateway_refs.is_some() && !gateway_api,
+            "it belongs to the Gateway API router; set provider: gatewayapi:v1, or remove gatewayRefs and list Istio gateways in spec.service.gateways",
         ),
         (
             "backendTimeout",
-            svc.backend_timeout.is_some(),
-            "it belongs to the Gateway API router, which is not built; remove it and use spec.service.timeout",
+            svc.backend_timeout.is_some() && !gateway_api,
+            "it belongs to the Gateway API router; set provider: gatewayapi:v1, or remove it and use spec.service.timeout",
         ),
         (
             "mirror",
-            svc.mirror.is_some(),
-            "it holds Gateway API mirror filters, which the Istio router does not use; remove it (spec.analysis.mirror mirrors to the canary)",
+            svc.mirror.is_some() && !gateway_api,
+            "it holds Gateway API mirror filters; set provider: gatewayapi:v1, or remove it (spec.analysis.mirror mirrors to the canary)",
         ),
         (
             "meshName",
@@ -474,7 +534,7 @@ fn validate_service(spec: &CanarySpec, r: &mut Report) {
     for (field, set, instead) in unsupported {
         r.not_supported(&format!("spec.service.{field}"), set, instead);
     }
-    if svc.delegation.unwrap_or(false) {
+    if svc.delegation.unwrap_or(false) && !gateway_api {
         if svc.hosts.as_ref().is_some_and(|h| !h.is_empty()) {
             r.add(
                 "spec.service.hosts",
@@ -621,11 +681,21 @@ fn validate_analysis(a: &CanaryAnalysis, base: &str, skips: bool, r: &mut Report
         }
     }
 
-    r.not_supported(
-        &format!("{base}.sessionAffinity"),
-        a.session_affinity.is_some(),
-        "session-affinity routes are not built; remove sessionAffinity (an A/B canary with a cookie match keeps users on one version)",
-    );
+    if a.session_affinity.is_some() {
+        let weighted = matches!(a.strategy(), Strategy::Canary | Strategy::Steps);
+        if !weighted {
+            r.add(
+                format!("{base}.sessionAffinity"),
+                format!("pins users to the canary while weights move, so it works with stepWeight, stepWeights or steps, not with {}; remove sessionAffinity", a.strategy().as_str()),
+            );
+        } else if a.mirror() && a.strategy() == Strategy::Canary {
+            // Mirroring with steps is refused as such; this is for the mirroring that works.
+            r.add(
+                format!("{base}.sessionAffinity"),
+                "cannot be combined with mirror: a mirrored request gets no cookie; remove mirror or sessionAffinity",
+            );
+        }
+    }
     if let Some(sa) = &a.session_affinity {
         let sp = format!("{base}.sessionAffinity");
         if sa.cookie_name.is_empty() {

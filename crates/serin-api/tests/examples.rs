@@ -541,10 +541,6 @@ const BROKEN: &[(&str, &[&str])] = &[
         &["unknown severity \"critical\"", "write info, warn or error"],
     ),
     (
-        "spec.analysis.sessionAffinity",
-        &["is not supported yet", "remove sessionAffinity"],
-    ),
-    (
         "spec.analysis.sessionAffinity.primaryCookieName",
         &[
             "same as cookieName \"canary-affinity\"",

@@ -146,7 +146,7 @@ fn the_base_canary_is_valid() {
 // spec
 
 #[test]
-fn provider_is_istio_or_kubernetes_until_other_routers_are_built() {
+fn provider_is_one_of_the_routers_serin_builds() {
     assert_eq!(spec_paths(json!({"provider": "istiod"})), ["spec.provider"]);
     assert_eq!(spec_paths(json!({"provider": "Istio"})), ["spec.provider"]);
     assert!(
@@ -162,7 +162,9 @@ fn provider_is_istio_or_kubernetes_until_other_routers_are_built() {
         assert_eq!(errors[0].path, "spec.provider");
         assert!(
             errors[0].message.contains("not supported yet")
-                && errors[0].message.contains("istio or kubernetes"),
+                && errors[0]
+                    .message
+                    .contains("istio, kubernetes, gatewayapi:v1"),
             "{}",
             errors[0].message
         );
@@ -234,6 +236,15 @@ fn the_kubernetes_provider_runs_blue_green_and_refuses_what_needs_a_mesh() {
         refused(json!({"mirror": true}), json!({})),
         ["spec.analysis.mirror"]
     );
+    let affinity =
+        kubernetes_blue_green(json!({"sessionAffinity": {"cookieName": "c"}}), json!({}));
+    assert!(
+        affinity
+            .iter()
+            .any(|e| e.path == "spec.analysis.sessionAffinity"
+                && e.message.contains("cannot route by cookie")),
+        "{affinity:?}"
+    );
     assert_eq!(
         refused(
             json!({}),
@@ -290,10 +301,6 @@ fn fields_the_operator_would_ignore_are_rejected() {
             json!({"autoscalerRef": {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
                    "name": "podinfo", "primaryScalerQueries": {"q": "sum(up)"}}}),
             "spec.autoscalerRef.primaryScalerQueries",
-        ),
-        (
-            json!({"analysis": {"sessionAffinity": {"cookieName": "canary-affinity"}}}),
-            "spec.analysis.sessionAffinity",
         ),
         (
             json!({"autoscalerRef": {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "name": "podinfo"},
@@ -1139,22 +1146,42 @@ fn alerts_are_named_with_a_known_severity_and_provider() {
 #[test]
 fn session_affinity_cookies_are_named_and_distinct() {
     let sa = "spec.analysis.sessionAffinity";
-    // Session affinity is refused as a whole until its routes are built; the cookies are still
-    // checked so every mistake is reported at once.
     assert_eq!(
         paths(json!({"sessionAffinity": {"cookieName": ""}})),
-        [sa.to_string(), format!("{sa}.cookieName")]
+        [format!("{sa}.cookieName")]
     );
     assert_eq!(
         paths(
             json!({"sessionAffinity": {"cookieName": "affinity", "primaryCookieName": "affinity"}})
         ),
-        [sa.to_string(), format!("{sa}.primaryCookieName")]
+        [format!("{sa}.primaryCookieName")]
+    );
+    assert_valid(
+        json!({"sessionAffinity": {"cookieName": "canary-affinity", "primaryCookieName": "primary-affinity"}}),
+    );
+}
+
+#[test]
+fn session_affinity_needs_a_weighted_canary_without_mirroring() {
+    let sa = "spec.analysis.sessionAffinity";
+    let cookie = json!({"cookieName": "canary-affinity"});
+    assert_valid(json!({"sessionAffinity": cookie}));
+    assert_valid(
+        json!({"stepWeight": null, "maxWeight": null, "steps": [{"setWeight": 20}, {"pause": {}}],
+                        "sessionAffinity": cookie}),
+    );
+    let blue_green = errors(
+        json!({"stepWeight": null, "maxWeight": null, "iterations": 5, "sessionAffinity": cookie}),
+    );
+    assert_eq!(blue_green.len(), 1, "{blue_green:?}");
+    assert_eq!(blue_green[0].path, sa);
+    assert!(
+        blue_green[0].message.contains("not with blue-green"),
+        "{}",
+        blue_green[0].message
     );
     assert_eq!(
-        paths(
-            json!({"sessionAffinity": {"cookieName": "canary-affinity", "primaryCookieName": "primary-affinity"}})
-        ),
+        paths(json!({"mirror": true, "sessionAffinity": cookie})),
         [sa]
     );
 }
@@ -1164,18 +1191,11 @@ fn session_affinity_cookie_attributes_are_valid() {
     let sa = "spec.analysis.sessionAffinity";
     assert_eq!(
         paths(json!({"sessionAffinity": {"cookieName": "c", "sameSite": "lax", "maxAge": -1}})),
-        [
-            sa.to_string(),
-            format!("{sa}.sameSite"),
-            format!("{sa}.maxAge")
-        ]
+        [format!("{sa}.sameSite"), format!("{sa}.maxAge")]
     );
     for same_site in ["Strict", "Lax", "None"] {
-        assert_eq!(
-            paths(
-                json!({"sessionAffinity": {"cookieName": "c", "sameSite": same_site, "maxAge": 0}})
-            ),
-            [sa]
+        assert_valid(
+            json!({"sessionAffinity": {"cookieName": "c", "sameSite": same_site, "maxAge": 0}}),
         );
     }
 }
@@ -1281,4 +1301,35 @@ impl Tap for Value {
         merge(&mut self, patch);
         self
     }
+}
+
+#[test]
+fn the_gateway_api_router_needs_gateways_and_refuses_the_virtual_services_fields() {
+    let gateway_api = |service: Value| {
+        spec_errors(json!({"provider": "gatewayapi:v1", "service": service}))
+            .into_iter()
+            .map(|e| e.path)
+            .collect::<Vec<_>>()
+    };
+    let parents = json!([{"name": "public-gateway", "namespace": "istio-system"}]);
+    assert!(
+        gateway_api(json!({"gatewayRefs": parents, "hosts": ["app.example.com"],
+        "backendTimeout": "5s", "timeout": "10s",
+        "mirror": [{"backendRef": {"name": "shadow", "port": 80}}]}))
+        .is_empty()
+    );
+    assert_eq!(gateway_api(json!({})), ["spec.service.gatewayRefs"]);
+    assert_eq!(
+        gateway_api(
+            json!({"gatewayRefs": parents, "gateways": ["public-gateway"], "delegation": true})
+        ),
+        ["spec.service.gateways", "spec.service.delegation"]
+    );
+    // Istio Canaries still refuse the Gateway API's own fields.
+    let istio = spec_errors(json!({"service": {"gatewayRefs": parents}}));
+    assert!(
+        istio[0].message.contains("set provider: gatewayapi:v1"),
+        "{}",
+        istio[0].message
+    );
 }

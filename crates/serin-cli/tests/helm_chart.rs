@@ -241,7 +241,7 @@ fn the_charts_render_what_the_api_server_accepts() {
     for (set, message) in [
         (
             "meshProvider=linkerd",
-            "at '/meshProvider': value must be one of 'istio', 'kubernetes'",
+            "at '/meshProvider': value must be one of 'istio', 'kubernetes', 'gatewayapi:v1', 'gatewayapi:v1beta1'",
         ),
         (
             "replicaCount=0",

@@ -31,6 +31,14 @@ pub fn destination_rules() -> ApiResource {
     )
 }
 
+/// The Gateway API HTTPRoute resource (`gateway.networking.k8s.io/v1`).
+pub fn http_routes() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "HTTPRoute"),
+        "httproutes",
+    )
+}
+
 /// In-memory copies of every object a tick reads, kept current by watches.
 #[derive(Clone)]
 pub struct Caches {
@@ -48,6 +56,8 @@ pub struct Caches {
     pub services: Store<Service>,
     /// The DestinationRules, compared before they are applied.
     pub destination_rules: Store<DynamicObject>,
+    /// The HTTPRoutes of the Gateway API router, whose weights and acceptance a tick reads back.
+    pub http_routes: Store<DynamicObject>,
     /// MetricTemplates referenced by analyses.
     pub metric_templates: Store<MetricTemplate>,
     /// AlertProviders referenced by alerts.
@@ -73,6 +83,9 @@ pub struct Feeds {
     /// AlertProviders (trigger the Canaries whose alerts reference them, so a Canary waiting for a
     /// missing or invalid provider moves on once it is fixed).
     pub alert_providers: Feed<AlertProvider>,
+    /// HTTPRoutes (trigger the Canary whose apex they are, so a release waiting for its Gateway
+    /// to accept the route moves on as soon as it does).
+    pub http_routes: Feed<DynamicObject>,
     /// The feeds only read at tick time: VirtualServices, Services, DestinationRules.
     pub passive: Vec<std::pin::Pin<Box<dyn Stream<Item = ()> + Send>>>,
 }
@@ -141,6 +154,7 @@ impl Caches {
         let (virtual_services, vs_feed) = dynamic_feed(client, namespace, virtual_services());
         let (services, service_feed) = feed(api::<Service>(client, namespace), ());
         let (destination_rules, rule_feed) = dynamic_feed(client, namespace, destination_rules());
+        let (http_routes, route_feed) = dynamic_feed(client, namespace, http_routes());
         let (metric_templates, template_feed) = feed(api::<MetricTemplate>(client, namespace), ());
         let (alert_providers, provider_feed) = feed(api::<AlertProvider>(client, namespace), ());
         let caches = Caches {
@@ -151,6 +165,7 @@ impl Caches {
             virtual_services,
             services,
             destination_rules,
+            http_routes,
             metric_templates,
             alert_providers,
         };
@@ -161,6 +176,7 @@ impl Caches {
             autoscalers: autoscaler_feed,
             metric_templates: template_feed,
             alert_providers: provider_feed,
+            http_routes: route_feed,
             passive: vec![
                 passive(vs_feed, "VirtualServices"),
                 passive(service_feed, "Services"),
@@ -193,6 +209,7 @@ impl Caches {
         wait!(self.virtual_services, "VirtualService");
         wait!(self.services, "Service");
         wait!(self.destination_rules, "DestinationRule");
+        wait!(self.http_routes, "HTTPRoute");
         wait!(self.metric_templates, "MetricTemplate");
         wait!(self.alert_providers, "AlertProvider");
     }
@@ -247,6 +264,11 @@ impl Caches {
                     .get(&ObjectRef::new_with(name, destination_rules()).within(namespace))?,
             ),
             "VirtualService" => serde_json::to_value(&*self.virtual_service(namespace, name)?),
+            "HTTPRoute" => serde_json::to_value(
+                &*self
+                    .http_routes
+                    .get(&ObjectRef::new_with(name, http_routes()).within(namespace))?,
+            ),
             _ => return None,
         };
         object.ok()

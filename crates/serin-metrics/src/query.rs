@@ -196,14 +196,16 @@ pub struct BuiltinQuery {
 }
 
 /// Flagger's query for a builtin metric (`request-success-rate` in percent, `request-duration` as
-/// the p99 in milliseconds) for the routing `provider`: the app's own histogram for `kubernetes`,
-/// Istio's telemetry otherwise; `None` for other names.
+/// the p99 in milliseconds) for the routing `provider`: the app's own histogram for `kubernetes`
+/// and `gatewayapi:*` (as Flagger), Istio's telemetry otherwise; `None` for other names.
 pub fn builtin_query_for(
     provider: &str,
     metric: &str,
     context: &QueryContext,
 ) -> Option<BuiltinQuery> {
-    let http = provider == "kubernetes";
+    // Flagger reads the app's own histogram for the providers without Istio telemetry of their
+    // own: kubernetes, and the Gateway API router.
+    let http = provider == "kubernetes" || provider.starts_with("gatewayapi");
     let (template, scale) = match (metric, http) {
         ("request-success-rate", false) => (REQUEST_SUCCESS_RATE, 1.0),
         ("request-duration", false) => (REQUEST_DURATION, 1.0),

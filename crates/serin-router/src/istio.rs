@@ -123,6 +123,18 @@ fn spec(
             ),
         ]
     };
+    if analysis_match.is_empty() && analysis["sessionAffinity"].is_object() {
+        http = affinity_routes(
+            canary_object,
+            &service_match,
+            &route,
+            [
+                destination(&names.primary, primary, port),
+                destination(&names.canary, canary, port),
+            ],
+        )
+        .unwrap_or(http);
+    }
     if mirrored {
         http[0]["mirror"] = json!({"host": names.canary});
         if let Some(weight) = analysis["mirrorWeight"].as_i64().filter(|w| *w > 0) {
@@ -135,6 +147,96 @@ fn spec(
         (hosts, gateways)
     };
     Ok(json!({"hosts": hosts, "gateways": gateways, "http": http}))
+}
+
+/// `Set-Cookie` for `cookie` (`name=value`) with `max_age` and the attributes of `affinity`, as
+/// Flagger writes it.
+pub(crate) fn set_cookie(cookie: &str, max_age: i64, affinity: &Value) -> String {
+    let mut text = format!("{cookie}; Max-Age={max_age}");
+    if let Some(domain) = affinity["domain"].as_str() {
+        text.push_str(&format!("; Domain={domain}"));
+    }
+    if affinity["httpOnly"] == json!(true) {
+        text.push_str("; HttpOnly");
+    }
+    if affinity["partitioned"] == json!(true) {
+        text.push_str("; Partitioned");
+    }
+    if let Some(path) = affinity["path"].as_str() {
+        text.push_str(&format!("; Path={path}"));
+    }
+    if let Some(same_site) = affinity["sameSite"].as_str() {
+        text.push_str(&format!("; SameSite={same_site}"));
+    }
+    if affinity["secure"] == json!(true) {
+        text.push_str("; Secure");
+    }
+    text
+}
+
+/// The analysis interval in seconds (a minute when absent or unreadable): how long the primary's
+/// cookie lasts, since it is handed out again at every step.
+pub(crate) fn interval_seconds(analysis: &Value) -> i64 {
+    serin_api::duration::parse_go_duration(analysis["interval"].as_str().unwrap_or("1m"))
+        .map_or(60, |interval| interval.as_secs() as i64)
+}
+
+/// The match of requests carrying `cookie` (`name=value`), within the service's own match.
+pub(crate) fn carrying(cookie: &str, service_match: &[Value]) -> Vec<Value> {
+    let (name, value) = cookie.split_once('=').unwrap_or((cookie, ""));
+    let condition = json!({"headers": {"Cookie": {"regex": format!(".*{name}.*{value}.*")}}});
+    merge_matches(&[condition], service_match)
+}
+
+/// The session-affinity rules (Flagger's): while the canary has a cookie, requests carrying it go
+/// to the canary and the weighted route hands it out with the canary's responses (and the primary
+/// cookie with the primary's); once the run is over, requests still carrying the previous canary
+/// cookie get it expired. `None` when there is no cookie to route by.
+fn affinity_routes(
+    canary_object: &Value,
+    service_match: &[Value],
+    route: &dyn Fn(&[Value], Vec<Value>) -> Value,
+    [mut primary, mut canary]: [Value; 2],
+) -> Option<Vec<Value>> {
+    let status = &canary_object["status"];
+    let analysis = &canary_object["spec"]["analysis"];
+    let affinity = &analysis["sessionAffinity"];
+    let with_weight = |destination: &Value, weight: i64| {
+        let mut destination = destination.clone();
+        destination["weight"] = json!(weight);
+        if let Some(fields) = destination.as_object_mut() {
+            fields.remove("headers");
+        }
+        destination
+    };
+    if let Some(cookie) = status["sessionAffinityCookie"].as_str() {
+        let max_age = affinity["maxAge"].as_i64().unwrap_or(86400);
+        let pinned_to_canary = route(
+            &carrying(cookie, service_match),
+            vec![with_weight(&primary, 0), with_weight(&canary, 100)],
+        );
+        canary["headers"] =
+            json!({"response": {"add": {"Set-Cookie": set_cookie(cookie, max_age, affinity)}}});
+        let mut rules = vec![pinned_to_canary];
+        if let Some(primary_cookie) = status["primarySessionAffinityCookie"].as_str() {
+            rules.push(route(
+                &carrying(primary_cookie, service_match),
+                vec![with_weight(&primary, 100), with_weight(&canary, 0)],
+            ));
+            let interval = interval_seconds(analysis);
+            primary["headers"] = json!({"response": {"add": {
+                "Set-Cookie": set_cookie(primary_cookie, interval, affinity)}}});
+        }
+        rules.push(route(service_match, vec![primary, canary]));
+        return Some(rules);
+    }
+    let previous = status["previousSessionAffinityCookie"].as_str()?;
+    let mut expire = route(
+        &carrying(previous, service_match),
+        vec![primary.clone(), canary.clone()],
+    );
+    expire["headers"]["response"]["add"]["Set-Cookie"] = json!(format!("{previous}; Max-Age=-1"));
+    Some(vec![expire, route(service_match, vec![primary, canary])])
 }
 
 /// The VirtualService `<svc>` routing everything to the primary (weights 100/0).
@@ -199,5 +301,82 @@ pub fn get_routes(canary: &Value, virtual_service: &Value) -> Result<Routes, Rou
             service: names.apex,
             namespace: names.namespace,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn canary(status: Value) -> Value {
+        json!({"apiVersion": "serin.dev/v1beta1", "kind": "Canary",
+               "metadata": {"name": "podinfo", "namespace": "test", "uid": "u1"},
+               "spec": {"targetRef": {"name": "podinfo"}, "service": {"port": 9898},
+                        "analysis": {"interval": "15s", "stepWeight": 10, "maxWeight": 30,
+                                     "sessionAffinity": {"cookieName": "canary-flagger-cookie",
+                                                         "primaryCookieName": "primary-flagger-cookie",
+                                                         "maxAge": 3600, "path": "/", "httpOnly": true}}},
+               "status": status})
+    }
+
+    fn routes(primary: i32, canary: i32) -> Routes {
+        Routes {
+            primary,
+            canary,
+            mirrored: false,
+        }
+    }
+
+    #[test]
+    fn cookies_pin_users_to_the_side_that_served_them_while_weights_move() {
+        let object = canary(json!({
+            "sessionAffinityCookie": "canary-flagger-cookie=abcdefghij",
+            "primarySessionAffinityCookie": "primary-flagger-cookie=klmnopqrst"}));
+        let spec = set_routes(&object, routes(90, 10)).unwrap();
+        let http = spec["http"].as_array().unwrap();
+        assert_eq!(http.len(), 3);
+        assert_eq!(
+            http[0]["match"],
+            json!([{"headers": {"Cookie": {"regex": ".*canary-flagger-cookie.*abcdefghij.*"}}}])
+        );
+        assert_eq!(http[0]["route"][0]["weight"], 0);
+        assert_eq!(http[0]["route"][1]["weight"], 100);
+        assert_eq!(http[1]["route"][0]["weight"], 100);
+        assert_eq!(http[1]["route"][1]["weight"], 0);
+        assert_eq!(
+            http[2]["route"][1]["headers"]["response"]["add"]["Set-Cookie"],
+            "canary-flagger-cookie=abcdefghij; Max-Age=3600; HttpOnly; Path=/"
+        );
+        assert_eq!(
+            http[2]["route"][0]["headers"]["response"]["add"]["Set-Cookie"],
+            "primary-flagger-cookie=klmnopqrst; Max-Age=15; HttpOnly; Path=/"
+        );
+        // The weights of the step are read from the weighted rule, the last one.
+        assert_eq!(
+            get_routes(&object, &json!({"spec": spec})).unwrap(),
+            routes(90, 10)
+        );
+    }
+
+    #[test]
+    fn after_the_run_the_previous_canary_cookie_is_expired() {
+        let object =
+            canary(json!({"previousSessionAffinityCookie": "canary-flagger-cookie=abcdefghij"}));
+        let spec = set_routes(&object, routes(100, 0)).unwrap();
+        let http = spec["http"].as_array().unwrap();
+        assert_eq!(http.len(), 2);
+        assert_eq!(
+            http[0]["headers"]["response"]["add"]["Set-Cookie"],
+            "canary-flagger-cookie=abcdefghij; Max-Age=-1"
+        );
+        assert_eq!(http[0]["route"][0]["weight"], 100);
+        assert!(http[1]["match"].is_null());
+        assert_eq!(
+            get_routes(&object, &json!({"spec": spec})).unwrap(),
+            routes(100, 0)
+        );
+        // Without any cookie yet, the route is the plain weighted one.
+        let fresh = set_routes(&canary(json!({})), routes(100, 0)).unwrap();
+        assert_eq!(fresh["http"].as_array().unwrap().len(), 1);
     }
 }

@@ -5,6 +5,7 @@
 //! objects; the controller applies them.
 #![deny(missing_docs)]
 
+pub mod gateway_api;
 pub mod istio;
 pub mod kubernetes;
 pub mod services;
@@ -41,6 +42,24 @@ pub enum RouterError {
         service: String,
         /// The namespace.
         namespace: String,
+    },
+    /// A Gateway API router Canary without parents.
+    #[error(
+        "HTTPRoute {service}.{namespace} needs a Gateway: set spec.service.gatewayRefs, e.g. [{{name: public-gateway, namespace: istio-system}}]"
+    )]
+    NoGatewayRefs {
+        /// The apex Service name.
+        service: String,
+        /// The namespace.
+        namespace: String,
+    },
+    /// A match the Gateway API cannot express.
+    #[error(
+        "spec.service.match {field}: Gateway API matches headers and query parameters with exact or regex only; replace prefix with regex"
+    )]
+    UnsupportedMatch {
+        /// Where the match is.
+        field: String,
     },
     /// The VirtualService has no weighted route to the primary and the canary.
     #[error(

@@ -13,8 +13,9 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use serde_json::{Value, json};
-use serin_api::Canary;
+use serin_api::{Canary, CanaryStatus};
 use serin_core::plan::{Action, Routes};
+use serin_router::gateway_api::{http_route, routes_by_http_route};
 use serin_router::istio::{destination_rules, set_routes, virtual_service};
 use serin_router::kubernetes::{route_apex, routes_by_service};
 use serin_router::owner_reference;
@@ -77,9 +78,9 @@ fn contains(actual: &Value, wanted: &Value) -> bool {
     }
 }
 
-/// Where the spec of a VirtualService that existed before its Canary is kept, to be restored
-/// when the Canary is deleted with `revertOnDeletion` (Flagger's annotation, so a VirtualService
-/// adopted by Flagger is restored too).
+/// Where the spec of a VirtualService (or HTTPRoute) that existed before its Canary is kept, to be
+/// restored when the Canary is deleted with `revertOnDeletion` (Flagger's annotation, so a
+/// VirtualService adopted by Flagger is restored too).
 pub(super) const ORIGINAL_CONFIGURATION: &str = "flagger.kubernetes.io/original-configuration";
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
@@ -100,7 +101,7 @@ fn adopted(desired: &Value, existing: &Value) -> Value {
     if let Some(metadata) = desired["metadata"].as_object_mut() {
         metadata.remove("ownerReferences");
     }
-    if desired["kind"] == "VirtualService" {
+    if desired["kind"] == "VirtualService" || desired["kind"] == "HTTPRoute" {
         let annotations = &existing["metadata"]["annotations"];
         let original = match annotations[ORIGINAL_CONFIGURATION].as_str() {
             Some(kept) => Some(kept.to_string()),
@@ -199,6 +200,17 @@ impl Tick<'_> {
         Ok(())
     }
 
+    /// Applies the HTTPRoute with `routes`, keeping the rules of the live one that Serin does not
+    /// manage (the user's own, in a route it adopted).
+    async fn apply_http_route(&self, routes: Routes, status: &CanaryStatus) -> Result<(), Error> {
+        let apex = serin_router::Names::of(&self.canary).apex;
+        let live = self
+            .caches
+            .routing_object("HTTPRoute", &self.namespace, &apex);
+        let route = http_route(&self.routed_with(status)?, routes, live.as_ref())?;
+        self.apply_routing(&cache::http_routes(), &route).await
+    }
+
     /// The `-canary`, `-primary` and apex Services of `target`, the apex selecting the primary.
     fn services(&self, target: &Value) -> Result<[Value; 3], Error> {
         let labels: Vec<&str> = self
@@ -219,12 +231,21 @@ impl Tick<'_> {
         self.caches.autoscaler(&self.namespace, &reference.name)
     }
 
-    /// Carries out one action of the plan.
+    /// The Canary as the router builds from it: with the status this tick writes, whose
+    /// session-affinity cookies the routes hand out.
+    fn routed_with(&self, status: &CanaryStatus) -> Result<Value, Error> {
+        let mut routed = self.canary.clone();
+        routed["status"] = serde_json::to_value(status)?;
+        Ok(routed)
+    }
+
+    /// Carries out one action of the plan; `status` is the one the plan writes.
     pub(super) async fn act(
         &self,
         canary: &Canary,
         action: &Action,
         routes: Option<Routes>,
+        status: &CanaryStatus,
     ) -> Result<(), Error> {
         if let Action::NotifyHooks { hook_type, phase } = action {
             // Post-rollout style notifications: their outcome does not change the release.
@@ -299,6 +320,7 @@ impl Tick<'_> {
             Action::EnsureRouting => {
                 let [canary_service, primary_service, mut apex] = self.services(target)?;
                 let by_service = routes_by_service(&self.canary);
+                let by_http_route = routes_by_http_route(&self.canary);
                 if by_service && let Some(current) = routes {
                     route_apex(&mut apex, key, value, current);
                 }
@@ -306,14 +328,23 @@ impl Tick<'_> {
                 for service in [canary_service, primary_service, apex] {
                     self.apply_routing(&service_api, &service).await?;
                 }
-                if !by_service {
+                if by_http_route {
+                    let full = Routes {
+                        primary: 100,
+                        canary: 0,
+                        mirrored: false,
+                    };
+                    self.apply_http_route(routes.unwrap_or(full), status)
+                        .await?;
+                } else if !by_service {
                     for rule in destination_rules(&self.canary) {
                         self.apply_routing(&cache::destination_rules(), &rule)
                             .await?;
                     }
-                    let mut vs = virtual_service(&self.canary)?;
+                    let routed = self.routed_with(status)?;
+                    let mut vs = virtual_service(&routed)?;
                     if let Some(current) = routes {
-                        vs["spec"] = set_routes(&self.canary, current)?;
+                        vs["spec"] = set_routes(&routed, current)?;
                     }
                     self.apply_routing(&virtual_services(), &vs).await?;
                 }
@@ -331,6 +362,9 @@ impl Tick<'_> {
                     )
                     .await?;
             }
+            Action::SetRoutes(next) if routes_by_http_route(&self.canary) => {
+                self.apply_http_route(*next, status).await?;
+            }
             Action::SetRoutes(next) if routes_by_service(&self.canary) => {
                 let [_, _, mut apex] = self.services(target)?;
                 route_apex(&mut apex, key, value, *next);
@@ -338,8 +372,9 @@ impl Tick<'_> {
                     .await?;
             }
             Action::SetRoutes(next) => {
-                let mut vs = virtual_service(&self.canary)?;
-                vs["spec"] = set_routes(&self.canary, *next)?;
+                let routed = self.routed_with(status)?;
+                let mut vs = virtual_service(&routed)?;
+                vs["spec"] = set_routes(&routed, *next)?;
                 self.apply_routing(&virtual_services(), &vs).await?;
             }
             Action::Promote { replicas } => {

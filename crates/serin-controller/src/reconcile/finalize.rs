@@ -118,7 +118,7 @@ pub(super) async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue
             }
         }
     }
-    restore_virtual_service(canary, shared, &apex).await?;
+    restore_routes(canary, shared, &apex).await?;
     let finalizers: Vec<String> = canary
         .finalizers()
         .iter()
@@ -145,35 +145,35 @@ pub(super) async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue
     Ok(Requeue::await_change())
 }
 
-/// Gives the VirtualService `name` its original spec back when the Canary adopted it (does not
-/// own it); one the Canary owns goes with it.
-async fn restore_virtual_service(
-    canary: &Canary,
-    shared: &Shared,
-    name: &str,
-) -> Result<(), Error> {
+/// Gives the VirtualService and the HTTPRoute `name` their original spec back when the Canary
+/// adopted them (does not own them); those the Canary owns go with it.
+async fn restore_routes(canary: &Canary, shared: &Shared, name: &str) -> Result<(), Error> {
     let namespace = canary.namespace().unwrap_or_default();
-    let Some(cached) = shared.caches.virtual_service(&namespace, name) else {
-        return Ok(());
-    };
-    let current = serde_json::to_value(&*cached)?;
     let uid = canary.metadata.uid.as_deref().unwrap_or_default();
-    if controlled_by(&current, uid) {
-        return Ok(());
+    for (kind, resource) in [
+        ("VirtualService", virtual_services()),
+        ("HTTPRoute", crate::cache::http_routes()),
+    ] {
+        let Some(current) = shared.caches.routing_object(kind, &namespace, name) else {
+            continue;
+        };
+        if controlled_by(&current, uid) {
+            continue;
+        }
+        let Some(spec) = original_spec(&current) else {
+            tracing::warn!(
+                "{kind} {name}.{namespace}: original configuration not found, unable to revert"
+            );
+            continue;
+        };
+        let mut restored: DynamicObject = serde_json::from_value(current)?;
+        restored.data["spec"] = spec;
+        if let Some(annotations) = restored.metadata.annotations.as_mut() {
+            annotations.remove(ORIGINAL_CONFIGURATION);
+        }
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(shared.ctx.client.clone(), &namespace, &resource);
+        api.replace(name, &PostParams::default(), &restored).await?;
     }
-    let Some(spec) = original_spec(&current) else {
-        tracing::warn!(
-            "VirtualService {name}.{namespace}: original configuration not found, unable to revert"
-        );
-        return Ok(());
-    };
-    let mut restored = (*cached).clone();
-    restored.data["spec"] = spec;
-    if let Some(annotations) = restored.metadata.annotations.as_mut() {
-        annotations.remove(ORIGINAL_CONFIGURATION);
-    }
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(shared.ctx.client.clone(), &namespace, &virtual_services());
-    api.replace(name, &PostParams::default(), &restored).await?;
     Ok(())
 }

@@ -185,7 +185,13 @@ struct Tick<'a> {
     target: Option<Value>,
     label: Option<(String, String)>,
     tracked: BTreeSet<(ConfigKind, String)>,
+    /// The HTTPRoute's Gateways have not taken its current generation yet: when it was written,
+    /// and what to tell the user if that lasts.
+    route_pending: Option<(Option<Timestamp>, String)>,
 }
+
+/// How long a Gateway may take to accept a written HTTPRoute before the Canary says it waits.
+const ROUTE_ACCEPTANCE_GRACE: Duration = Duration::from_secs(30);
 
 fn canary_id(canary: &Canary) -> String {
     format!(
@@ -229,6 +235,18 @@ async fn tick(canary: &Arc<Canary>, shared: &Shared) -> Result<Requeue, Error> {
     let (tick, mut observation) = observe::observe(canary, shared)?;
     let routes = observation.routes;
     let now = now();
+    if let Some((written, message)) = &tick.route_pending {
+        // A moment's lag after our own write is normal: look again shortly, without a word.
+        let lagging = written.is_some_and(|written| {
+            now.duration_since(written)
+                .try_into()
+                .is_ok_and(|lag: Duration| lag < ROUTE_ACCEPTANCE_GRACE)
+        });
+        if lagging {
+            return Ok(Requeue::requeue(Duration::from_secs(1)));
+        }
+        observation.blocked.get_or_insert(message.clone());
+    }
     let plan = loop {
         match serin_core::decide(&observation, now) {
             Decision::Check(check) => {
@@ -249,7 +267,7 @@ async fn tick(canary: &Arc<Canary>, shared: &Shared) -> Result<Requeue, Error> {
         }
     };
     for action in &plan.actions {
-        tick.act(canary, action, routes).await?;
+        tick.act(canary, action, routes, &plan.status).await?;
     }
     record::write_status(canary, shared, &plan).await?;
     record::record_plan(canary, shared, &plan, started).await;
@@ -286,6 +304,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         store.clone(),
     );
     let provider_canaries = store.clone();
+    let route_canaries = store.clone();
     let (config_caches, secret_caches) = (caches.clone(), caches.clone());
     let shared = Arc::new(Shared {
         ctx,
@@ -370,6 +389,13 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         .watches_stream(feeds.alert_providers, move |provider| {
             triggers::canaries_of_alert_provider(&provider_canaries, &provider)
         })
+        .watches_stream_with(
+            feeds.http_routes,
+            move |route: kube::api::DynamicObject| {
+                triggers::canaries_of_route(&route_canaries, route.namespace(), &route.name_any())
+            },
+            crate::cache::http_routes(),
+        )
         .run(reconcile, retry_later, shared)
         .for_each(|_| async {})
         .await;

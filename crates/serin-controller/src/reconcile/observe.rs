@@ -42,7 +42,25 @@ pub(super) fn observe<'a>(
     let target_json = target.as_ref().map(serde_json::to_value).transpose()?;
     let labels: Vec<&str> = ctx.selector_labels.iter().map(String::as_str).collect();
     let label = target_json.as_ref().map(|t| selector_label(t, &labels));
-    let routes = if serin_router::kubernetes::routes_by_service(&canary_json) {
+    let mut route_problem = None;
+    let mut route_pending = None;
+    let routes = if serin_router::gateway_api::routes_by_http_route(&canary_json) {
+        match caches.routing_object("HTTPRoute", &namespace, &names.apex) {
+            Some(route) => {
+                use serin_router::gateway_api::Acceptance;
+                match serin_router::gateway_api::acceptance(&route) {
+                    Acceptance::Accepted => {}
+                    Acceptance::Refused(message) => route_problem = Some(message),
+                    Acceptance::Pending { written, message } => {
+                        let written = written.and_then(|time| time.parse().ok());
+                        route_pending = Some((written, message));
+                    }
+                }
+                serin_router::gateway_api::get_routes(&canary_json, &route).ok()
+            }
+            None => None,
+        }
+    } else if serin_router::kubernetes::routes_by_service(&canary_json) {
         match (
             caches.routing_object("Service", &namespace, &names.apex),
             &label,
@@ -60,7 +78,8 @@ pub(super) fn observe<'a>(
     };
     let mut blocked = match &label {
         Some(Err(error)) => Some(error.to_string()),
-        _ => template_problem(canary, caches, &namespace)
+        _ => route_problem
+            .or_else(|| template_problem(canary, caches, &namespace))
             .or_else(|| alert_provider_problem(canary, caches, &namespace)),
     };
     let mut autoscaler_min_replicas = None;
@@ -93,6 +112,7 @@ pub(super) fn observe<'a>(
         namespace: namespace.clone(),
         target: target_json,
         label: label.and_then(Result::ok),
+        route_pending,
         tracked: configs
             .as_ref()
             .map(configs::tracked_names)

@@ -20,6 +20,23 @@ pub(super) fn canaries_of_deployment(
     })
 }
 
+/// The Canaries whose apex Service (and route) is `namespace`/`name`.
+pub(super) fn canaries_of_route(
+    canaries: &Store<Canary>,
+    namespace: Option<String>,
+    name: &str,
+) -> Vec<ObjectRef<Canary>> {
+    canaries_where(canaries, |canary| {
+        let apex = canary
+            .spec
+            .service
+            .name
+            .as_deref()
+            .unwrap_or(&canary.spec.target_ref.name);
+        canary.namespace() == namespace && apex == name
+    })
+}
+
 /// The Canaries whose metrics reference `template`.
 pub(super) fn canaries_of_template(
     canaries: &Store<Canary>,

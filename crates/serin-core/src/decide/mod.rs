@@ -6,6 +6,7 @@
 //! strategy each, then `promotion` and `rollback` end a release.
 
 mod ab_testing;
+mod affinity;
 mod blue_green;
 mod canary;
 mod gates;
@@ -687,6 +688,7 @@ impl<'a> Tick<'a> {
             self.acknowledge_ignored_requests();
         }
         self.requeue_for_pause_end();
+        self.track_affinity_cookies();
         self.status.observed_generation = self.canary.metadata.generation;
         if significant(&self.old) != significant(&self.status) {
             self.status.last_transition_time = Some(self.now_time());
