@@ -259,17 +259,20 @@ fn validate_spec(spec: &CanarySpec, r: &mut Report) {
             "missing; write the name of the Deployment to release",
         );
     }
-    if target.kind != "Deployment" {
+    if target.kind != "Deployment" && target.kind != "DaemonSet" {
         r.add(
             "spec.targetRef.kind",
-            format!("{:?} is not supported; write kind: Deployment (DaemonSet and Service targets are not supported yet)", target.kind),
+            format!("{:?} is not supported; write kind: Deployment or DaemonSet (Service targets are not supported yet)", target.kind),
         );
+    }
+    if target.kind == "DaemonSet" {
+        validate_daemon_set_target(spec, r);
     }
     if !target.api_version.is_empty() && target.api_version != "apps/v1" {
         r.add(
             "spec.targetRef.apiVersion",
             format!(
-                "{:?} is not a Deployment API version; write apiVersion: apps/v1",
+                "{:?} is not the API version of Deployments and DaemonSets; write apiVersion: apps/v1",
                 target.api_version
             ),
         );
@@ -359,6 +362,40 @@ fn validate_spec(spec: &CanarySpec, r: &mut Report) {
                 format!("{analysis_path}.dynamicStableScale"),
                 "cannot be combined with spec.autoscalerRef yet: the HorizontalPodAutoscaler would fight the primary's scale-down; remove dynamicStableScale or autoscalerRef",
             );
+        }
+    }
+}
+
+/// A DaemonSet runs one pod per node, so nothing that counts replicas applies to it.
+fn validate_daemon_set_target(spec: &CanarySpec, r: &mut Report) {
+    const ONE_PER_NODE: &str = "a DaemonSet runs one pod per node, so replica counts do not apply to it; remove it or target a Deployment";
+    if spec.autoscaler_ref.is_some() {
+        r.add("spec.autoscalerRef", ONE_PER_NODE);
+    }
+    let Some(analysis) = spec.analysis() else {
+        return;
+    };
+    let base = match spec.analysis_spelling() {
+        AnalysisSpelling::CanaryAnalysis => "spec.canaryAnalysis",
+        _ => "spec.analysis",
+    };
+    for (field, set) in [
+        (
+            "dynamicStableScale",
+            analysis.dynamic_stable_scale == Some(true),
+        ),
+        (
+            "previewReplicaCount",
+            analysis.preview_replica_count.is_some(),
+        ),
+    ] {
+        if set {
+            r.add(format!("{base}.{field}"), ONE_PER_NODE);
+        }
+    }
+    for (i, step) in analysis.steps().iter().enumerate() {
+        if step.set_canary_scale.is_some() {
+            r.add(format!("{base}.steps[{i}].setCanaryScale"), ONE_PER_NODE);
         }
     }
 }

@@ -342,14 +342,34 @@ fn metrics_server_must_be_an_absolute_http_url() {
 }
 
 #[test]
-fn target_ref_must_name_an_apps_v1_deployment() {
+fn target_ref_must_name_an_apps_v1_deployment_or_daemon_set() {
     assert_eq!(
         spec_paths(json!({"targetRef": {"name": ""}})),
         ["spec.targetRef.name"]
     );
     assert_eq!(
-        spec_paths(json!({"targetRef": {"kind": "DaemonSet"}})),
+        spec_paths(json!({"targetRef": {"kind": "StatefulSet"}})),
         ["spec.targetRef.kind"]
+    );
+    assert_spec_valid(json!({"targetRef": {"kind": "DaemonSet"}}));
+    // A DaemonSet runs one pod per node: what counts replicas is refused for it.
+    let daemon_set = spec_errors(json!({
+        "targetRef": {"kind": "DaemonSet"},
+        "autoscalerRef": {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "name": "podinfo"},
+        "analysis": {"stepWeight": null, "maxWeight": null,
+                     "steps": [{"setWeight": 20}, {"setCanaryScale": {"replicas": 2}}]}}));
+    let paths: Vec<&str> = daemon_set.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "spec.autoscalerRef",
+            "spec.analysis.steps[1].setCanaryScale"
+        ]
+    );
+    assert!(
+        daemon_set[0].message.contains("one pod per node"),
+        "{}",
+        daemon_set[0].message
     );
     assert_eq!(
         spec_paths(json!({"targetRef": {"kind": null}})),

@@ -2,7 +2,7 @@
 //! its Deployments, configs, autoscalers, routes, templates and providers without an API request.
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::{Api, ApiResource, DynamicObject};
@@ -44,6 +44,8 @@ pub fn http_routes() -> ApiResource {
 pub struct Caches {
     /// Targets and primaries.
     pub deployments: Store<Deployment>,
+    /// DaemonSet targets and primaries.
+    pub daemon_sets: Store<DaemonSet>,
     /// ConfigMaps the targets use (and their `-primary` copies).
     pub config_maps: Store<ConfigMap>,
     /// Secrets the targets, MetricTemplates and AlertProviders use.
@@ -71,6 +73,8 @@ pub type Feed<K> = std::pin::Pin<Box<dyn Stream<Item = Result<K, watcher::Error>
 pub struct Feeds {
     /// Deployments (trigger the Canaries of a target or primary).
     pub deployments: Feed<Deployment>,
+    /// DaemonSets (trigger the Canaries of a target or primary).
+    pub daemon_sets: Feed<DaemonSet>,
     /// ConfigMaps (trigger the Canaries whose target uses them).
     pub config_maps: Feed<ConfigMap>,
     /// Secrets (trigger the Canaries whose target uses them).
@@ -147,6 +151,7 @@ impl Caches {
     /// is requested until the feeds are polled.
     pub fn new(client: &Client, namespace: Option<&str>) -> (Caches, Feeds) {
         let (deployments, deployment_feed) = feed(api::<Deployment>(client, namespace), ());
+        let (daemon_sets, daemon_set_feed) = feed(api::<DaemonSet>(client, namespace), ());
         let (config_maps, config_map_feed) = feed(api::<ConfigMap>(client, namespace), ());
         let (secrets, secret_feed) = feed(api::<Secret>(client, namespace), ());
         let (autoscalers, autoscaler_feed) =
@@ -159,6 +164,7 @@ impl Caches {
         let (alert_providers, provider_feed) = feed(api::<AlertProvider>(client, namespace), ());
         let caches = Caches {
             deployments,
+            daemon_sets,
             config_maps,
             secrets,
             autoscalers,
@@ -171,6 +177,7 @@ impl Caches {
         };
         let feeds = Feeds {
             deployments: deployment_feed,
+            daemon_sets: daemon_set_feed,
             config_maps: config_map_feed,
             secrets: secret_feed,
             autoscalers: autoscaler_feed,
@@ -203,6 +210,7 @@ impl Caches {
             };
         }
         wait!(self.deployments, "Deployment");
+        wait!(self.daemon_sets, "DaemonSet");
         wait!(self.config_maps, "ConfigMap");
         wait!(self.secrets, "Secret");
         wait!(self.autoscalers, "HorizontalPodAutoscaler");
@@ -219,6 +227,24 @@ impl Caches {
         self.deployments
             .get(&ObjectRef::new(name).within(namespace))
             .map(|d| (*d).clone())
+    }
+
+    /// The DaemonSet `name` in `namespace`.
+    pub fn daemon_set(&self, namespace: &str, name: &str) -> Option<DaemonSet> {
+        self.daemon_sets
+            .get(&ObjectRef::new(name).within(namespace))
+            .map(|d| (*d).clone())
+    }
+
+    /// The workload `name` of `kind` (`Deployment` or `DaemonSet`) as the decision core reads
+    /// it: a Deployment, or a DaemonSet seen as one (see [`crate::workloads::daemon_set_as_deployment`]).
+    pub fn workload(&self, namespace: &str, kind: &str, name: &str) -> Option<Deployment> {
+        match kind {
+            "DaemonSet" => self
+                .daemon_set(namespace, name)
+                .and_then(|ds| crate::workloads::daemon_set_as_deployment(&ds)),
+            _ => self.deployment(namespace, name),
+        }
     }
 
     /// The ConfigMap `name` in `namespace`.

@@ -885,11 +885,25 @@ impl Controllers {
         let pods = self.all(&self.pods);
         let pods_by_owner = by_controller(&pods);
         let nodes = self.store.resource("", "v1", "nodes").expect("built in");
-        let nodes: Vec<String> = self.all(&nodes).iter().map(name).collect();
+        let all_nodes = self.all(&nodes);
         for ds in self.all(&self.daemonsets) {
             if ds["metadata"]["deletionTimestamp"].is_string() {
                 continue;
             }
+            // As the DaemonSet controller: only the nodes whose labels hold the template's
+            // nodeSelector run a pod (Flagger scales a DaemonSet to zero with a selector no node has).
+            let selector = &ds["spec"]["template"]["spec"]["nodeSelector"];
+            let nodes: Vec<String> = all_nodes
+                .iter()
+                .filter(|node| {
+                    selector
+                        .as_object()
+                        .into_iter()
+                        .flatten()
+                        .all(|(key, value)| node["metadata"]["labels"][key.as_str()] == *value)
+                })
+                .map(name)
+                .collect();
             let ds_uid = uid(&ds);
             let generation = ds["metadata"]["generation"].as_i64().unwrap_or(1);
             let owned: Vec<&Value> = pods_by_owner
@@ -909,6 +923,39 @@ impl Controllers {
                 .max(1);
             let rolling = ds["spec"]["updateStrategy"]["type"] != "OnDelete";
             let mut replaced = 0;
+            for stray in owned.iter().filter(|p| {
+                !nodes
+                    .iter()
+                    .any(|node| p["spec"]["nodeName"] == node.as_str())
+            }) {
+                let deleted = self.store.delete(
+                    &self.pods,
+                    &ns(stray),
+                    &name(stray),
+                    &DeleteOptions::default(),
+                    false,
+                );
+                if deleted.is_ok() {
+                    record_event(
+                        &self.store,
+                        &self.events,
+                        &ds,
+                        "DaemonSet",
+                        "daemonset-controller",
+                        "SuccessfulDelete",
+                        format!("Deleted pod: {}", name(stray)),
+                    );
+                    changed = true;
+                }
+            }
+            let owned: Vec<&Value> = owned
+                .into_iter()
+                .filter(|p| {
+                    nodes
+                        .iter()
+                        .any(|node| p["spec"]["nodeName"] == node.as_str())
+                })
+                .collect();
             for node in &nodes {
                 let on_node: Vec<&&Value> = owned
                     .iter()

@@ -234,7 +234,11 @@ pub fn workload_of(store: &Store, pod: &Value) -> crate::telemetry::Workload {
             .ok()
             .and_then(|rs_object| owner(&rs_object, "Deployment"))
             .unwrap_or(rs),
-        None => pod["metadata"]["name"].as_str().unwrap_or("unknown").into(),
+        // A DaemonSet's or a Job's pod is named after its owner, as Istio names workloads.
+        None => ["DaemonSet", "Job", "StatefulSet"]
+            .iter()
+            .find_map(|kind| owner(pod, kind))
+            .unwrap_or_else(|| pod["metadata"]["name"].as_str().unwrap_or("unknown").into()),
     };
     let label = |key: &str| {
         pod["metadata"]["labels"][key]

@@ -80,3 +80,59 @@ async fn a_daemonset_runs_one_pod_per_node_and_rolls_it() {
     );
     sandbox.stop().await;
 }
+
+/// Flagger scales a DaemonSet to zero with a nodeSelector no node has: its pod goes, the desired
+/// count is 0, and removing the selector brings the pod back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_selector_no_node_matches_leaves_the_daemonset_without_pods() {
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::start(dir.path()).await.unwrap();
+    let k = Kubectl::new(&sandbox);
+    k.apply(AGENT, &[]);
+    k.ok(&["rollout", "status", "ds/agent", "--timeout=30s"]);
+    let pods = || {
+        k.ok(&[
+            "get",
+            "pods",
+            "-l",
+            "app=agent",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ])
+    };
+    assert!(!pods().is_empty());
+    k.ok(&[
+        "patch",
+        "ds",
+        "agent",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"nodeSelector":{"flagger.app/scale-to-zero":"true"}}}}}"#,
+    ]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !pods().is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(pods(), "", "no node has the label, so no pod runs");
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "ds",
+            "agent",
+            "-o",
+            "jsonpath={.status.desiredNumberScheduled}"
+        ]),
+        "0"
+    );
+    k.ok(&[
+        "patch",
+        "ds",
+        "agent",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/spec/template/spec/nodeSelector"}]"#,
+    ]);
+    k.ok(&["rollout", "status", "ds/agent", "--timeout=30s"]);
+    assert!(!pods().is_empty());
+    sandbox.stop().await;
+}

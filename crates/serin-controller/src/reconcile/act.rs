@@ -7,7 +7,7 @@ use super::{Error, FIELD_MANAGER, Tick};
 use crate::autoscaler::primary_autoscaler;
 use crate::cache::{self, virtual_services};
 use crate::configs;
-use crate::workloads::{primary_from, template_for};
+use crate::workloads::{daemon_set_scale_patch, primary_from, promoted_fields, template_for};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
@@ -200,6 +200,20 @@ impl Tick<'_> {
         Ok(())
     }
 
+    /// Merge-patches the target or primary workload `name` of `api`'s kind.
+    async fn patch_workload(
+        &self,
+        api: &ApiResource,
+        name: &str,
+        body: Value,
+    ) -> Result<(), Error> {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.ctx.client.clone(), &self.namespace, api);
+        api.patch(name, &PatchParams::default(), &Patch::Merge(body))
+            .await?;
+        Ok(())
+    }
+
     /// Applies the HTTPRoute with `routes`, keeping the rules of the live one that Serin does not
     /// manage (the user's own, in a route it adopted).
     async fn apply_http_route(&self, routes: Routes, status: &CanaryStatus) -> Result<(), Error> {
@@ -277,13 +291,20 @@ impl Tick<'_> {
         let primary_name = format!("{target_name}-primary");
         let primary_value = format!("{value}-primary");
         let deployment_api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+        let kind = target["kind"].as_str().unwrap_or("Deployment");
+        let daemon_set = kind == "DaemonSet";
+        let workloads = if daemon_set {
+            resource("apps", "v1", "DaemonSet", "daemonsets")
+        } else {
+            deployments.clone()
+        };
         let merge = |body: Value| Patch::Merge(body);
         let owner = owner_reference(&self.canary);
         match action {
             Action::EnsurePrimary { sync_template } => {
                 self.copy_configs(!sync_template).await?;
                 let template = template_for(&target["spec"], key, &primary_value, &self.tracked);
-                match self.caches.deployment(namespace, &primary_name) {
+                match self.caches.workload(namespace, kind, &primary_name) {
                     None => {
                         let primary = primary_from(
                             target,
@@ -293,18 +314,17 @@ impl Tick<'_> {
                             template,
                             &self.ctx.include_label_prefix,
                         );
-                        create(client, namespace, &deployments, &primary).await?;
+                        create(client, namespace, &workloads, &primary).await?;
                     }
                     Some(primary) if *sync_template => {
                         let primary = serde_json::to_value(primary)?;
                         if primary["spec"]["template"]["spec"] != template["spec"] {
-                            deployment_api
-                                .patch(
-                                    &primary_name,
-                                    &PatchParams::default(),
-                                    &merge(json!({"spec": {"template": template}})),
-                                )
-                                .await?;
+                            self.patch_workload(
+                                &workloads,
+                                &primary_name,
+                                json!({"spec": {"template": template}}),
+                            )
+                            .await?;
                         }
                     }
                     Some(_) => {}
@@ -349,6 +369,21 @@ impl Tick<'_> {
                     self.apply_routing(&virtual_services(), &vs).await?;
                 }
             }
+            Action::ScaleTarget(replicas) | Action::ScalePrimary(replicas) if daemon_set => {
+                let name = match action {
+                    Action::ScaleTarget(_) => target_name,
+                    _ => primary_name.as_str(),
+                };
+                // A DaemonSet runs one pod per node: scaled to zero, no node matches its selector.
+                let current = self.caches.daemon_set(namespace, name);
+                let current = current.map(|ds| serde_json::to_value(&ds)).transpose()?;
+                if let Some(patch) = current
+                    .as_ref()
+                    .and_then(|ds| daemon_set_scale_patch(ds, *replicas == 0))
+                {
+                    self.patch_workload(&workloads, name, patch).await?;
+                }
+            }
             Action::ScaleTarget(replicas) | Action::ScalePrimary(replicas) => {
                 let name = match action {
                     Action::ScaleTarget(_) => target_name,
@@ -380,25 +415,17 @@ impl Tick<'_> {
             Action::Promote { replicas } => {
                 self.copy_configs(false).await?;
                 let mut spec = json!({"template": template_for(&target["spec"], key, &primary_value, &self.tracked)});
-                for field in [
-                    "progressDeadlineSeconds",
-                    "minReadySeconds",
-                    "revisionHistoryLimit",
-                    "strategy",
-                ] {
+                for field in promoted_fields(target) {
                     if !target["spec"][field].is_null() {
                         spec[field] = target["spec"][field].clone();
                     }
                 }
-                if let Some(replicas) = replicas {
+                if let Some(replicas) = replicas
+                    && !daemon_set
+                {
                     spec["replicas"] = json!(replicas);
                 }
-                deployment_api
-                    .patch(
-                        &primary_name,
-                        &PatchParams::default(),
-                        &merge(json!({"spec": spec})),
-                    )
+                self.patch_workload(&workloads, &primary_name, json!({"spec": spec}))
                     .await?;
             }
             Action::SyncPrimaryAutoscaler => {

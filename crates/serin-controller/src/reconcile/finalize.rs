@@ -79,14 +79,29 @@ pub(super) async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue
         )
         .await;
     }
-    if let Some(target) = shared.caches.deployment(&namespace, target_name) {
+    let kind = canary.spec.target_ref.kind.as_str();
+    if let Some(target) = shared.caches.workload(&namespace, kind, target_name) {
         let primary_replicas = shared
             .caches
             .deployment(&namespace, &format!("{target_name}-primary"))
             .and_then(|p| p.spec.and_then(|s| s.replicas))
             .filter(|r| *r > 0)
             .unwrap_or(1);
-        if target.spec.as_ref().and_then(|s| s.replicas) != Some(primary_replicas) {
+        if kind == "DaemonSet" {
+            // A DaemonSet scaled to zero runs again once no selector keeps it off every node.
+            let current = shared.caches.daemon_set(&namespace, target_name);
+            let current = current.map(|ds| serde_json::to_value(&ds)).transpose()?;
+            if let Some(patch) = current
+                .as_ref()
+                .and_then(|ds| crate::workloads::daemon_set_scale_patch(ds, false))
+            {
+                let daemon_sets: Api<k8s_openapi::api::apps::v1::DaemonSet> =
+                    Api::namespaced(ctx.client.clone(), &namespace);
+                daemon_sets
+                    .patch(target_name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await?;
+            }
+        } else if target.spec.as_ref().and_then(|s| s.replicas) != Some(primary_replicas) {
             let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
             deployments
                 .patch(

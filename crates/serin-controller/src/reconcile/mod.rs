@@ -16,7 +16,7 @@ mod undecodable;
 use crate::cache::Caches;
 use crate::metrics::OperatorMetrics;
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::{self, Action as Requeue, Controller};
 use kube::runtime::reflector::ObjectRef;
@@ -296,6 +296,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     for feed in feeds.passive {
         background.spawn(feed.for_each(|_| async {}));
     }
+    let daemon_set_canaries = store.clone();
     let (deployment_canaries, config_canaries, secret_canaries, hpa_canaries, template_canaries) = (
         store.clone(),
         store.clone(),
@@ -337,6 +338,13 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
                 &deployment_canaries,
                 deployment.namespace(),
                 &deployment.name_any(),
+            )
+        })
+        .watches_stream(feeds.daemon_sets, move |daemon_set: DaemonSet| {
+            triggers::canaries_of_deployment(
+                &daemon_set_canaries,
+                daemon_set.namespace(),
+                &daemon_set.name_any(),
             )
         })
         .watches_stream(feeds.config_maps, move |config_map| {

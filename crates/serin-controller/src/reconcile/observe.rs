@@ -32,14 +32,23 @@ pub(super) fn observe<'a>(
     let mut canary_json = serde_json::to_value(&effective)?;
     canary_json["apiVersion"] = json!("serin.dev/v1beta1");
     let target_name = canary.spec.target_ref.name.clone();
-    let target = caches.deployment(&namespace, &target_name);
-    let primary = caches.deployment(&namespace, &format!("{target_name}-primary"));
+    let kind = canary.spec.target_ref.kind.as_str();
+    let target = caches.workload(&namespace, kind, &target_name);
+    let primary = caches.workload(&namespace, kind, &format!("{target_name}-primary"));
     let names = Names::of(&canary_json);
     let configs = match (&target, ctx.config_tracking) {
         (Some(target), true) => configs::observe(caches, &namespace, target),
         _ => Ok(BTreeMap::new()),
     };
-    let target_json = target.as_ref().map(serde_json::to_value).transpose()?;
+    // What act builds the primary from: the target as it is (a DaemonSet keeps its kind and
+    // updateStrategy), where the decision core reads it as a Deployment.
+    let target_json = match kind {
+        "DaemonSet" => caches
+            .daemon_set(&namespace, &target_name)
+            .map(|ds| serde_json::to_value(&ds))
+            .transpose()?,
+        _ => target.as_ref().map(serde_json::to_value).transpose()?,
+    };
     let labels: Vec<&str> = ctx.selector_labels.iter().map(String::as_str).collect();
     let label = target_json.as_ref().map(|t| selector_label(t, &labels));
     let mut route_problem = None;

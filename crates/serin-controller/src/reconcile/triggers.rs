@@ -117,7 +117,11 @@ pub(super) fn canaries_of_config(
     canaries_where(canaries, |canary| {
         canary.namespace().as_deref() == Some(namespace.as_str())
             && caches
-                .deployment(&namespace, &canary.spec.target_ref.name)
+                .workload(
+                    &namespace,
+                    &canary.spec.target_ref.kind,
+                    &canary.spec.target_ref.name,
+                )
                 .and_then(|target| target.spec.and_then(|s| s.template.spec))
                 .is_some_and(|pod| {
                     serin_core::revision::config_refs(&pod)

@@ -653,8 +653,13 @@ impl<'a> Tick<'a> {
                 EventType::Warning,
                 reason::TARGET_NOT_FOUND,
                 format!(
-                    "Deployment {} not found: create it, or set spec.targetRef.name to an existing Deployment",
-                    self.target_id
+                    "{kind} {} not found: create it, or set spec.targetRef.name to an existing {kind}",
+                    self.target_id,
+                    kind = if self.canary.spec.target_ref.kind == "DaemonSet" {
+                        "DaemonSet"
+                    } else {
+                        "Deployment"
+                    },
                 ),
             );
         };
