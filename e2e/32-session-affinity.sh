@@ -28,11 +28,7 @@ spec:
       hosts: ["*"]
 EOF
 kubectl -n istio-system rollout status deployment/istio-ingressgateway --timeout=60s >/dev/null
-GATEWAY_PORT=$(free_port)
-kubectl -n istio-system port-forward svc/istio-ingressgateway "$GATEWAY_PORT:80" >"$WORK/port-forward.log" 2>&1 &
-PORT_FORWARD_PID=$!
-CLEANUP_HOOKS+=('stop_process "$PORT_FORWARD_PID" port-forward')
-GATEWAY=http://127.0.0.1:$GATEWAY_PORT
+port_forward_gateway istio-ingressgateway
 
 log "creating the Canary: stepWeight 10 up to 30, session affinity, a promotion gate"
 CANARY_SERVICE_LINES=("gateways: [istio-system/public-gateway]" 'hosts: ["*"]')

@@ -40,11 +40,7 @@ spec:
 EOF
 root_spec_before=$(kubectl -n istio-system get virtualservice root-vs -o jsonpath='{.spec}')
 kubectl -n istio-system rollout status deployment/istio-ingressgateway --timeout=60s >/dev/null
-GATEWAY_PORT=$(free_port)
-kubectl -n istio-system port-forward svc/istio-ingressgateway "$GATEWAY_PORT:80" >"$WORK/port-forward.log" 2>&1 &
-PORT_FORWARD_PID=$!
-CLEANUP_HOOKS+=('stop_process "$PORT_FORWARD_PID" port-forward')
-GATEWAY=http://127.0.0.1:$GATEWAY_PORT
+port_forward_gateway istio-ingressgateway
 
 log "creating the Canary: delegation, stepWeight 10 up to 30"
 CANARY_SERVICE_LINES=("portDiscovery: true" "delegation: true")
@@ -63,25 +59,13 @@ expect_eq "delegate VirtualService gateways" "" "$(kc get virtualservice podinfo
 expect_eq "delegate destination ports" "9898 9898" \
   "$(kc get virtualservice podinfo -o jsonpath='{.spec.http[0].route[*].destination.port.number}')"
 
-version_at() {
-  curl -sS --noproxy '*' --max-time 5 "$GATEWAY$1" | sed -n 's/.*"version"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p'
-}
-routed_through_root() { [[ $(version_at /podinfo) == 3.1.0 ]]; }
+routed_through_root() { [[ $(gateway_version /podinfo) == 3.1.0 ]]; }
 wait_for "/podinfo through the root VirtualService to answer 3.1.0" 30 routed_through_root
 expect_eq "a path the root VirtualService does not route" 404 \
   "$(curl -sS --noproxy '*' --max-time 5 -o /dev/null -w '%{http_code}' "$GATEWAY/other")"
 
 # At weight 30, requests to /podinfo through the gateway reach both versions.
-SEEN_AT_30=""
-sample_split() {
-  if [[ $WEIGHT == 30 && -z $SEEN_AT_30 ]]; then
-    local i versions=""
-    for ((i = 0; i < 40; i++)); do versions+="$(version_at /podinfo) "; done
-    SEEN_AT_30=$(tr ' ' '\n' <<<"$versions" | sort | uniq -c | tr -s ' \n' ' ')
-    log "40 requests at weight 30: $SEEN_AT_30"
-  fi
-  return 0
-}
+sample_split() { gateway_split 30 /podinfo; }
 log "releasing podinfo 3.1.1"
 follow_baseline podinfo
 kc set image deployment/podinfo podinfod=stefanprodan/podinfo:3.1.1 >/dev/null
@@ -90,8 +74,8 @@ follow_canary podinfo 180 Succeeded Failed
 FOLLOW_HOOK=""
 expect_eq "final phase" Succeeded "$PHASE"
 expect_sequence weights 0 10 20 30 0
-expect_contains "versions at weight 30" "3.1.0" "$SEEN_AT_30"
-expect_contains "versions at weight 30" "3.1.1" "$SEEN_AT_30"
-expect_eq "/podinfo through the root VirtualService after the promotion" 3.1.1 "$(version_at /podinfo)"
+expect_contains "versions at weight 30" "3.1.0" "$GATEWAY_SPLIT"
+expect_contains "versions at weight 30" "3.1.1" "$GATEWAY_SPLIT"
+expect_eq "/podinfo through the root VirtualService after the promotion" 3.1.1 "$(gateway_version /podinfo)"
 expect_eq "the root VirtualService, untouched" "$root_spec_before" \
   "$(kubectl -n istio-system get virtualservice root-vs -o jsonpath='{.spec}')"

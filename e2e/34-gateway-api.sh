@@ -56,13 +56,7 @@ gateway_programmed() {
 }
 wait_for "the Gateway to be programmed" 30 gateway_programmed
 kubectl -n istio-system rollout status deployment/public-gateway-istio --timeout=60s >/dev/null
-GATEWAY_PORT=$(free_port)
-kubectl -n istio-system port-forward svc/public-gateway-istio "$GATEWAY_PORT:80" >"$WORK/port-forward.log" 2>&1 &
-PORT_FORWARD_PID=$!
-CLEANUP_HOOKS+=('stop_process "$PORT_FORWARD_PID" port-forward')
-GATEWAY=http://127.0.0.1:$GATEWAY_PORT
-through_gateway() { curl -sS --noproxy '*' --max-time 5 "$GATEWAY$1"; }
-version_at() { through_gateway "$1" | sed -n 's/.*"version"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p'; }
+port_forward_gateway public-gateway-istio
 docs_answers() { [[ $(curl -s --noproxy '*' --max-time 5 -o /dev/null -w '%{http_code}' "$GATEWAY/docs") == 200 ]]; }
 wait_for "the user's /docs rule through the Gateway" 30 docs_answers
 
@@ -85,18 +79,9 @@ expect_contains "HTTPRoute backends after initialization" "podinfo-primary=100 p
 expect_contains "the user's rule kept" "flagger-loadtester=" "$(route_weights)"
 accepted=$(kc get httproute podinfo -o jsonpath='{.status.parents[0].conditions[?(@.type=="Accepted")].status}')
 expect_eq "HTTPRoute accepted by the Gateway" True "$accepted"
-expect_eq "version through the Gateway" 3.1.0 "$(version_at /)"
+expect_eq "version through the Gateway" 3.1.0 "$(gateway_version /)"
 
-SEEN_AT_50=""
-sample_split() {
-  if [[ $WEIGHT == 50 && -z $SEEN_AT_50 ]]; then
-    local i versions=""
-    for ((i = 0; i < 40; i++)); do versions+="$(version_at /) "; done
-    SEEN_AT_50=$(tr ' ' '\n' <<<"$versions" | sort | uniq -c | tr -s ' \n' ' ')
-    log "40 requests through the Gateway at weight 50: $SEEN_AT_50"
-  fi
-  return 0
-}
+sample_split() { gateway_split 50 /; }
 log "releasing podinfo 3.1.1"
 follow_baseline podinfo
 kc set image deployment/podinfo podinfod=stefanprodan/podinfo:3.1.1 >/dev/null
@@ -105,9 +90,9 @@ follow_canary podinfo 180 Succeeded Failed
 FOLLOW_HOOK=""
 expect_eq "final phase" Succeeded "$PHASE"
 expect_sequence weights 0 25 50 0
-expect_contains "versions through the Gateway at weight 50" "3.1.0" "$SEEN_AT_50"
-expect_contains "versions through the Gateway at weight 50" "3.1.1" "$SEEN_AT_50"
-expect_eq "version through the Gateway after the promotion" 3.1.1 "$(version_at /)"
+expect_contains "versions through the Gateway at weight 50" "3.1.0" "$GATEWAY_SPLIT"
+expect_contains "versions through the Gateway at weight 50" "3.1.1" "$GATEWAY_SPLIT"
+expect_eq "version through the Gateway after the promotion" 3.1.1 "$(gateway_version /)"
 expect_contains "HTTPRoute backends after the promotion" "podinfo-primary=100 podinfo-canary=0" "$(route_weights)"
 expect_contains "the user's rule still there" "flagger-loadtester=" "$(route_weights)"
 wait_for "the user's /docs rule still answering" 10 docs_answers
@@ -122,7 +107,7 @@ follow_canary podinfo 180 Failed Succeeded
 expect_eq "final phase" Failed "$PHASE"
 expect_event "Rolling back podinfo.$NS failed checks threshold reached 2"
 expect_contains "HTTPRoute backends after the rollback" "podinfo-primary=100 podinfo-canary=0" "$(route_weights)"
-expect_eq "version through the Gateway after the rollback" 3.1.1 "$(version_at /)"
+expect_eq "version through the Gateway after the rollback" 3.1.1 "$(gateway_version /)"
 wait_for "the user's /docs rule after the rollback" 10 docs_answers
 
 log "deleting the Canary with revertOnDeletion: the HTTPRoute gets the user's spec back"

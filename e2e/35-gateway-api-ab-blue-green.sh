@@ -28,15 +28,7 @@ spec:
           from: All
 EOF
 kubectl -n istio-system rollout status deployment/public-gateway-istio --timeout=60s >/dev/null
-GATEWAY_PORT=$(free_port)
-kubectl -n istio-system port-forward svc/public-gateway-istio "$GATEWAY_PORT:80" >"$WORK/port-forward.log" 2>&1 &
-PORT_FORWARD_PID=$!
-CLEANUP_HOOKS+=('stop_process "$PORT_FORWARD_PID" port-forward')
-GATEWAY=http://127.0.0.1:$GATEWAY_PORT
-version_with() {
-  curl -sS --noproxy '*' --max-time 5 ${1:+-H "$1"} "$GATEWAY/" |
-    sed -n 's/.*"version"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p'
-}
+port_forward_gateway public-gateway-istio
 
 log "creating the A/B Canary (no provider: the operator's --mesh-provider gatewayapi:v1)"
 CANARY_SERVICE_LINES=("gatewayRefs: [{name: public-gateway, namespace: istio-system}]")
@@ -53,14 +45,14 @@ $(success_rate_metric)
 $(load_test_hooks "-H x-canary:insider http://public-gateway-istio.istio-system/")
 EOF
 expect_initialized
-gateway_routes() { [[ $(version_with) == 3.1.0 ]]; }
+gateway_routes() { [[ $(gateway_version /) == 3.1.0 ]]; }
 wait_for "podinfo through the Gateway" 30 gateway_routes
 
 # During the iterations, insiders get the new version and everyone else the old one.
 AB_SAMPLED=""
 sample_ab() {
   if [[ $PHASE == Progressing && ${ITERATIONS:-0} -ge 1 && -z $AB_SAMPLED ]]; then
-    AB_SAMPLED="insider=$(version_with 'x-canary: insider') other=$(version_with) other=$(version_with)"
+    AB_SAMPLED="insider=$(gateway_version / 'x-canary: insider') other=$(gateway_version /) other=$(gateway_version /)"
     log "during iteration $ITERATIONS: $AB_SAMPLED"
   fi
   return 0
@@ -72,7 +64,7 @@ follow_canary podinfo 180 Succeeded Failed
 FOLLOW_HOOK=""
 expect_eq "final phase" Succeeded "$PHASE"
 expect_eq "versions during the A/B iterations" "insider=3.1.1 other=3.1.0 other=3.1.0" "$AB_SAMPLED"
-expect_eq "version through the Gateway after the promotion" 3.1.1 "$(version_with)"
+expect_eq "version through the Gateway after the promotion" 3.1.1 "$(gateway_version /)"
 
 log "switching the Canary to blue/green"
 # Blue/green keeps every user on the primary until the switch, so the load test goes to the canary
@@ -84,7 +76,7 @@ kc patch canary podinfo --type=json -p '[{"op": "remove", "path": "/spec/analysi
 ON_PRIMARY=() SWITCHED=""
 sample_blue_green() {
   local version
-  version=$(version_with)
+  version=$(gateway_version /)
   if [[ $PHASE == Progressing && ${ITERATIONS:-0} -ge 1 && ${ITERATIONS:-0} -le 2 ]]; then
     ON_PRIMARY+=("$version")
   fi
@@ -105,5 +97,5 @@ expect_sequence phases Succeeded Progressing Promoting Finalising Succeeded
 ((${#ON_PRIMARY[@]} > 0)) || fail "no request sampled during the blue/green iterations"
 expect_eq "versions during the blue/green iterations" "3.1.1" "$(printf '%s\n' "${ON_PRIMARY[@]}" | sort -u | tr -d '\n')"
 [[ -n $SWITCHED ]] || fail "the Gateway never served 3.1.2"
-expect_eq "version through the Gateway after the promotion" 3.1.2 "$(version_with)"
+expect_eq "version through the Gateway after the promotion" 3.1.2 "$(gateway_version /)"
 expect_event "Routing all traffic to canary"

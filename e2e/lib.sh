@@ -348,6 +348,39 @@ loadtester_post() {
   log "POST /$path $body -> $code"
 }
 
+# ----- gateways, reached as a user reaches them -------------------------------------------------
+
+# port_forward_gateway SERVICE: `kubectl port-forward` from a free 127.0.0.1 port to port 80 of
+# istio-system/SERVICE (stopped at cleanup); sets GATEWAY to its URL.
+port_forward_gateway() {
+  local port
+  port=$(free_port)
+  kubectl -n istio-system port-forward "svc/$1" "$port:80" >"$WORK/port-forward.log" 2>&1 &
+  PORT_FORWARD_PID=$!
+  CLEANUP_HOOKS+=('stop_process "$PORT_FORWARD_PID" port-forward')
+  GATEWAY=http://127.0.0.1:$port
+}
+
+# gateway_version PATH [HEADER]: the version podinfo answers at PATH through $GATEWAY (with an
+# extra `Name: value` header).
+gateway_version() {
+  curl -sS --noproxy '*' --max-time 5 ${2:+-H "$2"} "$GATEWAY$1" |
+    sed -n 's/.*"version"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p'
+}
+
+# gateway_split WEIGHT PATH: a FOLLOW_HOOK helper; the first time the Canary is at WEIGHT, sends 40
+# requests to PATH through $GATEWAY and leaves the count per version in GATEWAY_SPLIT.
+GATEWAY_SPLIT=""
+gateway_split() {
+  if [[ $WEIGHT == "$1" && -z $GATEWAY_SPLIT ]]; then
+    local i versions=""
+    for ((i = 0; i < 40; i++)); do versions+="$(gateway_version "$2") "; done
+    GATEWAY_SPLIT=$(tr ' ' '\n' <<<"$versions" | sort | uniq -c | tr -s ' \n' ' ')
+    log "40 requests to $2 through the gateway at weight $1: $GATEWAY_SPLIT"
+  fi
+  return 0
+}
+
 # ----- the loopback receiver (e2e/fixtures/receiver.py) ------------------------------------------
 
 # start_receiver: starts the receiver on a free 127.0.0.1 port, forwarding /prometheus/ to the

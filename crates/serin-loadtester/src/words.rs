@@ -13,6 +13,51 @@ pub struct CommandWords {
     pub needs_shell: bool,
 }
 
+type Chars<'a> = std::iter::Peekable<std::str::Chars<'a>>;
+
+/// Reads a single-quoted string, after its opening quote, into `current`: every character is
+/// literal up to the closing quote.
+fn single_quoted(chars: &mut Chars, current: &mut String) -> Result<(), String> {
+    loop {
+        match chars.next() {
+            Some('\'') => return Ok(()),
+            Some(other) => current.push(other),
+            None => return Err("unterminated single quote (') in the command".into()),
+        }
+    }
+}
+
+/// Reads a double-quoted string, after its opening quote, into `current`, with the shell's
+/// backslash escapes; `expansion` decides what an unescaped `$` or backquote does, given the
+/// character after it.
+fn double_quoted(
+    chars: &mut Chars,
+    current: &mut String,
+    mut expansion: impl FnMut(char, Option<char>, &mut String) -> Result<(), String>,
+) -> Result<(), String> {
+    const UNTERMINATED: &str = "unterminated double quote (\") in the command";
+    loop {
+        match chars.next() {
+            Some('"') => return Ok(()),
+            Some('\\') => match chars.next() {
+                Some(escaped @ ('"' | '\\' | '$' | '`')) => current.push(escaped),
+                Some('\n') => {}
+                Some(other) => {
+                    current.push('\\');
+                    current.push(other);
+                }
+                None => return Err(UNTERMINATED.into()),
+            },
+            Some(c @ ('$' | '`')) => {
+                let next = chars.peek().copied();
+                expansion(c, next, current)?;
+            }
+            Some(other) => current.push(other),
+            None => return Err(UNTERMINATED.into()),
+        }
+    }
+}
+
 /// Splits `line` into words; an unterminated quote is an error naming the quote.
 pub fn split_command(line: &str) -> Result<CommandWords, String> {
     let mut words = Vec::new();
@@ -34,38 +79,15 @@ pub fn split_command(line: &str) -> Result<CommandWords, String> {
             }
             '\'' => {
                 in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(other) => current.push(other),
-                        None => return Err("unterminated single quote (') in the command".into()),
-                    }
-                }
+                single_quoted(&mut chars, &mut current)?;
             }
             '"' => {
                 in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => match chars.next() {
-                            Some(escaped @ ('"' | '\\' | '$' | '`')) => current.push(escaped),
-                            Some('\n') => {}
-                            Some(other) => {
-                                current.push('\\');
-                                current.push(other);
-                            }
-                            None => {
-                                return Err("unterminated double quote (\") in the command".into());
-                            }
-                        },
-                        Some(expansion @ ('$' | '`')) => {
-                            needs_shell = true;
-                            current.push(expansion);
-                        }
-                        Some(other) => current.push(other),
-                        None => return Err("unterminated double quote (\") in the command".into()),
-                    }
-                }
+                double_quoted(&mut chars, &mut current, |c, _, current| {
+                    needs_shell = true;
+                    current.push(c);
+                    Ok(())
+                })?;
             }
             '\\' => {
                 in_word = true;
@@ -184,40 +206,19 @@ pub fn split_script(line: &str) -> Result<Vec<ScriptToken>, String> {
             '\'' => {
                 in_word = true;
                 quoted = true;
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(other) => current.push(other),
-                        None => return Err("unterminated single quote (') in the command".into()),
-                    }
-                }
+                single_quoted(&mut chars, &mut current)?;
             }
             '"' => {
                 in_word = true;
                 quoted = true;
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => match chars.next() {
-                            Some(escaped @ ('"' | '\\' | '$' | '`')) => current.push(escaped),
-                            Some('\n') => {}
-                            Some(other) => {
-                                current.push('\\');
-                                current.push(other);
-                            }
-                            None => {
-                                return Err("unterminated double quote (\") in the command".into());
-                            }
-                        },
-                        Some('`') => return Err("command substitution (`...`)".into()),
-                        Some('$') => match expansion(chars.peek()) {
-                            Some(what) => return Err(what),
-                            None => current.push('$'),
-                        },
-                        Some(other) => current.push(other),
-                        None => return Err("unterminated double quote (\") in the command".into()),
+                double_quoted(&mut chars, &mut current, |c, next, current| {
+                    match (c, expansion(next.as_ref())) {
+                        ('`', _) => return Err("command substitution (`...`)".into()),
+                        (_, Some(what)) => return Err(what),
+                        _ => current.push('$'),
                     }
-                }
+                    Ok(())
+                })?;
             }
             '\\' => {
                 in_word = true;

@@ -880,6 +880,29 @@ impl Controllers {
 
     /// The DaemonSet controller: one pod per node, bound to it directly (daemon pods run on
     /// cordoned nodes too), replaced one at a time when the template changes.
+    /// Deletes a DaemonSet's pod with the controller's `SuccessfulDelete` event; whether it went.
+    fn delete_daemon_pod(&self, ds: &Value, pod: &Value) -> bool {
+        let deleted = self.store.delete(
+            &self.pods,
+            &ns(pod),
+            &name(pod),
+            &DeleteOptions::default(),
+            false,
+        );
+        if deleted.is_ok() {
+            record_event(
+                &self.store,
+                &self.events,
+                ds,
+                "DaemonSet",
+                "daemonset-controller",
+                "SuccessfulDelete",
+                format!("Deleted pod: {}", name(pod)),
+            );
+        }
+        deleted.is_ok()
+    }
+
     fn sync_daemonsets(&mut self) -> bool {
         let mut changed = false;
         let pods = self.all(&self.pods);
@@ -928,25 +951,7 @@ impl Controllers {
                     .iter()
                     .any(|node| p["spec"]["nodeName"] == node.as_str())
             }) {
-                let deleted = self.store.delete(
-                    &self.pods,
-                    &ns(stray),
-                    &name(stray),
-                    &DeleteOptions::default(),
-                    false,
-                );
-                if deleted.is_ok() {
-                    record_event(
-                        &self.store,
-                        &self.events,
-                        &ds,
-                        "DaemonSet",
-                        "daemonset-controller",
-                        "SuccessfulDelete",
-                        format!("Deleted pod: {}", name(stray)),
-                    );
-                    changed = true;
-                }
+                changed |= self.delete_daemon_pod(&ds, stray);
             }
             let owned: Vec<&Value> = owned
                 .into_iter()
@@ -976,27 +981,10 @@ impl Controllers {
                 } else if rolling
                     && replaced < max_unavailable
                     && let Some(old) = on_node.iter().find(|p| !current_template(p))
+                    && self.delete_daemon_pod(&ds, old)
                 {
-                    let deleted = self.store.delete(
-                        &self.pods,
-                        &ns(old),
-                        &name(old),
-                        &DeleteOptions::default(),
-                        false,
-                    );
-                    if deleted.is_ok() {
-                        record_event(
-                            &self.store,
-                            &self.events,
-                            &ds,
-                            "DaemonSet",
-                            "daemonset-controller",
-                            "SuccessfulDelete",
-                            format!("Deleted pod: {}", name(old)),
-                        );
-                        replaced += 1;
-                        changed = true;
-                    }
+                    replaced += 1;
+                    changed = true;
                 }
             }
             let ready = |p: &&Value| is_ready(p);
