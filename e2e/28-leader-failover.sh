@@ -95,7 +95,8 @@ done
 log "ok: both takeovers within the ${LEASE_SECONDS}s lease plus 3s ($(printf '%s ' "${GAPS[@]}")tenths of a second)"
 expect_eq "Lease transitions during the release" 2 "$(($(kc get lease serin-operator -o jsonpath='{.spec.leaseTransitions}') - transitions_before))"
 holder=$(kc get lease serin-operator -o jsonpath='{.spec.holderIdentity}')
-[[ $holder == c || $holder == d ]] || fail "the Lease is held by $holder, not by one of the replicas started after the kills"
+# The standby b and the replicas started after the kills may all win a takeover; a killed one may not.
+[[ -n ${PID[$holder]:-} ]] || fail "the Lease is held by $holder, a replica killed during the release"
 expect_eq "the replica acting (serin_leader 1) is the Lease holder" "$holder" "$(leader)"
 expect_eq "VirtualService canary weight" 0 "$(vs_weight podinfo-canary)"
 expect_eq "primary image" ghcr.io/stefanprodan/podinfo:6.0.1 "$(image_of podinfo-primary)"
