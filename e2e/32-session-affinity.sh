@@ -14,19 +14,7 @@ LOADTESTER_FIXTURE=$E2E_DIR/fixtures/flagger-loadtester.yaml
 setup
 
 log "an Istio Gateway on the ingress gateway, and a port-forward to it"
-kubectl apply -f - >/dev/null <<EOF
-apiVersion: networking.istio.io/v1beta1
-kind: Gateway
-metadata:
-  name: public-gateway
-  namespace: istio-system
-spec:
-  selector:
-    istio: ingressgateway
-  servers:
-    - port: {number: 80, name: http, protocol: HTTP}
-      hosts: ["*"]
-EOF
+kubectl apply -f "$E2E_DIR/fixtures/istio-gateway.yaml" >/dev/null
 kubectl -n istio-system rollout status deployment/istio-ingressgateway --timeout=60s >/dev/null
 port_forward_gateway istio-ingressgateway
 

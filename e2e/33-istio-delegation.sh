@@ -11,26 +11,15 @@ LOADTESTER_FIXTURE=$E2E_DIR/fixtures/flagger-loadtester.yaml
 setup
 
 log "the ingress Gateway and the root VirtualService delegating /podinfo to test/podinfo"
+kubectl apply -f "$E2E_DIR/fixtures/istio-gateway.yaml" >/dev/null
 kubectl apply -f - >/dev/null <<EOF
-apiVersion: networking.istio.io/v1beta1
-kind: Gateway
-metadata:
-  name: istio-ingressgateway
-  namespace: istio-system
-spec:
-  selector:
-    istio: ingressgateway
-  servers:
-    - port: {number: 80, name: http, protocol: HTTP}
-      hosts: ["*"]
----
 apiVersion: networking.istio.io/v1beta1
 kind: VirtualService
 metadata:
   name: root-vs
   namespace: istio-system
 spec:
-  gateways: [istio-system/istio-ingressgateway]
+  gateways: [istio-system/public-gateway]
   hosts: ["*"]
   http:
     - match:

@@ -14,22 +14,8 @@ LOADTESTER_FIXTURE=$E2E_DIR/fixtures/flagger-loadtester.yaml
 setup
 
 log "a Gateway of class istio, and the HTTPRoute podinfo with the user's /docs rule"
+kubectl apply -f "$E2E_DIR/fixtures/gateway-api-gateway.yaml" >/dev/null
 kubectl apply -f - >/dev/null <<EOF
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata:
-  name: public-gateway
-  namespace: istio-system
-spec:
-  gatewayClassName: istio
-  listeners:
-    - name: http
-      port: 80
-      protocol: HTTP
-      allowedRoutes:
-        namespaces:
-          from: All
----
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata:

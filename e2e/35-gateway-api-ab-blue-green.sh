@@ -11,22 +11,7 @@ OPERATOR_FLAGS=(--mesh-provider gatewayapi:v1)
 setup
 
 log "a Gateway of class istio"
-kubectl apply -f - >/dev/null <<EOF
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata:
-  name: public-gateway
-  namespace: istio-system
-spec:
-  gatewayClassName: istio
-  listeners:
-    - name: http
-      port: 80
-      protocol: HTTP
-      allowedRoutes:
-        namespaces:
-          from: All
-EOF
+kubectl apply -f "$E2E_DIR/fixtures/gateway-api-gateway.yaml" >/dev/null
 kubectl -n istio-system rollout status deployment/public-gateway-istio --timeout=60s >/dev/null
 port_forward_gateway public-gateway-istio
 

@@ -1345,6 +1345,17 @@ fn the_gateway_api_router_needs_gateways_and_refuses_the_virtual_services_fields
         ),
         ["spec.service.gateways", "spec.service.delegation"]
     );
+    let affinity = spec_errors(
+        json!({"provider": "gatewayapi:v1", "service": {"gatewayRefs": parents},
+        "analysis": {"sessionAffinity": {"cookieName": "canary-cookie"}}}),
+    );
+    assert_eq!(affinity.len(), 1, "{affinity:?}");
+    assert_eq!(affinity[0].path, "spec.analysis.sessionAffinity");
+    assert!(
+        affinity[0].message.contains("use provider: istio"),
+        "{}",
+        affinity[0].message
+    );
     // Istio Canaries still refuse the Gateway API's own fields.
     let istio = spec_errors(json!({"service": {"gatewayRefs": parents}}));
     assert!(

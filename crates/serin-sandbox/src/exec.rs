@@ -1503,16 +1503,16 @@ async fn curl(args: &[String], context: &Context) -> Outcome {
         request = request.body(options.data.join("&"));
     }
     let started = Instant::now();
+    let timed_out = || {
+        format!(
+            "Operation timed out after {} milliseconds",
+            started.elapsed().as_millis()
+        )
+    };
     let response = match request.send().await {
         Ok(response) => response,
         Err(problem) if problem.is_timeout() => {
-            return error(
-                28,
-                format!(
-                    "Operation timed out after {} milliseconds",
-                    started.elapsed().as_millis()
-                ),
-            );
+            return error(28, timed_out());
         }
         Err(problem) => {
             return error(
@@ -1536,13 +1536,7 @@ async fn curl(args: &[String], context: &Context) -> Outcome {
     let body = match response.bytes().await {
         Ok(body) => body,
         Err(problem) if problem.is_timeout() => {
-            return error(
-                28,
-                format!(
-                    "Operation timed out after {} milliseconds",
-                    started.elapsed().as_millis()
-                ),
-            );
+            return error(28, timed_out());
         }
         Err(problem) => {
             return error(
