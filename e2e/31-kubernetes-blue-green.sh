@@ -124,10 +124,10 @@ wait_for "podinfo scaled to zero after the promotion" 30 deployment_has_replicas
 mesh_objects=$(kc get virtualservices,destinationrules -o name)
 expect_eq "VirtualServices and DestinationRules after the release" "" "$mesh_objects"
 
-log "a traffic weight is refused for the kubernetes provider, in the status and an event"
+log "a traffic weight on blue/green is refused for the kubernetes provider, in the status and an event"
 kc patch canary podinfo --type=merge -p '{"spec":{"analysis":{"stepWeight":10}}}' >/dev/null
 refused() {
-  kc get canary podinfo -o jsonpath='{.status.message}' | grep -q "spec.analysis.stepWeight: the kubernetes provider has no traffic weights"
+  kc get canary podinfo -o jsonpath='{.status.message}' | grep -q "spec.analysis.stepWeight: the kubernetes provider splits traffic by pods only"
 }
 wait_for "the stepWeight refusal in the status" 30 refused
-expect_event "spec.analysis.stepWeight: the kubernetes provider has no traffic weights"
+expect_event "spec.analysis.stepWeight: the kubernetes provider splits traffic by pods only"

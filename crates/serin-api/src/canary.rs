@@ -370,7 +370,43 @@ pub struct CanaryAnalysis {
     /// Seconds to keep the canary running after traffic is back on the promoted primary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale_down_delay_seconds: Option<i32>,
+    /// Replica-ratio canary (provider `kubernetes`): pods allowed above the target's replicas while
+    /// moving between steps, a number or a percentage (default: the target's rolling update, else 25%).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_surge: Option<IntOrString>,
+    /// Replica-ratio canary: pods that may be unavailable while moving between steps, a number or a
+    /// percentage (default: the target's rolling update, else 25%).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_unavailable: Option<IntOrString>,
+    /// Keeps the canary's pods off the nodes that run the primary's, as Argo Rollouts'
+    /// `antiAffinity` does; exactly one of its fields is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anti_affinity: Option<AntiAffinity>,
 }
+
+/// Pod anti-affinity of the canary's pods to the primary's, per node (`kubernetes.io/hostname`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AntiAffinity {
+    /// Prefer other nodes, with this weight among the pod's scheduling preferences.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred_during_scheduling_ignored_during_execution: Option<PreferredAntiAffinity>,
+    /// Never schedule a canary pod on a node that runs a primary pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required_during_scheduling_ignored_during_execution: Option<RequiredAntiAffinity>,
+}
+
+/// A preferred anti-affinity: its weight, 1 to 100.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PreferredAntiAffinity {
+    /// Weight of the preference, 1 to 100.
+    pub weight: i32,
+}
+
+/// A required anti-affinity: written `{}`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct RequiredAntiAffinity {}
 
 /// One explicit step; exactly one of its fields is set.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -663,6 +699,22 @@ pub struct CanaryStatus {
     /// Why the release cannot proceed (invalid spec, missing object), with the fix.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Replica-ratio canary: the ready pods on each side, whose ratio is the traffic split the apex
+    /// Service gives (`canaryWeight` is the weight asked for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_split: Option<PodSplit>,
+}
+
+/// Ready pods behind the apex Service of a replica-ratio canary, and the canary's share of them.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSplit {
+    /// Ready (available) pods of the canary, the target Deployment.
+    pub canary: i32,
+    /// Ready (available) pods of the primary.
+    pub primary: i32,
+    /// The canary's percentage of the ready pods, rounded to the nearest whole percent.
+    pub canary_percent: i32,
 }
 
 /// A status condition, shaped like Flagger's.
@@ -801,6 +853,18 @@ impl CanarySpec {
     /// Whether new revisions are promoted without analysis.
     pub fn skips_analysis(&self) -> bool {
         self.skip_analysis.unwrap_or(false) || self.analysis().is_none()
+    }
+
+    /// Whether the traffic split is the ratio of ready pods: provider `kubernetes` with a weighted
+    /// strategy (steps, stepWeight or stepWeights), the apex Service selecting both sides' pods.
+    pub fn splits_by_replicas(&self) -> bool {
+        self.provider.as_deref() == Some(crate::validate::KUBERNETES_PROVIDER)
+            && self.target_ref.kind != "DaemonSet"
+            && matches!(
+                self.analysis()
+                    .map_or(Strategy::Canary, CanaryAnalysis::strategy),
+                Strategy::Canary | Strategy::Steps
+            )
     }
 
     /// Apex Service name: `service.name` or the target's name.

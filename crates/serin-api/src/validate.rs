@@ -242,6 +242,50 @@ fn validate_spec(spec: &CanarySpec, r: &mut Report) {
             &format!("it belongs to Flagger's {provider} provider; remove it (Serin routes with {router})"),
         );
     }
+    if let Some(analysis) = spec.analysis() {
+        let base = match spec.analysis_spelling() {
+            AnalysisSpelling::CanaryAnalysis => "spec.canaryAnalysis",
+            _ => "spec.analysis",
+        };
+        if !spec.splits_by_replicas() {
+            for (field, set) in [
+                ("maxSurge", analysis.max_surge.is_some()),
+                ("maxUnavailable", analysis.max_unavailable.is_some()),
+            ] {
+                if set {
+                    r.add(
+                        format!("{base}.{field}"),
+                        format!("only a canary by replica ratio (provider: kubernetes with steps or stepWeight on a Deployment) moves pods within {field}; remove it (a Deployment's own rollingUpdate still applies to its rollouts)"),
+                    );
+                }
+            }
+        }
+    }
+    if let Some(anti) = spec.analysis().and_then(|a| a.anti_affinity.as_ref()) {
+        let path = format!("{}.antiAffinity", analysis_base(spec));
+        let preferred = &anti.preferred_during_scheduling_ignored_during_execution;
+        let required = &anti.required_during_scheduling_ignored_during_execution;
+        match (preferred, required) {
+            (Some(_), Some(_)) | (None, None) => r.add(
+                &path,
+                "set exactly one of preferredDuringSchedulingIgnoredDuringExecution: {weight: 1-100} or requiredDuringSchedulingIgnoredDuringExecution: {}",
+            ),
+            (Some(preferred), None) => r.range(
+                &format!("{path}.preferredDuringSchedulingIgnoredDuringExecution.weight"),
+                Some(preferred.weight),
+                1,
+                100,
+                "50",
+            ),
+            (None, Some(_)) => {}
+        }
+        if spec.target_ref.kind == "DaemonSet" {
+            r.add(
+                &path,
+                "a DaemonSet runs one pod on every node, so its canary cannot avoid the primary's nodes; remove antiAffinity or target a Deployment",
+            );
+        }
+    }
     if spec.provider.as_deref() == Some(KUBERNETES_PROVIDER) {
         validate_kubernetes_provider(spec, r);
     }
@@ -400,11 +444,12 @@ fn validate_daemon_set_target(spec: &CanarySpec, r: &mut Report) {
     }
 }
 
-/// The kubernetes provider has no traffic weights and no L7 routing: the apex Service selects the
-/// primary's pods or the canary's, all or nothing. Fields that need a mesh are refused here rather
-/// than ignored.
+/// The kubernetes provider has no L7 routing: the apex Service selects pods. Blue/green switches its
+/// selector between the sides; a weighted canary (steps, stepWeight) selects both sides and splits
+/// traffic by the ratio of their ready pods. Fields that need a mesh are refused here rather than
+/// ignored.
 fn validate_kubernetes_provider(spec: &CanarySpec, r: &mut Report) {
-    const NO_WEIGHTS: &str = "the kubernetes provider has no traffic weights (the apex Service selects the primary's pods or the canary's, all at once); remove it and set analysis.iterations for blue/green, or use provider: istio for a weighted canary";
+    const NO_WEIGHTS: &str = "the kubernetes provider splits traffic by pods only for a canary with steps or stepWeight on a Deployment; blue/green (iterations) switches the apex Service all at once, so remove it, or use provider: istio for weighted blue/green";
     const NO_MESH: &str = "it configures the Istio VirtualService, which the kubernetes provider does not create; remove it or use provider: istio";
     let svc = &spec.service;
     let mesh_fields = [
@@ -434,30 +479,34 @@ fn validate_kubernetes_provider(spec: &CanarySpec, r: &mut Report) {
         AnalysisSpelling::CanaryAnalysis => "spec.canaryAnalysis",
         _ => "spec.analysis",
     };
-    let weighted = [
-        ("stepWeight", analysis.step_weight.unwrap_or(0) > 0),
-        ("stepWeights", analysis.step_weights.is_some()),
-        ("maxWeight", analysis.max_weight.is_some()),
-        ("steps", analysis.steps.is_some()),
-        (
-            "stepWeightPromotion",
-            analysis.step_weight_promotion.is_some(),
-        ),
-        (
-            "dynamicStableScale",
-            analysis.dynamic_stable_scale.is_some(),
-        ),
-    ];
-    for (field, set) in weighted {
-        if set {
-            r.add(format!("{base}.{field}"), NO_WEIGHTS);
+    if spec.splits_by_replicas() {
+        validate_replica_ratio(spec, analysis, base, r);
+    } else {
+        let weighted = [
+            ("stepWeight", analysis.step_weight.unwrap_or(0) > 0),
+            ("stepWeights", analysis.step_weights.is_some()),
+            ("maxWeight", analysis.max_weight.is_some()),
+            ("steps", analysis.steps.is_some()),
+            (
+                "stepWeightPromotion",
+                analysis.step_weight_promotion.is_some(),
+            ),
+            (
+                "dynamicStableScale",
+                analysis.dynamic_stable_scale.is_some(),
+            ),
+        ];
+        for (field, set) in weighted {
+            if set {
+                r.add(format!("{base}.{field}"), NO_WEIGHTS);
+            }
         }
-    }
-    if analysis.iterations.unwrap_or(0) < 1 && !spec.skips_analysis() {
-        r.add(
-            format!("{base}.iterations"),
-            "the kubernetes provider runs blue/green, which counts iterations; set iterations, e.g. iterations: 10",
-        );
+        if analysis.iterations.unwrap_or(0) < 1 && !spec.skips_analysis() {
+            r.add(
+                format!("{base}.iterations"),
+                "the kubernetes provider runs a DaemonSet by blue/green, which counts iterations; set iterations, e.g. iterations: 10",
+            );
+        }
     }
     if analysis.r#match.as_ref().is_some_and(|m| !m.is_empty()) {
         r.add(
@@ -476,6 +525,92 @@ fn validate_kubernetes_provider(spec: &CanarySpec, r: &mut Report) {
             format!("{base}.mirror"),
             "mirroring needs a mesh; the kubernetes provider cannot copy requests, so remove mirror or use provider: istio",
         );
+    }
+}
+
+/// The replica-ratio canary: Argo Rollouts' canary without traffic routing. Fields whose meaning
+/// needs a router that weighs traffic apart from pods are refused, with Argo's reasons.
+fn validate_replica_ratio(
+    spec: &CanarySpec,
+    analysis: &CanaryAnalysis,
+    base: &str,
+    r: &mut Report,
+) {
+    const PODS_ARE_TRAFFIC: &str = "in a canary by replica ratio (provider: kubernetes) every canary pod takes its share of traffic, so the canary cannot be scaled apart from its weight; remove it (Argo Rollouts also ignores it without traffic routing), or use provider: istio";
+    let fields = [
+        (
+            "dynamicStableScale",
+            analysis.dynamic_stable_scale.is_some(),
+        ),
+        (
+            "abortScaleDownDelaySeconds",
+            analysis.abort_scale_down_delay_seconds.is_some(),
+        ),
+        (
+            "scaleDownDelaySeconds",
+            analysis.scale_down_delay_seconds.is_some(),
+        ),
+        (
+            "stepWeightPromotion",
+            analysis.step_weight_promotion.is_some(),
+        ),
+    ];
+    for (field, set) in fields {
+        if set {
+            r.add(format!("{base}.{field}"), PODS_ARE_TRAFFIC);
+        }
+    }
+    for (i, step) in analysis.steps().iter().enumerate() {
+        if step.set_canary_scale.is_some() {
+            r.add(
+                format!("{base}.steps[{i}].setCanaryScale"),
+                PODS_ARE_TRAFFIC,
+            );
+        }
+    }
+    if spec.autoscaler_ref.is_some() {
+        r.add(
+            "spec.autoscalerRef",
+            "a canary by replica ratio sets both sides' replica counts at every step, which an autoscaler would fight; remove autoscalerRef or use provider: istio",
+        );
+    }
+    let surge = analysis.max_surge.as_ref();
+    let unavailable = analysis.max_unavailable.as_ref();
+    for (field, value) in [("maxSurge", surge), ("maxUnavailable", unavailable)] {
+        if let Some(value) = value
+            && int_or_percent(value).is_none()
+        {
+            r.add(
+                format!("{base}.{field}"),
+                "write a number of pods (e.g. 2) or a percentage of the replicas (e.g. \"25%\"), not negative",
+            );
+        }
+    }
+    if surge.and_then(int_or_percent) == Some(0) && unavailable.and_then(int_or_percent) == Some(0)
+    {
+        r.add(
+            format!("{base}.maxUnavailable"),
+            "maxSurge and maxUnavailable are both 0, so no pod could ever move; allow one of them, e.g. maxUnavailable: 1",
+        );
+    }
+}
+
+/// Where the analysis is written: `spec.analysis`, or the deprecated `spec.canaryAnalysis`.
+fn analysis_base(spec: &CanarySpec) -> &'static str {
+    match spec.analysis_spelling() {
+        AnalysisSpelling::CanaryAnalysis => "spec.canaryAnalysis",
+        _ => "spec.analysis",
+    }
+}
+
+/// The number in a `maxSurge`-style value (`3` or `"25%"`), if it is a non-negative whole number.
+fn int_or_percent(value: &IntOrString) -> Option<i64> {
+    match value {
+        IntOrString::Int(n) => (*n >= 0).then_some(i64::from(*n)),
+        IntOrString::String(text) => text
+            .strip_suffix('%')
+            .and_then(|n| n.parse::<i64>().ok())
+            .filter(|n| *n >= 0),
     }
 }
 

@@ -201,11 +201,8 @@ fn the_kubernetes_provider_runs_blue_green_and_refuses_what_needs_a_mesh() {
             .map(|e| e.path)
             .collect()
     };
-    // Weights are refused one by one, with the reason on each.
-    let weighted = kubernetes_blue_green(
-        json!({"iterations": null, "stepWeight": 10, "maxWeight": 50}),
-        json!({}),
-    );
+    // Blue/green (iterations) switches all at once: weights are refused one by one, with the reason.
+    let weighted = kubernetes_blue_green(json!({"stepWeight": 10, "maxWeight": 50}), json!({}));
     let weighted_paths: Vec<&str> = weighted.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(
         weighted_paths,
@@ -216,14 +213,11 @@ fn the_kubernetes_provider_runs_blue_green_and_refuses_what_needs_a_mesh() {
         ]
     );
     assert!(
-        weighted[0].message.contains("no traffic weights"),
+        weighted[0]
+            .message
+            .contains("splits traffic by pods only for a canary with steps"),
         "{}",
         weighted[0].message
-    );
-    assert!(
-        weighted[2].message.contains("iterations: 10"),
-        "{}",
-        weighted[2].message
     );
     assert_eq!(
         refused(
@@ -1362,5 +1356,63 @@ fn the_gateway_api_router_needs_gateways_and_refuses_the_virtual_services_fields
         istio[0].message.contains("set provider: gatewayapi:v1"),
         "{}",
         istio[0].message
+    );
+}
+
+#[test]
+fn the_kubernetes_provider_runs_a_canary_by_replica_ratio_with_argo_meanings() {
+    let ratio = |analysis: Value| -> Vec<FieldError> {
+        let mut analysis_doc = json!({"iterations": null});
+        merge(&mut analysis_doc, analysis);
+        kubernetes_blue_green(analysis_doc, json!({}))
+    };
+    let paths =
+        |errors: Vec<FieldError>| -> Vec<String> { errors.into_iter().map(|e| e.path).collect() };
+    assert_eq!(ratio(json!({"stepWeight": 10, "maxWeight": 50})), []);
+    assert_eq!(
+        ratio(
+            json!({"steps": [{"setWeight": 41}, {"pause": {}}, {"setWeight": 100}],
+                     "maxSurge": "20%", "maxUnavailable": 0})
+        ),
+        []
+    );
+    assert_eq!(
+        paths(ratio(json!({}))),
+        ["spec.analysis"],
+        "no strategy at all"
+    );
+
+    let scaled_apart = ratio(json!({
+        "steps": [{"setCanaryScale": {"replicas": 3}}, {"setWeight": 20}],
+        "dynamicStableScale": true, "abortScaleDownDelaySeconds": 30}));
+    assert_eq!(
+        paths(scaled_apart.clone()),
+        [
+            "spec.analysis.dynamicStableScale",
+            "spec.analysis.abortScaleDownDelaySeconds",
+            "spec.analysis.steps[0].setCanaryScale"
+        ]
+    );
+    assert!(
+        scaled_apart[0]
+            .message
+            .contains("every canary pod takes its share of traffic")
+    );
+
+    let frozen = ratio(json!({"stepWeight": 10, "maxSurge": 0, "maxUnavailable": "0%"}));
+    assert_eq!(paths(frozen.clone()), ["spec.analysis.maxUnavailable"]);
+    assert!(frozen[0].message.contains("both 0"));
+    assert_eq!(
+        paths(ratio(json!({"stepWeight": 10, "maxSurge": "lots"}))),
+        ["spec.analysis.maxSurge"]
+    );
+
+    // maxSurge means nothing to a mesh-routed canary or to blue/green: refused there.
+    let blue_green = kubernetes_blue_green(json!({"maxSurge": 1}), json!({}));
+    assert_eq!(paths(blue_green.clone()), ["spec.analysis.maxSurge"]);
+    assert!(
+        blue_green[0]
+            .message
+            .contains("only a canary by replica ratio")
     );
 }

@@ -5,6 +5,7 @@
 use crate::configs::rename_references;
 use serde_json::{Value, json};
 use serin_core::revision::ConfigKind;
+use serin_router::kubernetes::APEX_LABEL;
 use std::collections::BTreeSet;
 
 /// The nodeSelector key Flagger scales a DaemonSet to zero with: no node has it, so no pod runs.
@@ -24,6 +25,149 @@ pub fn without_scale_to_zero(template: &mut Value) {
             spec.remove("nodeSelector");
         }
     }
+}
+
+/// The node topology the canary's anti-affinity to the primary's pods is kept over.
+const HOSTNAME: &str = "kubernetes.io/hostname";
+const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
+const PREFERRED: &str = "preferredDuringSchedulingIgnoredDuringExecution";
+
+/// Whether `term` (a PodAffinityTerm) is the one Serin adds: the primary's pods, per node.
+fn is_stable_term(term: &Value, key: &str, primary_value: &str) -> bool {
+    term["topologyKey"] == HOSTNAME
+        && term["labelSelector"] == json!({"matchLabels": { key: primary_value }})
+}
+
+/// Takes the anti-affinity to the primary's pods that Serin adds out of a pod spec (JSON), with the
+/// lists and objects it leaves empty: the primary never gets it, and it is not part of a revision.
+pub fn without_stable_anti_affinity(pod_spec: &mut Value, key: &str, primary_value: &str) {
+    let Some(affinity) = pod_spec.get_mut("affinity").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if let Some(anti) = affinity
+        .get_mut("podAntiAffinity")
+        .and_then(Value::as_object_mut)
+    {
+        if let Some(terms) = anti.get_mut(REQUIRED).and_then(Value::as_array_mut) {
+            terms.retain(|t| !is_stable_term(t, key, primary_value));
+        }
+        if let Some(terms) = anti.get_mut(PREFERRED).and_then(Value::as_array_mut) {
+            terms.retain(|t| !is_stable_term(&t["podAffinityTerm"], key, primary_value));
+        }
+        anti.retain(|_, v| v.as_array().is_none_or(|a| !a.is_empty()));
+        if anti.is_empty() {
+            affinity.remove("podAntiAffinity");
+        }
+    }
+    if affinity.is_empty()
+        && let Some(spec) = pod_spec.as_object_mut()
+    {
+        spec.remove("affinity");
+    }
+}
+
+/// Adds the anti-affinity to the primary's pods that `anti` asks for to a pod spec (JSON).
+pub fn with_stable_anti_affinity(
+    pod_spec: &mut Value,
+    anti: &serin_api::AntiAffinity,
+    key: &str,
+    primary_value: &str,
+) {
+    let term =
+        json!({"labelSelector": {"matchLabels": { key: primary_value }}, "topologyKey": HOSTNAME});
+    let (list, entry) = match &anti.preferred_during_scheduling_ignored_during_execution {
+        Some(preferred) => (
+            PREFERRED,
+            json!({"weight": preferred.weight, "podAffinityTerm": term}),
+        ),
+        None => (REQUIRED, term),
+    };
+    let terms = &mut pod_spec["affinity"]["podAntiAffinity"][list];
+    match terms.as_array_mut() {
+        Some(terms) => terms.push(entry),
+        None => *terms = json!([entry]),
+    }
+}
+
+/// The JSON merge patch (RFC 7386) that turns `old` into `new`: removed keys become `null`.
+pub fn merge_patch(old: &Value, new: &Value) -> Value {
+    match (old, new) {
+        (Value::Object(old), Value::Object(new)) => {
+            let mut patch = serde_json::Map::new();
+            for key in old.keys().filter(|k| !new.contains_key(*k)) {
+                patch.insert(key.clone(), Value::Null);
+            }
+            for (key, value) in new {
+                match old.get(key) {
+                    Some(current) if current == value => {}
+                    Some(current) => {
+                        patch.insert(key.clone(), merge_patch(current, value));
+                    }
+                    None => {
+                        patch.insert(key.clone(), value.clone());
+                    }
+                }
+            }
+            Value::Object(patch)
+        }
+        _ => new.clone(),
+    }
+}
+
+/// The target's pod template as Serin needs it: with [`APEX_LABEL`] for a canary by replica ratio
+/// (`apex`), and with the anti-affinity to the primary's pods when the Canary asks for one (and
+/// without it otherwise). `None` when the template already is so.
+pub fn target_template_patch(
+    target: &Value,
+    apex: Option<&str>,
+    anti: Option<&serin_api::AntiAffinity>,
+    key: &str,
+    primary_value: &str,
+) -> Option<Value> {
+    let current = &target["spec"]["template"];
+    let mut wanted = current.clone();
+    if let Some(apex) = apex {
+        wanted["metadata"]["labels"][APEX_LABEL] = json!(apex);
+    }
+    if wanted["spec"].is_object() {
+        without_stable_anti_affinity(&mut wanted["spec"], key, primary_value);
+        if let Some(anti) = anti {
+            with_stable_anti_affinity(&mut wanted["spec"], anti, key, primary_value);
+        }
+    }
+    (wanted != *current).then(|| json!({"spec": {"template": merge_patch(current, &wanted)}}))
+}
+
+/// The target Deployment as the decision core reads it: without what Serin adds to its pod
+/// template ([`APEX_LABEL`], the anti-affinity to the primary's pods), which is not a revision.
+pub fn as_released(
+    deployment: k8s_openapi::api::apps::v1::Deployment,
+    key: &str,
+    primary_value: &str,
+) -> k8s_openapi::api::apps::v1::Deployment {
+    let Ok(mut object) = serde_json::to_value(&deployment) else {
+        return deployment;
+    };
+    let template = &mut object["spec"]["template"];
+    if let Some(labels) = template
+        .get_mut("metadata")
+        .and_then(|m| m.get_mut("labels"))
+        .and_then(Value::as_object_mut)
+    {
+        labels.remove(APEX_LABEL);
+    }
+    if let Some(spec) = template.get_mut("spec") {
+        without_stable_anti_affinity(spec, key, primary_value);
+    }
+    serde_json::from_value(object).unwrap_or(deployment)
+}
+
+/// The merge patch that adds [`APEX_LABEL`] (the apex Service's name, `apex`) to the pod template of
+/// `workload` (JSON form), or `None` when it has it already.
+pub fn apex_label_patch(workload: &Value, apex: &str) -> Option<Value> {
+    let current = &workload["spec"]["template"]["metadata"]["labels"][APEX_LABEL];
+    (current.as_str() != Some(apex))
+        .then(|| json!({"spec": {"template": {"metadata": {"labels": { APEX_LABEL: apex }}}}}))
 }
 
 /// The merge patch that scales the DaemonSet `daemon_set` (JSON form) to zero (`to_zero`) or back
@@ -161,7 +305,7 @@ pub fn promoted_fields(target: &Value) -> &'static [&'static str] {
 }
 
 /// The target's pod template with the selector label pointing at the primary, tracked configs
-/// renamed to their `-primary` copies, and a new `flagger-id`, which forces a rolling update of the
+/// renamed to their `-primary` copies, no anti-affinity to the primary's own pods, and a new `flagger-id`, which forces a rolling update of the
 /// primary on every promotion.
 pub fn template_for(
     target_spec: &Value,
@@ -171,6 +315,9 @@ pub fn template_for(
 ) -> Value {
     let mut template = target_spec["template"].clone();
     without_scale_to_zero(&mut template);
+    if let Some(spec) = template.get_mut("spec") {
+        without_stable_anti_affinity(spec, label_key, primary_value);
+    }
     rename_references(&mut template, tracked);
     template["metadata"]["labels"][label_key] = json!(primary_value);
     template["metadata"]["annotations"]["flagger-id"] = json!(uuid::Uuid::new_v4().to_string());
@@ -180,6 +327,103 @@ pub fn template_for(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the API server does with a JSON merge patch (RFC 7386).
+    fn apply_merge_patch(target: &mut Value, patch: &Value) {
+        match patch.as_object() {
+            Some(fields) => {
+                if !target.is_object() {
+                    *target = json!({});
+                }
+                for (key, value) in fields {
+                    if value.is_null() {
+                        target.as_object_mut().unwrap().remove(key);
+                    } else {
+                        apply_merge_patch(&mut target[key], value);
+                    }
+                }
+            }
+            None => *target = patch.clone(),
+        }
+    }
+
+    fn podinfo(affinity: Value) -> Value {
+        let mut target = json!({"spec": {"template": {"metadata": {"labels": {"app": "podinfo"}},
+            "spec": {"containers": [{"name": "podinfod"}]}}}});
+        if !affinity.is_null() {
+            target["spec"]["template"]["spec"]["affinity"] = affinity;
+        }
+        target
+    }
+
+    #[test]
+    fn the_target_avoids_the_primarys_nodes_and_the_primary_never_avoids_itself() {
+        let required: serin_api::AntiAffinity =
+            serde_json::from_value(json!({"requiredDuringSchedulingIgnoredDuringExecution": {}}))
+                .unwrap();
+        let zone = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}});
+        let target = podinfo(zone.clone());
+        let patch = target_template_patch(
+            &target,
+            Some("podinfo"),
+            Some(&required),
+            "app",
+            "podinfo-primary",
+        )
+        .expect("a patch");
+        assert_eq!(
+            patch,
+            json!({"spec": {"template": {
+                "metadata": {"labels": {APEX_LABEL: "podinfo"}},
+                "spec": {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": "podinfo-primary"}}, "topologyKey": HOSTNAME}]}}}}}})
+        );
+        let mut patched = target.clone();
+        apply_merge_patch(&mut patched, &patch);
+        assert_eq!(
+            target_template_patch(
+                &patched,
+                Some("podinfo"),
+                Some(&required),
+                "app",
+                "podinfo-primary"
+            ),
+            None,
+            "nothing left to patch"
+        );
+        // The user's node affinity stays; ours never reaches the primary.
+        let primary = template_for(&patched["spec"], "app", "podinfo-primary", &BTreeSet::new());
+        assert_eq!(primary["spec"]["affinity"], zone);
+        // Removing antiAffinity from the Canary removes the term, and the emptied object.
+        let removal =
+            target_template_patch(&patched, Some("podinfo"), None, "app", "podinfo-primary")
+                .unwrap();
+        assert_eq!(
+            removal,
+            json!({"spec": {"template": {"spec": {"affinity": {"podAntiAffinity": null}}}}})
+        );
+    }
+
+    #[test]
+    fn a_preferred_anti_affinity_joins_the_users_own_preferences() {
+        let preferred: serin_api::AntiAffinity = serde_json::from_value(
+            json!({"preferredDuringSchedulingIgnoredDuringExecution": {"weight": 80}}),
+        )
+        .unwrap();
+        let own = json!({"weight": 10, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": HOSTNAME}});
+        let target = podinfo(json!({"podAntiAffinity": {PREFERRED: [own.clone()]}}));
+        let patch =
+            target_template_patch(&target, None, Some(&preferred), "app", "podinfo-primary")
+                .unwrap();
+        let terms = &patch["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][PREFERRED];
+        assert_eq!(terms[0], own);
+        assert_eq!(terms[1]["weight"], 80);
+        assert_eq!(
+            terms[1]["podAffinityTerm"]["labelSelector"]["matchLabels"]["app"],
+            "podinfo-primary"
+        );
+    }
 
     #[test]
     fn a_daemon_set_scales_to_zero_by_node_selector_and_back_without_a_trace() {

@@ -10,8 +10,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 ///
 /// Neither side is rounded down to zero for weights strictly between 0 and 100 (unless there is a
 /// single replica and no surge); with `max_surge > 0` the pair may total `replicas + 1`. On equal
-/// distance the larger canary wins. No strategy uses it yet (it is for a canary without a mesh,
-/// sized by replica ratio).
+/// distance the larger canary wins. The canary by replica ratio sizes both sides with it.
 ///
 /// ```
 /// use serin_core::replicas::weighted_split;
@@ -97,7 +96,7 @@ pub fn resolve_int_or_percent(value: &IntOrString, replicas: i32, round_up: bool
 
 /// Resolves a rolling update's `(maxSurge, maxUnavailable)` against `replicas` (defaults 25% each):
 /// surge rounds up, unavailable rounds down, both zero means one may be unavailable, and
-/// unavailable never exceeds `replicas`. No strategy uses it yet.
+/// unavailable never exceeds `replicas`.
 pub fn resolve_surge_and_unavailable(
     max_surge: Option<&IntOrString>,
     max_unavailable: Option<&IntOrString>,
@@ -115,6 +114,91 @@ pub fn resolve_surge_and_unavailable(
         unavailable = 1;
     }
     (surge, unavailable.min(replicas.max(0)))
+}
+
+/// One side of a replica-ratio canary as observed: its `spec.replicas`, the pods it still has
+/// (`status.replicas`, which lags behind a scale-down) and its available pods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct SideCounts {
+    /// The Deployment's `spec.replicas`.
+    pub spec: i32,
+    /// Its pods that are not terminated yet.
+    pub pods: i32,
+    /// Its available pods.
+    pub available: i32,
+}
+
+impl SideCounts {
+    /// The pods the side may have at once: those asked for, or more while a scale-down is under way.
+    fn occupied(&self) -> i32 {
+        self.spec.max(self.pods).max(0)
+    }
+}
+
+/// Where a replica-ratio canary stands and where its weight wants it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RatioMove {
+    /// The release's full replica count.
+    pub replicas: i32,
+    /// The canary weight asked for, in percent.
+    pub weight: i32,
+    /// Pods allowed above `replicas` (resolved `maxSurge`).
+    pub max_surge: i32,
+    /// Pods allowed below `replicas` (resolved `maxUnavailable`).
+    pub max_unavailable: i32,
+    /// The canary (target) Deployment.
+    pub canary: SideCounts,
+    /// The stable (primary) Deployment.
+    pub stable: SideCounts,
+}
+
+/// The next safe `(canary, stable)` replica counts on the way to the split [`weighted_split`] gives
+/// for the weight, as Argo Rollouts moves a canary without traffic routing.
+///
+/// Scale-ups come first, the stable side before the canary, and never take the total above
+/// `replicas + max_surge` (pods still terminating after a scale-down count); scale-downs keep at least `replicas - max_unavailable` pods available
+/// (counting a side's unavailable pods as the first to go). Called again as pods become available,
+/// it walks to the split without leaving that window.
+///
+/// ```
+/// use serin_core::replicas::{next_ratio_counts, RatioMove, SideCounts};
+/// let start = RatioMove {
+///     replicas: 10, weight: 41, max_surge: 3, max_unavailable: 2,
+///     canary: SideCounts { spec: 0, pods: 0, available: 0 },
+///     stable: SideCounts { spec: 10, pods: 10, available: 10 },
+/// };
+/// assert_eq!(next_ratio_counts(start), (3, 8)); // 11 pods, 8 of them available
+/// ```
+pub fn next_ratio_counts(m: RatioMove) -> (i32, i32) {
+    let (want_canary, want_stable) = weighted_split(m.replicas, m.weight, m.max_surge);
+    let (mut canary, mut stable) = (m.canary.spec.max(0), m.stable.spec.max(0));
+    let mut budget = m.replicas + m.max_surge - m.canary.occupied() - m.stable.occupied();
+    if stable < want_stable && budget > 0 {
+        let added = (want_stable - stable).min(budget);
+        stable += added;
+        budget -= added;
+    }
+    if canary < want_canary && budget > 0 {
+        canary += (want_canary - canary).min(budget);
+    }
+    let min_available = m.replicas - m.max_unavailable;
+    let available_with =
+        |canary: i32, stable: i32| m.canary.available.min(canary) + m.stable.available.min(stable);
+    // The fewest pods a shrinking side can keep without the available total dropping below the
+    // minimum (or below what it already is, when it is under the minimum).
+    let floor_for = |current: i32, wanted: i32, available: &dyn Fn(i32) -> i32| {
+        let needed = min_available.min(available(current));
+        (wanted..current)
+            .find(|n| available(*n) >= needed)
+            .unwrap_or(current)
+    };
+    if canary > want_canary {
+        canary = floor_for(canary, want_canary, &|n| available_with(n, stable));
+    }
+    if stable > want_stable {
+        stable = floor_for(stable, want_stable, &|n| available_with(canary, n));
+    }
+    (canary, stable)
 }
 
 /// How the canary is scaled by the latest `setCanaryScale` step in effect.
@@ -272,6 +356,160 @@ mod tests {
             resolve_surge_and_unavailable(None, Some(&IntOrString::Int(1)), 0),
             (0, 0)
         );
+    }
+
+    /// Plays a release of `replicas` pods to `weight` and back to 0, making every pod available one
+    /// step after it is asked for, and checks the window at every step.
+    fn walk(replicas: i32, surge: i32, unavailable: i32, weights: &[i32]) -> Vec<(i32, i32)> {
+        let mut canary = SideCounts::default();
+        let mut stable = SideCounts {
+            spec: replicas,
+            pods: replicas,
+            available: replicas,
+        };
+        let mut visited = vec![(0, replicas)];
+        for &weight in weights {
+            for _ in 0..100 {
+                let (c, s) = next_ratio_counts(RatioMove {
+                    replicas,
+                    weight,
+                    max_surge: surge,
+                    max_unavailable: unavailable,
+                    canary,
+                    stable,
+                });
+                assert!(
+                    c + s <= replicas + surge,
+                    "{c}+{s} pods above the surge window"
+                );
+                let available = canary.available.min(c) + stable.available.min(s);
+                assert!(
+                    available >= replicas - unavailable,
+                    "{available} available below the window at ({c}, {s})"
+                );
+                if (c, s) == (canary.spec, stable.spec)
+                    && canary.available == c
+                    && stable.available == s
+                {
+                    break;
+                }
+                // Shrinking is immediate; new pods become available on the next call.
+                canary = SideCounts {
+                    spec: c,
+                    pods: c,
+                    available: canary.available.min(c).max(canary.spec.min(c)),
+                };
+                stable = SideCounts {
+                    spec: s,
+                    pods: s,
+                    available: stable.available.min(s).max(stable.spec.min(s)),
+                };
+                visited.push((c, s));
+            }
+            assert_eq!(
+                (canary.spec, stable.spec),
+                weighted_split(replicas, weight, surge),
+                "weight {weight} reached"
+            );
+        }
+        visited
+    }
+
+    #[test]
+    fn a_ratio_release_walks_to_each_split_inside_the_window() {
+        let path = walk(10, 3, 2, &[41, 100, 0]);
+        assert_eq!(
+            path[1],
+            (3, 8),
+            "canary starts within the surge, stable within unavailable"
+        );
+        assert!(path.contains(&(4, 6)));
+        assert_eq!(*path.last().unwrap(), (0, 10));
+        walk(10, 0, 1, &[41, 100, 0]);
+        walk(10, 1, 0, &[20, 50, 100, 0]);
+        walk(3, 1, 0, &[33, 50, 100]);
+        walk(1, 1, 0, &[50, 100, 0]);
+    }
+
+    #[test]
+    fn an_abort_grows_the_stable_side_before_dropping_the_canary() {
+        let at_41 = RatioMove {
+            replicas: 10,
+            weight: 0,
+            max_surge: 3,
+            max_unavailable: 2,
+            canary: SideCounts {
+                spec: 4,
+                pods: 4,
+                available: 4,
+            },
+            stable: SideCounts {
+                spec: 6,
+                pods: 6,
+                available: 6,
+            },
+        };
+        assert_eq!(next_ratio_counts(at_41), (2, 9));
+        let grown = RatioMove {
+            canary: SideCounts {
+                spec: 2,
+                pods: 2,
+                available: 2,
+            },
+            stable: SideCounts {
+                spec: 9,
+                pods: 9,
+                available: 9,
+            },
+            ..at_41
+        };
+        assert_eq!(next_ratio_counts(grown), (0, 10));
+    }
+
+    #[test]
+    fn pods_still_terminating_count_against_the_surge() {
+        let draining = RatioMove {
+            replicas: 10,
+            weight: 0,
+            max_surge: 3,
+            max_unavailable: 1,
+            canary: SideCounts {
+                spec: 5,
+                pods: 10,
+                available: 10,
+            },
+            stable: SideCounts {
+                spec: 3,
+                pods: 3,
+                available: 3,
+            },
+        };
+        assert_eq!(
+            next_ratio_counts(draining),
+            (5, 3),
+            "13 pods exist: no room to grow"
+        );
+    }
+
+    #[test]
+    fn nothing_shrinks_while_pods_are_missing() {
+        let starved = RatioMove {
+            replicas: 10,
+            weight: 41,
+            max_surge: 0,
+            max_unavailable: 1,
+            canary: SideCounts {
+                spec: 1,
+                pods: 1,
+                available: 0,
+            },
+            stable: SideCounts {
+                spec: 9,
+                pods: 9,
+                available: 9,
+            },
+        };
+        assert_eq!(next_ratio_counts(starved), (1, 9));
     }
 
     fn routed(

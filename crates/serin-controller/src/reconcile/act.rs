@@ -7,7 +7,10 @@ use super::{Error, FIELD_MANAGER, Tick};
 use crate::autoscaler::primary_autoscaler;
 use crate::cache::{self, virtual_services};
 use crate::configs;
-use crate::workloads::{daemon_set_scale_patch, primary_from, promoted_fields, template_for};
+use crate::workloads::{
+    apex_label_patch, daemon_set_scale_patch, primary_from, promoted_fields, target_template_patch,
+    template_for,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
@@ -17,7 +20,7 @@ use serin_api::{Canary, CanaryStatus};
 use serin_core::plan::{Action, Routes};
 use serin_router::gateway_api::{http_route, routes_by_http_route};
 use serin_router::istio::{destination_rules, set_routes, virtual_service};
-use serin_router::kubernetes::{route_apex, routes_by_service};
+use serin_router::kubernetes::{APEX_LABEL, route_apex, route_apex_by_ratio, routes_by_service};
 use serin_router::owner_reference;
 use serin_router::services::services;
 use std::sync::Arc;
@@ -236,6 +239,56 @@ impl Tick<'_> {
         Ok(services(&self.canary, target, &labels)?)
     }
 
+    /// The primary's pod template for `target`; a canary by replica ratio also labels it for the
+    /// apex Service, which selects both sides.
+    fn primary_template(&self, target: &Value, key: &str, primary_value: &str) -> Value {
+        let mut template = template_for(&target["spec"], key, primary_value, &self.tracked);
+        if self.by_ratio {
+            let apex = serin_router::Names::of(&self.canary).apex;
+            template["metadata"]["labels"][APEX_LABEL] = json!(apex);
+        }
+        template
+    }
+
+    /// Points the apex Service at the pods `routes` send traffic to.
+    fn route_apex(&self, apex: &mut Value, key: &str, value: &str, routes: Routes) {
+        if self.by_ratio {
+            route_apex_by_ratio(apex, key, value, routes);
+        } else {
+            route_apex(apex, key, value, routes);
+        }
+    }
+
+    /// The merge patch that scales the target (`primary` false) or the primary to `replicas`, and
+    /// brings its pod template to what Serin adds to it: the apex label on both sides of a canary
+    /// by replica ratio (so the apex Service can select them all), and on the target's the
+    /// anti-affinity to the primary's pods when the Canary asks for it. Joining the two means a
+    /// template change never rolls running pods for nothing: at initialization the target's new
+    /// template comes with its scale to zero.
+    fn scale_patch(
+        &self,
+        canary: &Canary,
+        workload: &Value,
+        primary: bool,
+        replicas: i32,
+        (key, primary_value): (&str, &str),
+    ) -> Value {
+        let apex = serin_router::Names::of(&self.canary).apex;
+        let apex = self.by_ratio.then_some(apex.as_str());
+        let template = if primary {
+            apex.and_then(|apex| apex_label_patch(workload, apex))
+        } else {
+            let anti = canary
+                .spec
+                .analysis()
+                .and_then(|a| a.anti_affinity.as_ref());
+            target_template_patch(workload, apex, anti, key, primary_value)
+        };
+        let mut patch = template.unwrap_or_else(|| json!({"spec": {}}));
+        patch["spec"]["replicas"] = json!(replicas);
+        patch
+    }
+
     /// The target's `autoscalerRef` HorizontalPodAutoscaler, when it has one.
     fn target_autoscaler(
         &self,
@@ -303,7 +356,7 @@ impl Tick<'_> {
         match action {
             Action::EnsurePrimary { sync_template } => {
                 self.copy_configs(!sync_template).await?;
-                let template = template_for(&target["spec"], key, &primary_value, &self.tracked);
+                let template = self.primary_template(target, key, &primary_value);
                 match self.caches.workload(namespace, kind, &primary_name) {
                     None => {
                         let primary = primary_from(
@@ -342,8 +395,9 @@ impl Tick<'_> {
                 let by_service = routes_by_service(&self.canary);
                 let by_http_route = routes_by_http_route(&self.canary);
                 if by_service && let Some(current) = routes {
-                    route_apex(&mut apex, key, value, current);
+                    self.route_apex(&mut apex, key, value, current);
                 }
+
                 let service_api = resource("", "v1", "Service", "services");
                 for service in [canary_service, primary_service, apex] {
                     self.apply_routing(&service_api, &service).await?;
@@ -385,16 +439,18 @@ impl Tick<'_> {
                 }
             }
             Action::ScaleTarget(replicas) | Action::ScalePrimary(replicas) => {
-                let name = match action {
-                    Action::ScaleTarget(_) => target_name,
-                    _ => primary_name.as_str(),
+                let primary = matches!(action, Action::ScalePrimary(_));
+                let (name, workload) = if primary {
+                    let live = self.caches.workload(namespace, kind, &primary_name);
+                    let live = live.map(|p| serde_json::to_value(&p)).transpose()?;
+                    (primary_name.as_str(), live.unwrap_or(Value::Null))
+                } else {
+                    (target_name, target.clone())
                 };
+                let patch =
+                    self.scale_patch(canary, &workload, primary, *replicas, (key, &primary_value));
                 deployment_api
-                    .patch(
-                        name,
-                        &PatchParams::default(),
-                        &merge(json!({"spec": {"replicas": replicas}})),
-                    )
+                    .patch(name, &PatchParams::default(), &merge(patch))
                     .await?;
             }
             Action::SetRoutes(next) if routes_by_http_route(&self.canary) => {
@@ -402,7 +458,7 @@ impl Tick<'_> {
             }
             Action::SetRoutes(next) if routes_by_service(&self.canary) => {
                 let [_, _, mut apex] = self.services(target)?;
-                route_apex(&mut apex, key, value, *next);
+                self.route_apex(&mut apex, key, value, *next);
                 self.apply_routing(&resource("", "v1", "Service", "services"), &apex)
                     .await?;
             }
@@ -414,7 +470,8 @@ impl Tick<'_> {
             }
             Action::Promote { replicas } => {
                 self.copy_configs(false).await?;
-                let mut spec = json!({"template": template_for(&target["spec"], key, &primary_value, &self.tracked)});
+                let mut spec =
+                    json!({"template": self.primary_template(target, key, &primary_value)});
                 for field in promoted_fields(target) {
                     if !target["spec"][field].is_null() {
                         spec[field] = target["spec"][field].clone();

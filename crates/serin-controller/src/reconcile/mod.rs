@@ -184,6 +184,8 @@ struct Tick<'a> {
     namespace: String,
     target: Option<Value>,
     label: Option<(String, String)>,
+    /// The Canary splits traffic by the ratio of ready pods (provider kubernetes with steps).
+    by_ratio: bool,
     tracked: BTreeSet<(ConfigKind, String)>,
     /// The HTTPRoute's Gateways have not taken its current generation yet: when it was written,
     /// and what to tell the user if that lasts.

@@ -51,6 +51,15 @@ pub(super) fn observe<'a>(
     };
     let labels: Vec<&str> = ctx.selector_labels.iter().map(String::as_str).collect();
     let label = target_json.as_ref().map(|t| selector_label(t, &labels));
+    // What Serin adds to the target's pod template is not part of its revision.
+    let target = match (target, &label) {
+        (Some(target), Some(Ok((key, value)))) => Some(crate::workloads::as_released(
+            target,
+            key,
+            &format!("{value}-primary"),
+        )),
+        (target, _) => target,
+    };
     let mut route_problem = None;
     let mut route_pending = None;
     let routes = if serin_router::gateway_api::routes_by_http_route(&canary_json) {
@@ -121,6 +130,7 @@ pub(super) fn observe<'a>(
         namespace: namespace.clone(),
         target: target_json,
         label: label.and_then(Result::ok),
+        by_ratio: effective.spec.splits_by_replicas(),
         route_pending,
         tracked: configs
             .as_ref()

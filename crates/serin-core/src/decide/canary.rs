@@ -44,6 +44,9 @@ impl<'a> Tick<'a> {
             );
             return Err(Halt::Done);
         }
+        if self.splits_by_replicas() && !self.wait_for_ratio(current, true) {
+            return Err(Halt::Done);
+        }
         let step = next_step_weight(&self.analysis, current);
         if step > 0
             && !routes.mirrored

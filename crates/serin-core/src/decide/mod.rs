@@ -12,6 +12,7 @@ mod canary;
 mod gates;
 mod phases;
 mod promotion;
+mod replica_ratio;
 mod rollback;
 mod steps;
 
@@ -24,7 +25,7 @@ use crate::plan::{
 use crate::readiness::{Readiness, deployment_readiness};
 use crate::replicas::{
     CanaryScale, TrafficRoutedInput, scale_from_zero, traffic_routed_replicas,
-    traffic_weight_to_replicas,
+    traffic_weight_to_replicas, weighted_split,
 };
 use crate::revision::pod_template_hash;
 use crate::weights::{max_weight, next_step_weight};
@@ -559,6 +560,11 @@ impl<'a> Tick<'a> {
         if current == goal {
             return true;
         }
+        if self.splits_by_replicas() {
+            // The pods follow the status's weight; the apex moves once they are all there.
+            self.status.canary_weight = goal;
+            return self.wait_for_ratio(goal, announce_wait);
+        }
         let side = if goal < current {
             Side::Primary
         } else {
@@ -694,6 +700,7 @@ impl<'a> Tick<'a> {
         }
         self.requeue_for_pause_end();
         self.track_affinity_cookies();
+        self.follow_weight_with_pods();
         self.status.observed_generation = self.canary.metadata.generation;
         if significant(&self.old) != significant(&self.status) {
             self.status.last_transition_time = Some(self.now_time());

@@ -330,6 +330,11 @@ impl<'a> Tick<'a> {
         if !self.skips_analysis() {
             match self.primary_readiness(self.analysis.primary_ready_threshold()) {
                 Readiness::Ready => {}
+                // A release by replica ratio scales the primary at every step; the strategy waits
+                // for its pods, saying how many. A promoted template must still roll out.
+                Readiness::Waiting(_)
+                    if self.splits_by_replicas()
+                        && matches!(phase, Phase::Progressing | Phase::WaitingPromotion) => {}
                 Readiness::Waiting(reason) => {
                     self.warning(
                         reason::WAITING,
@@ -363,6 +368,7 @@ impl<'a> Tick<'a> {
             self.now,
         ) {
             Readiness::Ready => {}
+            Readiness::Waiting(_) if self.splits_by_replicas() => {}
             Readiness::Waiting(reason) => {
                 self.warning(
                     reason::WAITING,

@@ -37,6 +37,18 @@ impl<'a> Tick<'a> {
 
     /// Promoting: traffic goes back to the (now updated) primary, at once or by `stepWeightPromotion`.
     pub(super) fn shift_traffic_to_primary(&mut self, routes: Routes) -> Step {
+        if self.splits_by_replicas() {
+            // The primary (now on the new version) takes the pods back; the apex Service leaves
+            // the canary only once the primary has them all.
+            self.status.canary_weight = 0;
+            if !self.wait_for_ratio(0, true) {
+                return Err(Halt::Done);
+            }
+            self.normal(reason::PROMOTING, "Routing all traffic to primary");
+            self.set_routes(100, 0, false);
+            self.set_phase(Phase::Finalising);
+            return Err(Halt::Done);
+        }
         if self.dynamic_stable_scale()
             && routes.canary > 0
             && !self.side_can_take(Side::Primary, self.full_replicas(), "all traffic")

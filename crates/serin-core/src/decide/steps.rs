@@ -147,6 +147,26 @@ impl<'a> Tick<'a> {
                 {
                     return Err(Halt::Done);
                 }
+                if self.splits_by_replicas() {
+                    // The step is done when the pods are: its weight is set first, and the pods
+                    // follow it over the next reconciles.
+                    if weight != target_weight {
+                        self.set_routes(100 - target_weight, target_weight, false);
+                        self.status.canary_weight = target_weight;
+                        self.normal(
+                            reason::PROGRESSING,
+                            format!("Advance {} canary weight {target_weight}", self.canary_id),
+                        );
+                        return Err(Halt::Done);
+                    }
+                    if !self.wait_for_ratio(target_weight, true) {
+                        return Err(Halt::Done);
+                    }
+                    self.step_completed(index);
+                    index += 1;
+                    self.step_entered(index);
+                    continue;
+                }
                 if !self.sides_ready_for_weight(index, weight, target_weight) {
                     return Err(Halt::Done);
                 }
