@@ -3,13 +3,15 @@
 # the target to zero the way Flagger does, with a nodeSelector no node has
 # (flagger.app/scale-to-zero); a new version scales it back up, is analysed on Istio weights and
 # promoted into the primary DaemonSet; deleting the Canary with revertOnDeletion gives the target
-# its pods back.
+# its pods back. A DaemonSet runs one pod per node, so the counts follow the node count.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_sandbox "the scenario reads the sandbox's data plane through its mesh proxy"
 LOADTESTER_FIXTURE=$E2E_DIR/fixtures/flagger-loadtester.yaml
 setup
 kc apply -f "$E2E_DIR/fixtures/podinfo-daemonset.yaml" >/dev/null
 kc rollout status ds/agent --timeout=60s >/dev/null
+NODES=$(kc get nodes -o name | wc -l)
+log "the cluster has $NODES nodes"
 
 ds_field() { kc get ds "$1" -o jsonpath="$2"; }
 agent_version() {
@@ -73,9 +75,11 @@ has_finalizer() { [[ $(kc get canary agent -o jsonpath='{.metadata.finalizers[*]
 wait_for "the Canary's finalizer" 30 has_finalizer
 kc delete canary agent --wait=true --timeout=60s >/dev/null
 kc rollout status ds/agent --timeout=60s >/dev/null
-expect_eq "target DaemonSet pods after the Canary is deleted" 1 "$(ds_field agent '{.status.numberReady}')"
+expect_eq "target DaemonSet pods after the Canary is deleted" "$NODES" "$(ds_field agent '{.status.numberReady}')"
+expect_eq "nodes running a target DaemonSet pod" "$NODES" \
+  "$(kc get pods -l app=agent -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort -u | wc -l)"
 expect_eq "target DaemonSet nodeSelector after the Canary is deleted" "" "$(ds_field agent '{.spec.template.spec.nodeSelector}')"
 primary_gone() { [[ -z $(kc get ds agent-primary --ignore-not-found -o name) ]]; }
 wait_for "the primary DaemonSet to go with the Canary" 30 primary_gone
-expect_eq "image of the target's pod" ghcr.io/stefanprodan/podinfo:6.0.1 \
-  "$(kc get pods -l app=agent -o jsonpath='{.items[*].spec.containers[0].image}')"
+expect_eq "image of the target's pods" ghcr.io/stefanprodan/podinfo:6.0.1 \
+  "$(kc get pods -l app=agent -o jsonpath='{range .items[*]}{.spec.containers[0].image}{"\n"}{end}' | sort -u)"

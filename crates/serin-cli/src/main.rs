@@ -51,6 +51,11 @@ enum SandboxAction {
         /// Run the mesh without Prometheus (by default Debian's `prometheus` scrapes it).
         #[arg(long)]
         without_prometheus: bool,
+        /// How many nodes the cluster has: `sandbox-node`, `sandbox-node-2`, ..., each in a zone
+        /// of its own; the scheduler spreads pods over them (see docs/sandbox.md).
+        #[arg(long, value_name = "N", default_value_t = 3,
+            value_parser = clap::value_parser!(u16).range(1..=1000))]
+        nodes: u16,
     },
 }
 
@@ -88,6 +93,7 @@ async fn serve(command: Command) -> anyhow::Result<()> {
                     faults,
                     podinfo_images,
                     without_prometheus,
+                    nodes,
                 },
         } => {
             let mut serving = serin_sandbox::runtime::ServingOptions::default();
@@ -101,6 +107,7 @@ async fn serve(command: Command) -> anyhow::Result<()> {
                     prometheus: (!without_prometheus).then(|| "prometheus".to_string()),
                     ..serin_sandbox::MeshSettings::default()
                 }),
+                nodes: usize::from(nodes),
                 ..serin_sandbox::SandboxOptions::default()
             };
             if let Some(path) = faults {

@@ -35,7 +35,7 @@ fn everyday_kubectl_commands_behave_as_on_a_cluster() {
     k.expect(&["cluster-info"], "Kubernetes control plane is running at");
     k.expect(&["api-resources"], "horizontalpodautoscalers");
     k.expect(&["api-versions"], "rbac.authorization.k8s.io/v1");
-    k.expect(&["get", "nodes"], "sandbox-node   Ready");
+    k.expect(&["get", "nodes"], "sandbox-node-3   Ready");
     k.expect(&["auth", "whoami"], "sandbox-admin");
 
     // Imperative creation (protobuf bodies).
@@ -411,5 +411,23 @@ fn everyday_kubectl_commands_behave_as_on_a_cluster() {
         k.ran.get() >= 40,
         "the suite drives at least 40 commands ({})",
         k.ran.get()
+    );
+}
+
+/// `serin sandbox up --nodes N` runs N nodes (3 without the flag, as above), and refuses none.
+#[test]
+fn sandbox_up_runs_the_nodes_asked_for() {
+    let sandbox = SandboxUp::start_with(&["--nodes", "5"]);
+    let k = Kubectl::new(&sandbox.dir.path().join("kubeconfig"));
+    let nodes = k.expect(&["get", "nodes", "-o", "name"], "node/sandbox-node-5");
+    assert_eq!(nodes.lines().count(), 5, "{nodes}");
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_serin"))
+        .args(["sandbox", "up", "--nodes", "0"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--nodes <N>"),
+        "{refused:?}"
     );
 }

@@ -187,8 +187,56 @@ fn finished_status(pod: &Value, ended: &Termination) -> Value {
     status
 }
 
-/// Name of the node every pod is scheduled to.
+/// Name of the sandbox's first node; the others add `-2`, `-3`, ... ([`node_name`]).
 pub const NODE_NAME: &str = "sandbox-node";
+
+/// Name of the sandbox's node number `index` (from 1): [`NODE_NAME`], then `sandbox-node-2`, ...
+pub fn node_name(index: usize) -> String {
+    if index <= 1 {
+        NODE_NAME.to_string()
+    } else {
+        format!("{NODE_NAME}-{index}")
+    }
+}
+
+/// The Node object of the sandbox's node number `index` (from 1): Ready, with room for any pod,
+/// labelled with its hostname, OS, architecture and a zone of its own (`zone-<index>`).
+fn sandbox_node(index: usize) -> Value {
+    let name = node_name(index);
+    json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+            "topology.kubernetes.io/zone": format!("zone-{index}")}},
+        "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "sandbox kubelet is ready"}],
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
+            "allocatable": {"cpu": "1k", "memory": "1Ti", "pods": "1M"}, "capacity": {"cpu": "1k", "memory": "1Ti", "pods": "1M"},
+            "nodeInfo": {"kubeletVersion": "v1.32.5-serin", "architecture": "amd64", "operatingSystem": "linux"}}})
+}
+
+/// The tolerations the DaemonSet controller gives every daemon pod, so node conditions and a
+/// cordon do not keep it off a node.
+fn daemon_tolerations(spec: &Value) -> Vec<Value> {
+    let mut added = vec![
+        ("node.kubernetes.io/not-ready", "NoExecute"),
+        ("node.kubernetes.io/unreachable", "NoExecute"),
+        ("node.kubernetes.io/disk-pressure", "NoSchedule"),
+        ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+        ("node.kubernetes.io/pid-pressure", "NoSchedule"),
+        ("node.kubernetes.io/unschedulable", "NoSchedule"),
+    ];
+    if spec["hostNetwork"] == true {
+        added.push(("node.kubernetes.io/network-unavailable", "NoSchedule"));
+    }
+    let mut tolerations: Vec<Value> = spec["tolerations"].as_array().cloned().unwrap_or_default();
+    for (key, effect) in added {
+        if !tolerations
+            .iter()
+            .any(|t| t["key"] == key && t["effect"] == effect)
+        {
+            tolerations.push(json!({"key": key, "operator": "Exists", "effect": effect}));
+        }
+    }
+    tolerations
+}
 
 /// How the built-in controllers write (their field manager, as on a real cluster).
 fn controller_writes() -> WriteOptions {
@@ -332,6 +380,8 @@ pub struct Controllers {
     jobs: ResourceInfo,
     daemonsets: ResourceInfo,
     events: ResourceInfo,
+    nodes: ResourceInfo,
+    namespaces: ResourceInfo,
 }
 
 /// Writes a core/v1 Event about `object` (of `kind`), as the cluster's `component` does, so
@@ -405,16 +455,9 @@ pub(crate) fn write_event(
 }
 
 impl Controllers {
-    /// Whether the sandbox's node is cordoned (`spec.unschedulable`).
-    fn node_cordoned(&self) -> bool {
-        self.store
-            .resource("", "v1", "nodes")
-            .and_then(|nodes| self.store.get(&nodes, "", NODE_NAME).ok())
-            .is_some_and(|node| node["spec"]["unschedulable"] == true)
-    }
-
-    /// Controllers over `store`, running pods with `runtime`.
-    pub fn new(store: Arc<Store>, runtime: Arc<dyn PodRuntime>) -> Self {
+    /// Controllers over `store`, running pods with `runtime` on `node_count` nodes (at least one),
+    /// which are created now.
+    pub fn new(store: Arc<Store>, runtime: Arc<dyn PodRuntime>, node_count: usize) -> Self {
         let pods = store.resource("", "v1", "pods").expect("built in");
         let replicasets = store
             .resource("apps", "v1", "replicasets")
@@ -423,25 +466,24 @@ impl Controllers {
             .resource("apps", "v1", "deployments")
             .expect("built in");
         let nodes = store.resource("", "v1", "nodes").expect("built in");
+        let namespaces = store.resource("", "v1", "namespaces").expect("built in");
         let events = store.resource("", "v1", "events").expect("built in");
         let jobs = store.resource("batch", "v1", "jobs").expect("built in");
         let daemonsets = store
             .resource("apps", "v1", "daemonsets")
             .expect("built in");
-        let node = json!({"metadata": {"name": NODE_NAME, "labels": {"kubernetes.io/hostname": NODE_NAME}},
-            "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "sandbox kubelet is ready"}],
-                "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": NODE_NAME}],
-                "allocatable": {"cpu": "1k", "memory": "1Ti", "pods": "1M"}, "capacity": {"cpu": "1k", "memory": "1Ti", "pods": "1M"},
-                "nodeInfo": {"kubeletVersion": "v1.32.5-serin", "architecture": "amd64", "operatingSystem": "linux"}}});
-        let _ = store.create(&nodes, None, node.clone(), &controller_writes());
-        let _ = store.update(
-            &nodes,
-            "",
-            NODE_NAME,
-            node,
-            Part::Status,
-            &controller_writes(),
-        );
+        for index in 1..=node_count.max(1) {
+            let node = sandbox_node(index);
+            let _ = store.create(&nodes, None, node.clone(), &controller_writes());
+            let _ = store.update(
+                &nodes,
+                "",
+                &node_name(index),
+                node,
+                Part::Status,
+                &controller_writes(),
+            );
+        }
         Controllers {
             store,
             runtime,
@@ -454,6 +496,8 @@ impl Controllers {
             jobs,
             daemonsets,
             events,
+            nodes,
+            namespaces,
         }
     }
 
@@ -544,6 +588,7 @@ impl Controllers {
                 self.runtime.stop(&pod);
             }
         }
+        changed |= self.schedule_pending(&pods);
         for pod in pods {
             let pod_uid = uid(&pod);
             if pod["metadata"]["deletionTimestamp"].is_string() {
@@ -562,59 +607,8 @@ impl Controllers {
                 changed = true;
                 continue;
             }
-            if pod["spec"]["nodeName"].is_null() && self.node_cordoned() {
-                // `kubectl cordon`: the scheduler leaves new pods Pending, once with an event.
-                let unscheduled = pod["status"]["conditions"]
-                    .as_array()
-                    .is_some_and(|c| c.iter().any(|c| c["reason"] == "Unschedulable"));
-                if !unscheduled {
-                    let message = "0/1 nodes are available: 1 node(s) were unschedulable. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.";
-                    record_warning(
-                        &self.store,
-                        &self.events,
-                        &pod,
-                        "Pod",
-                        "default-scheduler",
-                        "FailedScheduling",
-                        message.to_string(),
-                    );
-                    let mut status = pod["status"].clone();
-                    status["phase"] = json!("Pending");
-                    status["conditions"] = json!([{"type": "PodScheduled", "status": "False",
-                        "reason": "Unschedulable", "message": message, "lastTransitionTime": now_rfc3339()}]);
-                    changed |= self.write_status(&self.pods, &pod, status);
-                }
-                continue;
-            }
             if pod["spec"]["nodeName"].is_null() {
-                let mut scheduled = pod.clone();
-                scheduled["spec"]["nodeName"] = json!(NODE_NAME);
-                if let Ok(bound) = self.store.update(
-                    &self.pods,
-                    &ns(&pod),
-                    &name(&pod),
-                    scheduled,
-                    Part::Main,
-                    &controller_writes(),
-                ) {
-                    record_event(
-                        &self.store,
-                        &self.events,
-                        &bound,
-                        "Pod",
-                        "default-scheduler",
-                        "Scheduled",
-                        format!(
-                            "Successfully assigned {}/{} to {NODE_NAME}",
-                            ns(&bound),
-                            name(&bound)
-                        ),
-                    );
-                    let mut status = bound["status"].clone();
-                    status["conditions"] = json!([{"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339()}]);
-                    self.write_status(&self.pods, &bound, status);
-                }
-                changed = true;
+                // Bound (or still Pending) by `schedule_pending` above; the kubelet sees it next pass.
                 continue;
             }
             if matches!(
@@ -716,6 +710,117 @@ impl Controllers {
             }
         }
         changed
+    }
+
+    /// The scheduler: binds each pod without a node to the best node for it, one pod after the
+    /// other so each decision sees the pods bound before it (by priority, then age). A pod no node
+    /// takes stays Pending with `PodScheduled=False` and one `FailedScheduling` event per distinct
+    /// reason; it is tried again on every pass, so a removed taint or a deleted pod lets it run.
+    fn schedule_pending(&self, pods: &[Value]) -> bool {
+        let mut pending: Vec<&Value> = pods
+            .iter()
+            .filter(|p| p["spec"]["nodeName"].is_null())
+            .filter(|p| !p["metadata"]["deletionTimestamp"].is_string())
+            .filter(|p| !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed")))
+            .collect();
+        if pending.is_empty() {
+            return false;
+        }
+        pending.sort_by_key(|p| {
+            (
+                std::cmp::Reverse(p["spec"]["priority"].as_i64().unwrap_or(0)),
+                p["metadata"]["creationTimestamp"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                name(p),
+            )
+        });
+        let nodes = self.all(&self.nodes);
+        let namespaces = self.all(&self.namespaces);
+        // The pods as this pass has bound them so far.
+        let mut placed: Vec<Value> = pods.to_vec();
+        let mut changed = false;
+        for pod in pending {
+            let cluster = crate::scheduler::Cluster {
+                nodes: &nodes,
+                pods: &placed,
+                namespaces: &namespaces,
+            };
+            match crate::scheduler::schedule(pod, cluster) {
+                Ok(node) => {
+                    if self.bind(pod, &node) {
+                        let pod_uid = uid(pod);
+                        if let Some(bound) = placed.iter_mut().find(|p| uid(p) == pod_uid) {
+                            bound["spec"]["nodeName"] = json!(node);
+                        }
+                    }
+                    changed = true;
+                }
+                Err(message) => changed |= self.leave_unschedulable(pod, &message),
+            }
+        }
+        changed
+    }
+
+    /// Binds `pod` to `node` with the scheduler's `Scheduled` event; whether it was bound.
+    fn bind(&self, pod: &Value, node: &str) -> bool {
+        let mut scheduled = pod.clone();
+        scheduled["spec"]["nodeName"] = json!(node);
+        let Ok(bound) = self.store.update(
+            &self.pods,
+            &ns(pod),
+            &name(pod),
+            scheduled,
+            Part::Main,
+            &controller_writes(),
+        ) else {
+            return false;
+        };
+        record_event(
+            &self.store,
+            &self.events,
+            &bound,
+            "Pod",
+            "default-scheduler",
+            "Scheduled",
+            format!(
+                "Successfully assigned {}/{} to {node}",
+                ns(&bound),
+                name(&bound)
+            ),
+        );
+        let mut status = bound["status"].clone();
+        status["conditions"] = json!([{"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339()}]);
+        self.write_status(&self.pods, &bound, status);
+        true
+    }
+
+    /// Keeps `pod` Pending because no node takes it: `PodScheduled=False` (reason Unschedulable)
+    /// and a `FailedScheduling` warning, both only when `message` is news.
+    fn leave_unschedulable(&self, pod: &Value, message: &str) -> bool {
+        let known = pod["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["reason"] == "Unschedulable" && c["message"] == message);
+        if known {
+            return false;
+        }
+        record_warning(
+            &self.store,
+            &self.events,
+            pod,
+            "Pod",
+            "default-scheduler",
+            "FailedScheduling",
+            message.to_string(),
+        );
+        let mut status = pod["status"].clone();
+        status["phase"] = json!("Pending");
+        status["conditions"] = json!([{"type": "PodScheduled", "status": "False",
+            "reason": "Unschedulable", "message": message, "lastTransitionTime": now_rfc3339()}]);
+        self.write_status(&self.pods, pod, status)
     }
 
     fn replicasets(&mut self) -> bool {
@@ -878,8 +983,6 @@ impl Controllers {
         Ok(())
     }
 
-    /// The DaemonSet controller: one pod per node, bound to it directly (daemon pods run on
-    /// cordoned nodes too), replaced one at a time when the template changes.
     /// Deletes a DaemonSet's pod with the controller's `SuccessfulDelete` event; whether it went.
     fn delete_daemon_pod(&self, ds: &Value, pod: &Value) -> bool {
         let deleted = self.store.delete(
@@ -903,30 +1006,36 @@ impl Controllers {
         deleted.is_ok()
     }
 
+    /// The DaemonSet controller: one pod on every node the template's node selector, required node
+    /// affinity and tolerations admit, bound to it directly (daemon pods run on cordoned nodes
+    /// too), replaced `maxUnavailable` at a time when the template changes.
     fn sync_daemonsets(&mut self) -> bool {
         let mut changed = false;
         let pods = self.all(&self.pods);
         let pods_by_owner = by_controller(&pods);
-        let nodes = self.store.resource("", "v1", "nodes").expect("built in");
-        let all_nodes = self.all(&nodes);
+        let all_nodes = self.all(&self.nodes);
         for ds in self.all(&self.daemonsets) {
             if ds["metadata"]["deletionTimestamp"].is_string() {
                 continue;
             }
-            // As the DaemonSet controller: only the nodes whose labels hold the template's
-            // nodeSelector run a pod (Flagger scales a DaemonSet to zero with a selector no node has).
-            let selector = &ds["spec"]["template"]["spec"]["nodeSelector"];
-            let nodes: Vec<String> = all_nodes
+            let template = &ds["spec"]["template"];
+            let mut spec = template["spec"].clone();
+            spec["tolerations"] = json!(daemon_tolerations(&spec));
+            // As the DaemonSet controller: a node runs a pod only if the pod would fit there (Flagger
+            // scales a DaemonSet to zero with a nodeSelector no node has); a pod may stay on a node
+            // it no longer fits only behind a NoSchedule taint.
+            let fits: Vec<(String, crate::scheduler::DaemonFit)> = all_nodes
                 .iter()
-                .filter(|node| {
-                    selector
-                        .as_object()
-                        .into_iter()
-                        .flatten()
-                        .all(|(key, value)| node["metadata"]["labels"][key.as_str()] == *value)
-                })
-                .map(name)
+                .map(|node| (name(node), crate::scheduler::daemon_fit(&spec, node)))
                 .collect();
+            let nodes: Vec<&str> = fits
+                .iter()
+                .filter(|(_, fit)| fit.should_run)
+                .map(|(node, _)| node.as_str())
+                .collect();
+            let on = |pod: &Value, node: &str| pod["spec"]["nodeName"] == node;
+            let may_stay =
+                |pod: &Value| fits.iter().any(|(node, fit)| fit.may_stay && on(pod, node));
             let ds_uid = uid(&ds);
             let generation = ds["metadata"]["generation"].as_i64().unwrap_or(1);
             let owned: Vec<&Value> = pods_by_owner
@@ -946,34 +1055,19 @@ impl Controllers {
                 .max(1);
             let rolling = ds["spec"]["updateStrategy"]["type"] != "OnDelete";
             let mut replaced = 0;
-            for stray in owned.iter().filter(|p| {
-                !nodes
-                    .iter()
-                    .any(|node| p["spec"]["nodeName"] == node.as_str())
-            }) {
+            for stray in owned.iter().filter(|p| !may_stay(p)) {
                 changed |= self.delete_daemon_pod(&ds, stray);
             }
-            let owned: Vec<&Value> = owned
-                .into_iter()
-                .filter(|p| {
-                    nodes
-                        .iter()
-                        .any(|node| p["spec"]["nodeName"] == node.as_str())
-                })
-                .collect();
+            let owned: Vec<&Value> = owned.into_iter().filter(|p| may_stay(p)).collect();
             for node in &nodes {
-                let on_node: Vec<&&Value> = owned
-                    .iter()
-                    .filter(|p| p["spec"]["nodeName"] == node.as_str())
-                    .collect();
+                let on_node: Vec<&&Value> = owned.iter().filter(|p| on(p, node)).collect();
                 if on_node.is_empty() {
-                    let template = &ds["spec"]["template"];
                     let mut labels = template["metadata"]["labels"].clone();
                     if !labels.is_object() {
                         labels = json!({});
                     }
                     labels["pod-template-generation"] = json!(generation.to_string());
-                    let mut spec = template["spec"].clone();
+                    let mut spec = spec.clone();
                     spec["nodeName"] = json!(node);
                     changed |= self
                         .create_owned_pod(&ds, "daemonset-controller", labels, spec)
@@ -987,17 +1081,29 @@ impl Controllers {
                     changed = true;
                 }
             }
-            let ready = |p: &&Value| is_ready(p);
-            let scheduled = owned.len();
-            let number_ready = owned.iter().filter(|p| ready(p)).count();
-            let updated = owned.iter().filter(|p| current_template(p)).count();
-            let available = owned
+            // The counts are over the nodes that should run a pod; pods kept elsewhere (behind a
+            // NoSchedule taint added later) are misscheduled.
+            let (scheduled, misplaced): (Vec<&Value>, Vec<&Value>) = owned
                 .iter()
-                .filter(|p| ready(p) && current_template(p))
+                .partition(|p| nodes.iter().any(|node| on(p, node)));
+            let node_count = |pods: &[&Value]| {
+                let mut names: Vec<&str> = pods
+                    .iter()
+                    .filter_map(|p| p["spec"]["nodeName"].as_str())
+                    .collect();
+                names.sort_unstable();
+                names.dedup();
+                names.len()
+            };
+            let number_ready = scheduled.iter().filter(|p| is_ready(p)).count();
+            let updated = scheduled.iter().filter(|p| current_template(p)).count();
+            let available = scheduled
+                .iter()
+                .filter(|p| is_ready(p) && current_template(p))
                 .count();
             let mut status = json!({
-                "currentNumberScheduled": scheduled, "desiredNumberScheduled": nodes.len(),
-                "numberMisscheduled": 0, "numberReady": number_ready,
+                "currentNumberScheduled": node_count(&scheduled), "desiredNumberScheduled": nodes.len(),
+                "numberMisscheduled": node_count(&misplaced), "numberReady": number_ready,
                 "numberAvailable": available, "updatedNumberScheduled": updated,
                 "observedGeneration": generation,
             });
@@ -1555,15 +1661,17 @@ fn feeds_controllers(resource: &str) -> bool {
     )
 }
 
-/// Runs the controllers in the background until the returned handle is aborted: a pass after
-/// every relevant change, and every `period` for time-based progress (readiness delays, deadlines).
+/// Runs the controllers over `nodes` nodes in the background until the returned handle is
+/// aborted: a pass after every relevant change, and every `period` for time-based progress
+/// (readiness delays, deadlines, Pending pods).
 pub fn spawn(
     store: Arc<Store>,
     runtime: Arc<dyn PodRuntime>,
     period: Duration,
+    nodes: usize,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut controllers = Controllers::new(store.clone(), runtime);
+        let mut controllers = Controllers::new(store.clone(), runtime, nodes);
         let mut changes = store.subscribe();
         loop {
             // Settle: run passes until nothing changes (bounded, so a flapping object cannot spin).
@@ -1622,4 +1730,272 @@ pub fn pod_phases(store: &Store) -> BTreeMap<String, usize> {
             .or_insert(0) += 1;
     }
     counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Controllers over a fresh store with three nodes, whose pods are Ready at once.
+    fn three_node_cluster() -> (Arc<Store>, Controllers) {
+        let store = Store::new();
+        let runtime = Arc::new(DelayRuntime {
+            delay: Duration::ZERO,
+        });
+        let controllers = Controllers::new(store.clone(), runtime, 3);
+        (store, controllers)
+    }
+
+    fn settle(controllers: &mut Controllers) {
+        for _ in 0..20 {
+            if !controllers.reconcile() {
+                return;
+            }
+        }
+    }
+
+    fn create(store: &Store, plural: &str, group: &str, object: Value) {
+        let info = store.resource(group, "v1", plural).unwrap();
+        store
+            .create(&info, Some("default"), object, &controller_writes())
+            .unwrap();
+    }
+
+    fn pods(store: &Store) -> Vec<Value> {
+        let info = store.resource("", "v1", "pods").unwrap();
+        store
+            .list(
+                &info,
+                None,
+                &LabelSelector::default(),
+                &FieldSelector::default(),
+            )
+            .0
+    }
+
+    fn set_taints(store: &Store, node: &str, taints: Value) {
+        let nodes = store.resource("", "v1", "nodes").unwrap();
+        store
+            .patch(
+                &nodes,
+                "",
+                node,
+                PatchType::Merge,
+                &json!({"spec": {"taints": taints}}),
+                Part::Main,
+                &controller_writes(),
+            )
+            .unwrap();
+    }
+
+    fn warnings(store: &Store) -> Vec<String> {
+        let events = store.resource("", "v1", "events").unwrap();
+        store
+            .list(
+                &events,
+                None,
+                &LabelSelector::default(),
+                &FieldSelector::default(),
+            )
+            .0
+            .iter()
+            .filter(|e| e["reason"] == "FailedScheduling")
+            .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
+    fn web_pod(name: &str) -> Value {
+        json!({"metadata": {"name": name, "labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "web", "image": "podinfo"}],
+                "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]}}}})
+    }
+
+    #[test]
+    fn the_sandbox_has_the_asked_number_of_labelled_nodes() {
+        let (store, _controllers) = three_node_cluster();
+        let info = store.resource("", "v1", "nodes").unwrap();
+        let nodes = store
+            .list(
+                &info,
+                None,
+                &LabelSelector::default(),
+                &FieldSelector::default(),
+            )
+            .0;
+        let names: Vec<String> = nodes.iter().map(name).collect();
+        assert_eq!(names, ["sandbox-node", "sandbox-node-2", "sandbox-node-3"]);
+        assert_eq!(
+            nodes[1]["metadata"]["labels"],
+            json!({"kubernetes.io/hostname": "sandbox-node-2", "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64", "topology.kubernetes.io/zone": "zone-2"})
+        );
+        assert_eq!(nodes[2]["status"]["conditions"][0]["type"], "Ready");
+    }
+
+    #[test]
+    fn pods_created_together_with_anti_affinity_land_on_different_nodes() {
+        let (store, mut controllers) = three_node_cluster();
+        for n in 1..=4 {
+            create(&store, "pods", "", web_pod(&format!("web-{n}")));
+        }
+        // One pass binds the first three (each decision sees the ones bound before it).
+        controllers.reconcile();
+        let mut nodes: Vec<String> = pods(&store)
+            .iter()
+            .filter_map(|p| p["spec"]["nodeName"].as_str().map(String::from))
+            .collect();
+        nodes.sort();
+        assert_eq!(nodes, ["sandbox-node", "sandbox-node-2", "sandbox-node-3"]);
+        settle(&mut controllers);
+        settle(&mut controllers);
+        let pending: Vec<Value> = pods(&store)
+            .into_iter()
+            .filter(|p| p["spec"]["nodeName"].is_null())
+            .collect();
+        assert_eq!(pending.len(), 1);
+        let message = "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules. \
+            preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod..";
+        assert_eq!(pending[0]["status"]["phase"], "Pending");
+        assert_eq!(
+            pending[0]["status"]["conditions"][0],
+            json!({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "message": message, "lastTransitionTime": pending[0]["status"]["conditions"][0]["lastTransitionTime"]})
+        );
+        assert_eq!(
+            warnings(&store),
+            [message],
+            "one event, however many passes"
+        );
+        // Deleting a pod that blocks it lets it schedule.
+        let info = store.resource("", "v1", "pods").unwrap();
+        store
+            .delete(&info, "default", "web-1", &DeleteOptions::default(), false)
+            .unwrap();
+        settle(&mut controllers);
+        assert!(
+            pods(&store)
+                .iter()
+                .all(|p| p["status"]["phase"] == "Running")
+        );
+    }
+
+    #[test]
+    fn a_pending_pod_runs_once_the_taint_keeping_it_out_is_removed() {
+        let (store, mut controllers) = three_node_cluster();
+        for node in ["sandbox-node", "sandbox-node-2", "sandbox-node-3"] {
+            set_taints(
+                &store,
+                node,
+                json!([{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]),
+            );
+        }
+        create(&store, "pods", "", web_pod("web"));
+        settle(&mut controllers);
+        assert_eq!(
+            warnings(&store),
+            [
+                "0/3 nodes are available: 3 node(s) had untolerated taint {dedicated: infra}. \
+              preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+            ]
+        );
+        set_taints(&store, "sandbox-node-2", json!(null));
+        settle(&mut controllers);
+        let pod = &pods(&store)[0];
+        assert_eq!(pod["spec"]["nodeName"], "sandbox-node-2");
+        assert_eq!(pod["status"]["phase"], "Running");
+    }
+
+    #[test]
+    fn a_daemonset_runs_on_every_node_whose_taints_it_tolerates() {
+        let (store, mut controllers) = three_node_cluster();
+        set_taints(
+            &store,
+            "sandbox-node-3",
+            json!([{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]),
+        );
+        let nodes = store.resource("", "v1", "nodes").unwrap();
+        store
+            .patch(
+                &nodes,
+                "",
+                "sandbox-node",
+                PatchType::Merge,
+                &json!({"spec": {"unschedulable": true}}),
+                Part::Main,
+                &controller_writes(),
+            )
+            .unwrap();
+        create(
+            &store,
+            "daemonsets",
+            "apps",
+            json!({"metadata": {"name": "agent"}, "spec": {
+                "selector": {"matchLabels": {"app": "agent"}},
+                "template": {"metadata": {"labels": {"app": "agent"}},
+                    "spec": {"containers": [{"name": "agent", "image": "podinfo"}]}}}}),
+        );
+        settle(&mut controllers);
+        let placed = |store: &Store| {
+            let mut nodes: Vec<String> = pods(store)
+                .iter()
+                .filter_map(|p| p["spec"]["nodeName"].as_str().map(String::from))
+                .collect();
+            nodes.sort();
+            nodes
+        };
+        assert_eq!(
+            placed(&store),
+            ["sandbox-node", "sandbox-node-2"],
+            "the cordoned node runs one, the tainted one none"
+        );
+        let daemonsets = store.resource("apps", "v1", "daemonsets").unwrap();
+        let status =
+            |store: &Store| store.get(&daemonsets, "default", "agent").unwrap()["status"].clone();
+        for field in [
+            "desiredNumberScheduled",
+            "currentNumberScheduled",
+            "numberReady",
+            "numberAvailable",
+            "updatedNumberScheduled",
+        ] {
+            assert_eq!(status(&store)[field], 2, "{field}");
+        }
+        assert!(
+            pods(&store)[0]["spec"]["tolerations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["key"] == "node.kubernetes.io/unschedulable"),
+            "daemon pods tolerate a cordon, as the DaemonSet controller's do"
+        );
+        store
+            .patch(
+                &daemonsets,
+                "default",
+                "agent",
+                PatchType::Merge,
+                &json!({"spec": {"template": {"spec": {"tolerations": [{"key": "dedicated", "operator": "Exists"}]}}}}),
+                Part::Main,
+                &controller_writes(),
+            )
+            .unwrap();
+        settle(&mut controllers);
+        settle(&mut controllers);
+        assert_eq!(
+            placed(&store),
+            ["sandbox-node", "sandbox-node-2", "sandbox-node-3"]
+        );
+        assert_eq!(status(&store)["numberReady"], 3);
+        assert_eq!(status(&store)["desiredNumberScheduled"], 3);
+        // A NoExecute taint the pods do not tolerate takes the pod off that node.
+        set_taints(
+            &store,
+            "sandbox-node-2",
+            json!([{"key": "maintenance", "effect": "NoExecute"}]),
+        );
+        settle(&mut controllers);
+        assert_eq!(placed(&store), ["sandbox-node", "sandbox-node-3"]);
+        assert_eq!(status(&store)["desiredNumberScheduled"], 2);
+    }
 }

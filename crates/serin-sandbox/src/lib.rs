@@ -41,6 +41,7 @@ pub mod protobuf;
 pub mod registry;
 pub mod runtime;
 pub mod scale;
+pub mod scheduler;
 pub mod selectors;
 pub mod server;
 pub mod services;
@@ -77,6 +78,9 @@ pub struct SandboxOptions {
     /// Prometheus, if asked) starts with the sandbox, Istio's ingress gateway is installed in
     /// `istio-system` and Gateway API Gateways of the `istio` class are deployed ([`gateways`]).
     pub mesh: Option<MeshSettings>,
+    /// How many nodes the cluster has (at least one; 3 by default): `sandbox-node`,
+    /// `sandbox-node-2`, ... ([`controllers::node_name`]), each in a zone of its own.
+    pub nodes: usize,
 }
 
 impl SandboxOptions {
@@ -119,6 +123,7 @@ impl Default for SandboxOptions {
             autoscaler_period: Duration::from_secs(15),
             faults: Vec::new(),
             mesh: None,
+            nodes: 3,
         }
     }
 }
@@ -283,7 +288,12 @@ impl Sandbox {
         }));
         let autoscaler =
             autoscaling::spawn(store.clone(), runtime.clone(), options.autoscaler_period);
-        let controllers = controllers::spawn(store.clone(), runtime, options.controller_period);
+        let controllers = controllers::spawn(
+            store.clone(),
+            runtime,
+            options.controller_period,
+            options.nodes,
+        );
         let identity_controllers = auth::spawn_controllers(store.clone());
         let gateway_controller = mesh.is_some().then(|| gateways::spawn(store.clone()));
         let tls_listener = tls::TlsListener::new(tls_listener, &certificate)?;

@@ -1,5 +1,5 @@
 //! DaemonSets with the real kubectl: one pod per node, `rollout status`, a template change
-//! replacing the pod, and pods that run on a cordoned node as daemon pods do.
+//! replacing the pods, and pods that run on a cordoned node as daemon pods do.
 
 mod common;
 
@@ -22,6 +22,8 @@ async fn a_daemonset_runs_one_pod_per_node_and_rolls_it() {
     let dir = tempfile::tempdir().unwrap();
     let sandbox = Sandbox::start(dir.path()).await.unwrap();
     let k = Kubectl::new(&sandbox);
+    let nodes = k.ok(&["get", "nodes", "-o", "name"]).lines().count();
+    assert_eq!(nodes, 3, "the sandbox's default");
     k.ok(&["cordon", "sandbox-node"]);
     k.apply(AGENT, &[]);
     let rolled = k.ok(&["rollout", "status", "ds/agent", "--timeout=30s"]);
@@ -33,18 +35,21 @@ async fn a_daemonset_runs_one_pod_per_node_and_rolls_it() {
         .into_iter()
         .map(|r| r.join(" "))
         .collect::<Vec<_>>();
-    assert!(rows[1].starts_with("agent 1 1 1 1 1 <none>"), "{rows:?}");
-    let first = k.ok(&[
+    assert!(rows[1].starts_with("agent 3 3 3 3 3 <none>"), "{rows:?}");
+    let placed = k.ok(&[
         "get",
         "pods",
         "-l",
         "app=agent",
         "-o",
-        "jsonpath={.items[*].metadata.name} {.items[*].spec.nodeName}",
+        "jsonpath={range .items[*]}{.spec.nodeName}{\"\\n\"}{end}",
     ]);
-    assert!(
-        first.ends_with(" sandbox-node"),
-        "daemon pods run on the cordoned node: {first}"
+    let mut placed: Vec<&str> = placed.lines().collect();
+    placed.sort();
+    assert_eq!(
+        placed,
+        ["sandbox-node", "sandbox-node-2", "sandbox-node-3"],
+        "one pod per node, the cordoned one included"
     );
 
     k.ok(&[
@@ -62,7 +67,7 @@ async fn a_daemonset_runs_one_pod_per_node_and_rolls_it() {
         "-o",
         "jsonpath={.items[*].spec.containers[0].image}",
     ]);
-    assert_eq!(after, "ghcr.io/stefanprodan/podinfo:6.0.1");
+    assert_eq!(after, ["ghcr.io/stefanprodan/podinfo:6.0.1"; 3].join(" "));
     assert_eq!(
         k.ok(&[
             "get",
@@ -75,7 +80,8 @@ async fn a_daemonset_runs_one_pod_per_node_and_rolls_it() {
     );
     let events = k.ok(&["events", "--for", "daemonset/agent"]);
     assert!(
-        events.contains("SuccessfulDelete") && events.matches("SuccessfulCreate").count() == 2,
+        events.matches("SuccessfulDelete").count() == nodes
+            && events.matches("SuccessfulCreate").count() == 2 * nodes,
         "{events}"
     );
     sandbox.stop().await;

@@ -7,7 +7,9 @@ use serin_sandbox::SandboxOptions;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cordon_drain_uncordon_and_proxies() {
+    // One node, so cordoning it leaves the evicted pods nowhere to go.
     let (sandbox, _dir, k) = common::serving_sandbox(SandboxOptions {
+        nodes: 1,
         ..SandboxOptions::default()
     })
     .await;

@@ -16,9 +16,16 @@ pub struct SandboxUp {
 
 impl SandboxUp {
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Like [`SandboxUp::start`], with `extra` flags for `serin sandbox up`.
+    pub fn start_with(extra: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_serin"))
-            .args(["sandbox", "up", "--without-prometheus", "--dir"])
+            .args(["sandbox", "up", "--without-prometheus"])
+            .args(extra)
+            .arg("--dir")
             .arg(dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
