@@ -353,11 +353,14 @@ loadtester_post() {
 # port_forward_gateway SERVICE: `kubectl port-forward` from a free 127.0.0.1 port to port 80 of
 # istio-system/SERVICE (stopped at cleanup); sets GATEWAY to its URL.
 port_forward_gateway() {
-  local port
-  port=$(free_port)
-  kubectl -n istio-system port-forward "svc/$1" "$port:80" >"$WORK/port-forward.log" 2>&1 &
+  local port log=$WORK/port-forward.log
+  # kubectl picks the local port itself: a port chosen beforehand may be taken by a concurrent
+  # scenario before kubectl binds it (it then listens on [::1] alone).
+  kubectl -n istio-system port-forward --address 127.0.0.1 "svc/$1" ":80" >"$log" 2>&1 &
   PORT_FORWARD_PID=$!
   CLEANUP_HOOKS+=('stop_process "$PORT_FORWARD_PID" port-forward')
+  wait_for "kubectl port-forward to svc/$1 to listen" 30 grep -q '^Forwarding from 127.0.0.1:' "$log"
+  port=$(sed -n 's/^Forwarding from 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$log" | head -n 1)
   GATEWAY=http://127.0.0.1:$port
 }
 

@@ -382,6 +382,47 @@ pub struct CanaryAnalysis {
     /// `antiAffinity` does; exactly one of its fields is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub anti_affinity: Option<AntiAffinity>,
+    /// Blue/green: checks the preview must pass after the iterations, before traffic switches to
+    /// it; a failure rolls back with the primary untouched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_promotion_analysis: Option<PromotionAnalysis>,
+    /// Blue/green: checks run once traffic has switched to the new version, while the primary still
+    /// runs the previous one; a failure sends traffic back to it at once and the release fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_promotion_analysis: Option<PromotionAnalysis>,
+}
+
+/// Checks around a blue/green switch, written with the same metric and webhook blocks as the
+/// analysis; each interval runs them all once.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PromotionAnalysis {
+    /// Intervals whose checks must all pass (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iterations: Option<i32>,
+    /// Metric checks, as in `analysis.metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<Vec<CanaryMetric>>,
+    /// Webhook checks (type `rollout`), as in `analysis.webhooks`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhooks: Option<Vec<CanaryWebhook>>,
+}
+
+impl PromotionAnalysis {
+    /// Intervals whose checks must all pass: `iterations`, at least 1.
+    pub fn iterations(&self) -> i32 {
+        self.iterations.unwrap_or(1).max(1)
+    }
+
+    /// The metric checks (empty when unset).
+    pub fn metrics(&self) -> &[CanaryMetric] {
+        self.metrics.as_deref().unwrap_or(&[])
+    }
+
+    /// The webhook checks (empty when unset).
+    pub fn webhooks(&self) -> &[CanaryWebhook] {
+        self.webhooks.as_deref().unwrap_or(&[])
+    }
 }
 
 /// Pod anti-affinity of the canary's pods to the primary's, per node (`kubernetes.io/hostname`).
@@ -699,6 +740,9 @@ pub struct CanaryStatus {
     /// Why the release cannot proceed (invalid spec, missing object), with the fix.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Blue/green: intervals of the pre-promotion analysis passed in the current run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_promotion_passed: Option<i32>,
     /// Replica-ratio canary: the ready pods on each side, whose ratio is the traffic split the apex
     /// Service gives (`canaryWeight` is the weight asked for).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -940,6 +984,30 @@ impl CanaryAnalysis {
     /// The webhooks, or an empty slice.
     pub fn webhooks(&self) -> &[CanaryWebhook] {
         self.webhooks.as_deref().unwrap_or(&[])
+    }
+
+    /// The pre- and post-promotion analyses that are set.
+    pub fn promotion_analyses(&self) -> impl Iterator<Item = &PromotionAnalysis> {
+        [&self.pre_promotion_analysis, &self.post_promotion_analysis]
+            .into_iter()
+            .flatten()
+    }
+
+    /// Every metric check: the analysis's, then the pre- and post-promotion analyses' (their names
+    /// are unique across all three).
+    pub fn every_metric(&self) -> impl Iterator<Item = &CanaryMetric> {
+        self.metrics().iter().chain(
+            self.promotion_analyses()
+                .flat_map(PromotionAnalysis::metrics),
+        )
+    }
+
+    /// Every webhook: the analysis's, then the pre- and post-promotion analyses'.
+    pub fn every_webhook(&self) -> impl Iterator<Item = &CanaryWebhook> {
+        self.webhooks().iter().chain(
+            self.promotion_analyses()
+                .flat_map(PromotionAnalysis::webhooks),
+        )
     }
 
     /// Percent of primary replicas that must be available (default 100).

@@ -5,7 +5,7 @@ use crate::duration::{parse_go_duration, parse_pause_duration};
 use crate::mesh::{HttpMatchRequest, StringMatch};
 use crate::{
     AlertProvider, AnalysisSpelling, Canary, CanaryAnalysis, CanaryMetric, CanarySpec, CanaryStep,
-    HookType, MetricTemplate, Strategy,
+    CanaryWebhook, HookType, MetricTemplate, Strategy,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::{BTreeMap, HashSet};
@@ -839,7 +839,8 @@ fn validate_analysis(a: &CanaryAnalysis, base: &str, skips: bool, r: &mut Report
     r.http_matches(&p("match"), a.r#match.as_ref());
     validate_steps(a.steps(), base, r);
     validate_metrics(a.metrics(), base, r);
-    validate_webhooks(a, base, r);
+    validate_webhooks(a.webhooks(), base, r);
+    validate_promotion_analyses(a, base, r);
 
     for (i, alert) in a.alerts.iter().flatten().enumerate() {
         let ap = format!("{base}.alerts[{i}]");
@@ -1116,9 +1117,9 @@ fn validate_metrics(metrics: &[CanaryMetric], base: &str, r: &mut Report) {
     }
 }
 
-fn validate_webhooks(a: &CanaryAnalysis, base: &str, r: &mut Report) {
+fn validate_webhooks(webhooks: &[CanaryWebhook], base: &str, r: &mut Report) {
     let mut names = HashSet::new();
-    for (i, hook) in a.webhooks().iter().enumerate() {
+    for (i, hook) in webhooks.iter().enumerate() {
         let hp = format!("{base}.webhooks[{i}]");
         if hook.name.is_empty() {
             r.add(
@@ -1148,6 +1149,69 @@ fn validate_webhooks(a: &CanaryAnalysis, base: &str, r: &mut Report) {
         r.url(&format!("{hp}.url"), &hook.url);
         r.interval(&format!("{hp}.timeout"), hook.timeout.as_deref());
         r.range(&format!("{hp}.retries"), hook.retries, 0, 100, "2");
+    }
+}
+
+/// Blue/green's pre- and post-promotion analyses: checks written like the analysis's (rollout
+/// webhooks only), with names unique across all three blocks, since a check is found by its name.
+fn validate_promotion_analyses(a: &CanaryAnalysis, base: &str, r: &mut Report) {
+    let mut metric_names: HashSet<&str> = a.metrics().iter().map(|m| m.name.as_str()).collect();
+    let mut hook_names: HashSet<&str> = a.webhooks().iter().map(|h| h.name.as_str()).collect();
+    for (field, stage) in [
+        ("prePromotionAnalysis", &a.pre_promotion_analysis),
+        ("postPromotionAnalysis", &a.post_promotion_analysis),
+    ] {
+        let Some(stage) = stage else { continue };
+        let path = format!("{base}.{field}");
+        if a.strategy() != Strategy::BlueGreen {
+            r.add(
+                &path,
+                format!("only blue/green (iterations without match) switches traffic at once, which {field} surrounds; remove it or switch to blue/green"),
+            );
+        }
+        r.range(
+            &format!("{path}.iterations"),
+            stage.iterations,
+            1,
+            1000,
+            "1",
+        );
+        if stage.metrics().is_empty() && stage.webhooks().is_empty() {
+            r.add(
+                &path,
+                "no checks; list metrics or webhooks, e.g. metrics: [{name: request-success-rate, thresholdRange: {min: 99}, interval: 1m}]",
+            );
+        }
+        validate_metrics(stage.metrics(), &path, r);
+        validate_webhooks(stage.webhooks(), &path, r);
+        for (i, metric) in stage.metrics().iter().enumerate() {
+            if !metric.name.is_empty() && !metric_names.insert(metric.name.as_str()) {
+                r.add(
+                    format!("{path}.metrics[{i}].name"),
+                    format!(
+                        "{:?} is already a metric of the analysis; give each check its own name",
+                        metric.name
+                    ),
+                );
+            }
+        }
+        for (i, hook) in stage.webhooks().iter().enumerate() {
+            if !hook.name.is_empty() && !hook_names.insert(hook.name.as_str()) {
+                r.add(
+                    format!("{path}.webhooks[{i}].name"),
+                    format!(
+                        "{:?} is already a webhook of the analysis; give each check its own name",
+                        hook.name
+                    ),
+                );
+            }
+            if hook.hook_type().is_some_and(|t| t != HookType::Rollout) {
+                r.add(
+                    format!("{path}.webhooks[{i}].type"),
+                    format!("{field} runs checks only; remove type (or write rollout), and put other hooks in analysis.webhooks"),
+                );
+            }
+        }
     }
 }
 

@@ -1416,3 +1416,53 @@ fn the_kubernetes_provider_runs_a_canary_by_replica_ratio_with_argo_meanings() {
             .contains("only a canary by replica ratio")
     );
 }
+
+#[test]
+fn promotion_analyses_belong_to_blue_green_and_name_their_checks_once() {
+    let post = |extra: Value| {
+        let mut analysis = json!({"postPromotionAnalysis": {"metrics": [
+            {"name": "live-success-rate", "thresholdRange": {"min": 99}, "query": "q"}]}});
+        merge(&mut analysis, extra);
+        kubernetes_blue_green(analysis, json!({}))
+    };
+    assert_eq!(post(json!({})), []);
+    let paths =
+        |errors: Vec<FieldError>| -> Vec<String> { errors.into_iter().map(|e| e.path).collect() };
+    let clash = post(json!({"postPromotionAnalysis": {"metrics": [
+        {"name": "request-success-rate", "thresholdRange": {"min": 99}}]}}));
+    assert_eq!(
+        paths(clash.clone()),
+        ["spec.analysis.postPromotionAnalysis.metrics[0].name"]
+    );
+    assert!(
+        clash[0]
+            .message
+            .contains("already a metric of the analysis")
+    );
+    let gate = post(json!({"prePromotionAnalysis": {"webhooks": [
+        {"name": "approve", "type": "confirm-promotion", "url": "http://gate.test/"}]}}));
+    assert_eq!(
+        paths(gate),
+        ["spec.analysis.prePromotionAnalysis.webhooks[0].type"]
+    );
+    let empty = post(json!({"prePromotionAnalysis": {"iterations": 0}}));
+    assert_eq!(
+        paths(empty),
+        [
+            "spec.analysis.prePromotionAnalysis.iterations",
+            "spec.analysis.prePromotionAnalysis"
+        ]
+    );
+    let canary = kubernetes_blue_green(
+        json!({"iterations": null, "stepWeight": 10, "postPromotionAnalysis": {"webhooks": [
+            {"name": "smoke", "url": "http://smoke.test/"}]}}),
+        json!({}),
+    );
+    assert!(
+        canary
+            .iter()
+            .any(|e| e.path == "spec.analysis.postPromotionAnalysis"
+                && e.message.contains("only blue/green")),
+        "{canary:?}"
+    );
+}

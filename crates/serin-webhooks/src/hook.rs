@@ -280,9 +280,12 @@ impl WebhookClient {
         else {
             return None;
         };
-        let hook = webhooks(canary)
-            .iter()
-            .find(|h| &h.name == name && h.hook_type().unwrap_or(HookType::Rollout) == *hook_type);
+        // A check may be one of the pre- or post-promotion analyses' (names are unique across them).
+        let hook = canary.spec.analysis().and_then(|a| {
+            a.every_webhook().find(|h| {
+                &h.name == name && h.hook_type().unwrap_or(HookType::Rollout) == *hook_type
+            })
+        });
         let outcome = match hook {
             Some(hook) => match self
                 .call(hook, &HookPayload::for_hook(canary, hook, *phase))

@@ -41,7 +41,7 @@ impl Tick<'_> {
                 let metric = canary
                     .spec
                     .analysis()
-                    .and_then(|a| a.metrics().iter().find(|m| &m.name == name));
+                    .and_then(|a| a.every_metric().find(|m| &m.name == name));
                 let Some(metric) = metric else {
                     return Outcome::Metric(MetricReading::Error(format!(
                         "metric {name} is not in analysis.metrics"

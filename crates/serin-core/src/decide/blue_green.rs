@@ -1,6 +1,15 @@
 //! Blue/green: the canary takes no traffic while it is analysed (a preview), then all of it at once; manual promotion releases it.
+//! Argo Rollouts' pre- and post-promotion analyses run just before and just after the switch.
 
 use super::*;
+use serin_api::PromotionAnalysis;
+
+/// Which side of the switch a promotion analysis runs on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Pre,
+    Post,
+}
 
 impl<'a> Tick<'a> {
     pub(super) fn run_blue_green(&mut self, routes: Routes) -> Step {
@@ -25,6 +34,13 @@ impl<'a> Tick<'a> {
             return Err(Halt::Done);
         }
         if done > total {
+            // Traffic is on the new version and the primary still runs the previous one.
+            if let Some(post) = self.analysis.post_promotion_analysis.clone() {
+                let passed = done - total - 1;
+                if passed < post.iterations() {
+                    return self.promotion_stage(&post, Stage::Post, passed);
+                }
+            }
             return self.promote_when_approved();
         }
         if !self.promotion_approved()? {
@@ -32,6 +48,12 @@ impl<'a> Tick<'a> {
         }
         if !self.manual_promotion_released() {
             return Err(Halt::Done);
+        }
+        if let Some(pre) = self.analysis.pre_promotion_analysis.clone() {
+            let passed = self.status.pre_promotion_passed.unwrap_or(0);
+            if passed < pre.iterations() {
+                return self.promotion_stage(&pre, Stage::Pre, passed);
+            }
         }
         // The preview may be smaller than the release: all of its pods first, then all traffic.
         let full = self.full_replicas();
@@ -91,5 +113,47 @@ impl<'a> Tick<'a> {
             return false;
         }
         true
+    }
+
+    /// One interval of a pre- or post-promotion analysis that has `passed` intervals behind it:
+    /// its checks pass (counted; the next interval goes on) or the release is rolled back at once,
+    /// before the switch (the primary never left) or after it (traffic returns to the primary,
+    /// which still runs the previous version).
+    fn promotion_stage(
+        &mut self,
+        stage_analysis: &PromotionAnalysis,
+        stage: Stage,
+        passed: i32,
+    ) -> Step {
+        let phase = match stage {
+            Stage::Pre => Phase::Progressing,
+            Stage::Post => Phase::Promoting,
+        };
+        let failure =
+            self.first_failed_check(stage_analysis.webhooks(), stage_analysis.metrics(), phase)?;
+        if let Some(failure) = failure {
+            return self.rollback(match stage {
+                Stage::Pre => RollbackCause::PrePromotion(failure),
+                Stage::Post => RollbackCause::PostPromotion(failure),
+            });
+        }
+        let total = stage_analysis.iterations();
+        let name = match stage {
+            Stage::Pre => "Pre-promotion",
+            Stage::Post => "Post-promotion",
+        };
+        self.normal(
+            reason::PROGRESSING,
+            format!(
+                "{name} analysis of {} passed {}/{total}",
+                self.canary_id,
+                passed + 1
+            ),
+        );
+        match stage {
+            Stage::Pre => self.status.pre_promotion_passed = Some(passed + 1),
+            Stage::Post => self.status.iterations += 1,
+        }
+        Err(Halt::Done)
     }
 }

@@ -6,20 +6,33 @@ impl<'a> Tick<'a> {
     /// Rollout hooks, then metrics (builtins and inline queries first, then templates); the first
     /// failure adds one failed check and ends the tick.
     pub(super) fn analyse(&mut self) -> Step {
-        for hook in self.hooks(HookType::Rollout) {
-            if let Err(err) = self.hook(&hook, Phase::Progressing)? {
-                self.warning(
-                    reason::CHECK_FAILED,
-                    format!(
-                        "Halt {} advancement external check {} failed {err}",
-                        self.canary_id, hook.name
-                    ),
-                );
-                self.status.failed_checks += 1;
-                return Err(Halt::Done);
+        let hooks = self.hooks(HookType::Rollout);
+        let metrics = self.analysis.metrics().to_vec();
+        if let Some(failure) = self.first_failed_check(&hooks, &metrics, Phase::Progressing)? {
+            self.warning(reason::CHECK_FAILED, failure);
+            self.status.failed_checks += 1;
+            return Err(Halt::Done);
+        }
+        Ok(())
+    }
+
+    /// Runs `hooks` with `phase` in the payload, then `metrics` (builtins and inline queries
+    /// first, then templates), recording each metric's result in the status; the message of the
+    /// first that fails, if one does.
+    pub(super) fn first_failed_check(
+        &mut self,
+        hooks: &[CanaryWebhook],
+        metrics: &[serin_api::CanaryMetric],
+        phase: Phase,
+    ) -> Result<Option<String>, Halt> {
+        for hook in hooks {
+            if let Err(err) = self.hook(hook, phase)? {
+                return Ok(Some(format!(
+                    "Halt {} advancement external check {} failed {err}",
+                    self.canary_id, hook.name
+                )));
             }
         }
-        let metrics = self.analysis.metrics().to_vec();
         let ordered = metrics
             .iter()
             .filter(|m| m.template_ref.is_none())
@@ -44,12 +57,10 @@ impl<'a> Tick<'a> {
             };
             self.status.record_metric_check(record);
             if !judgement.passed {
-                self.warning(reason::CHECK_FAILED, judgement.message);
-                self.status.failed_checks += 1;
-                return Err(Halt::Done);
+                return Ok(Some(judgement.message));
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Asks a confirm-* gate whether the release may go on. A gate that answers "closed" holds the

@@ -110,6 +110,10 @@ enum RollbackCause {
     Deadline(String),
     PrimaryStalled(String),
     Aborted,
+    /// A check of blue/green's pre-promotion analysis failed, before the switch.
+    PrePromotion(String),
+    /// A check of blue/green's post-promotion analysis failed, after the switch.
+    PostPromotion(String),
     /// A confirm-* gate gave no answer for `seconds` (progressDeadlineSeconds).
     GateUnanswered {
         gate: String,
@@ -377,6 +381,7 @@ impl<'a> Tick<'a> {
             s.last_promoted_spec = Some(self.hash.clone());
         }
         s.current_step_index = None;
+        s.pre_promotion_passed = None;
         s.step_start_time = Some(Time(self.now));
         s.metric_checks.clear();
         forget_silent_gate(s);

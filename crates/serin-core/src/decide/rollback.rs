@@ -99,6 +99,25 @@ impl<'a> Tick<'a> {
                 );
                 self.alert(Severity::Error, "Canary aborted by user", false);
             }
+            RollbackCause::PrePromotion(failure) | RollbackCause::PostPromotion(failure) => {
+                let (stage, side) = match &cause {
+                    RollbackCause::PrePromotion(_) => ("pre-promotion", "before the switch"),
+                    _ => ("post-promotion", "after the switch"),
+                };
+                self.warning(reason::CHECK_FAILED, failure.clone());
+                self.warning(
+                    reason::ROLLED_BACK,
+                    format!(
+                        "Rolling back {}: the {stage} analysis failed {side}; all traffic returns to {}",
+                        self.canary_id, self.primary_id
+                    ),
+                );
+                self.alert(
+                    Severity::Error,
+                    format!("Blue/green {stage} analysis failed: {failure}"),
+                    false,
+                );
+            }
             RollbackCause::GateUnanswered {
                 gate,
                 seconds,
