@@ -109,6 +109,17 @@ fn setweight_41_of_10_replicas_pauses_at_4_canary_and_6_primary_pods() {
             .iter()
             .all(|a| !matches!(a, serin_core::Action::ScalePrimary(_)))
     );
+
+    // Released, the apex serves the primary alone: a manifest scaling the target is not fought.
+    world.target.spec.as_mut().unwrap().replicas = Some(3);
+    let after = world.advance(1).clone();
+    assert!(
+        after
+            .actions
+            .iter()
+            .all(|a| !matches!(a, serin_core::Action::ScaleTarget(_))),
+        "{after:#?}"
+    );
 }
 
 #[test]

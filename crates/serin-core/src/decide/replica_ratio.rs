@@ -110,6 +110,24 @@ impl<'a> Tick<'a> {
         {
             return;
         }
+        // Once a release has ended and the apex serves the primary alone, the target's replicas
+        // are no longer a traffic split: a manifest that scales it is not fought.
+        let routed = self
+            .actions
+            .iter()
+            .rev()
+            .find_map(|a| match a {
+                Action::SetRoutes(routes) => Some(routes.canary),
+                _ => None,
+            })
+            .or(self.obs.routes.map(|r| r.canary))
+            .unwrap_or(0);
+        if matches!(self.status.phase, Some(Phase::Succeeded | Phase::Failed))
+            && routed == 0
+            && self.status.canary_weight == 0
+        {
+            return;
+        }
         self.actions
             .retain(|a| !matches!(a, Action::ScaleTarget(_) | Action::ScalePrimary(_)));
         for action in &mut self.actions {
