@@ -139,3 +139,19 @@ expect_window "$WINDOW"
 expect_eq "primary image after the abort" stefanprodan/podinfo:3.1.1 "$(image_of podinfo-primary)"
 read -r new old <<<"$(NEW=3.1.2 OLD=3.1.1 versions_served 20)"
 expect_eq "requests answered by 3.1.1 after the abort" "0 20" "$new $old"
+
+log "without steps: podinfo 3.1.3 rolls over like a rolling update, within the same window"
+kc patch canary podinfo --type=json -p '[{"op":"remove","path":"/spec/analysis/steps"}]' >/dev/null
+WINDOW=$WORK/pod-window-rolling.txt
+watch_pods "$WINDOW"
+follow_baseline podinfo
+kc set image deployment/podinfo podinfod=stefanprodan/podinfo:3.1.3 >/dev/null
+follow_canary podinfo 240 Succeeded Failed
+expect_eq "phase of the rolling release" Succeeded "$PHASE"
+expect_sequence weights 0 100 0
+wait_for "10 primary pods ready and podinfo at zero after the rolling release" 60 \
+  bash -c "[[ \$(kubectl -n $NS get deployment podinfo-primary -o jsonpath='{.status.readyReplicas}') == 10 && \
+    -z \$(kubectl -n $NS get deployment podinfo -o jsonpath='{.status.replicas}' | tr -d 0) ]]"
+stop_watch
+expect_window "$WINDOW"
+expect_eq "primary image after the rolling release" stefanprodan/podinfo:3.1.3 "$(image_of podinfo-primary)"

@@ -400,7 +400,10 @@ fn validate_spec(spec: &CanarySpec, r: &mut Report) {
         }
     };
     if let Some(analysis) = spec.analysis() {
-        validate_analysis(analysis, analysis_path, spec.skips_analysis(), r);
+        // Without a strategy, a canary by replica ratio rolls to the new version like a rolling
+        // update (Argo's canary without steps).
+        let strategy_optional = spec.skips_analysis() || spec.splits_by_replicas();
+        validate_analysis(analysis, analysis_path, strategy_optional, r);
         if analysis.dynamic_stable_scale == Some(true) && spec.autoscaler_ref.is_some() {
             r.add(
                 format!("{analysis_path}.dynamicStableScale"),
@@ -752,7 +755,7 @@ fn validate_service(spec: &CanarySpec, r: &mut Report) {
     }
 }
 
-fn validate_analysis(a: &CanaryAnalysis, base: &str, skips: bool, r: &mut Report) {
+fn validate_analysis(a: &CanaryAnalysis, base: &str, strategy_optional: bool, r: &mut Report) {
     let p = |field: &str| format!("{base}.{field}");
     r.interval(&p("interval"), a.interval.as_deref());
     r.range(&p("threshold"), a.threshold, 1, i32::MAX, "5");
@@ -835,7 +838,7 @@ fn validate_analysis(a: &CanaryAnalysis, base: &str, skips: bool, r: &mut Report
         );
     }
 
-    validate_strategy_choice(a, base, skips, r);
+    validate_strategy_choice(a, base, strategy_optional, r);
     r.http_matches(&p("match"), a.r#match.as_ref());
     validate_steps(a.steps(), base, r);
     validate_metrics(a.metrics(), base, r);
@@ -907,7 +910,12 @@ fn validate_analysis(a: &CanaryAnalysis, base: &str, skips: bool, r: &mut Report
     }
 }
 
-fn validate_strategy_choice(a: &CanaryAnalysis, base: &str, skips: bool, r: &mut Report) {
+fn validate_strategy_choice(
+    a: &CanaryAnalysis,
+    base: &str,
+    strategy_optional: bool,
+    r: &mut Report,
+) {
     let chosen: Vec<&str> = [
         ("stepWeight", a.step_weight.unwrap_or(0) > 0),
         ("stepWeights", a.step_weights.is_some()),
@@ -928,7 +936,7 @@ fn validate_strategy_choice(a: &CanaryAnalysis, base: &str, skips: bool, r: &mut
                 format!("{extra} cannot be combined with {}; a canary uses one of stepWeight (with maxWeight), stepWeights, iterations or steps, so remove one", chosen[0]),
             );
         }
-    } else if chosen.is_empty() && !skips && !negative_choice {
+    } else if chosen.is_empty() && !strategy_optional && !negative_choice {
         r.add(
             base.to_string(),
             "no strategy; set one of stepWeight (with maxWeight), stepWeights, iterations or steps, e.g. stepWeight: 10",

@@ -1377,9 +1377,9 @@ fn the_kubernetes_provider_runs_a_canary_by_replica_ratio_with_argo_meanings() {
         []
     );
     assert_eq!(
-        paths(ratio(json!({}))),
-        ["spec.analysis"],
-        "no strategy at all"
+        ratio(json!({})),
+        [],
+        "no steps: a rolling update by replica ratio"
     );
 
     let scaled_apart = ratio(json!({

@@ -1557,7 +1557,14 @@ fn convert_rollout(rollout: &Value, index: &Index, report: &mut Report) -> Vec<E
     let mut emitted = Vec::new();
 
     let mut canary_spec = Map::new();
-    canary_spec.insert("provider".into(), json!("istio"));
+    // Without trafficRouting Argo Rollouts routes with Services alone: a blue/green switches the
+    // activeService's selector, a canary splits traffic by its pods. Serin's kubernetes provider
+    // does both.
+    let by_services = is_blue_green || strategy["canary"]["trafficRouting"].is_null();
+    canary_spec.insert(
+        "provider".into(),
+        json!(if by_services { "kubernetes" } else { "istio" }),
+    );
     let target = match spec["workloadRef"].as_object() {
         Some(workload) => workload_target(rollout, workload, index, report),
         None => {
@@ -2003,12 +2010,13 @@ fn canary_analysis(rollout: &Value, index: &Index, report: &mut Report) -> Value
     let base = "spec.strategy.canary";
     let mut analysis = Map::new();
     let references = analysis_references(rollout);
-    let metrics = analysis_metrics(rollout, &references, index, report);
+    let metrics = analysis_metrics(rollout, &references, index, report, Stage::BeforePromotion);
     analysis.insert("interval".into(), json!(analysis_interval(&metrics)));
     analysis.insert(
         "threshold".into(),
         json!(analysis_threshold(&metrics, base, report)),
     );
+    let by_pods = canary["trafficRouting"].is_null();
 
     let mut steps = Vec::new();
     for (i, step) in canary["steps"].as_array().into_iter().flatten().enumerate() {
@@ -2017,6 +2025,10 @@ fn canary_analysis(rollout: &Value, index: &Index, report: &mut Report) -> Value
             continue;
         };
         match kind.as_str() {
+            "setCanaryScale" if by_pods => report.field(
+                format!("{path}.setCanaryScale"),
+                "ignored by Argo Rollouts without trafficRouting (every canary pod takes traffic), and refused by Serin's canary by replica ratio; left out",
+            ),
             "setWeight" | "pause" | "setCanaryScale" => steps.push(json!({ kind: body })),
             "analysis" => {
                 let step_metrics: Vec<&ConvertedMetric> = metrics
@@ -2071,11 +2083,19 @@ fn canary_analysis(rollout: &Value, index: &Index, report: &mut Report) -> Value
             "steps" | "analysis" | "canaryService" | "stableService" => {}
             // Without workloadRef they went to the Deployment's rolling update (deployment_from).
             "maxSurge" | "maxUnavailable" if rollout["spec"]["workloadRef"].is_null() => {}
+            // They pace the canary by replica ratio as they paced Argo's.
+            "maxSurge" | "maxUnavailable" if by_pods => {
+                analysis.insert(field.clone(), value.clone());
+            }
             "maxSurge" | "maxUnavailable" => report.field(
                 path,
                 "left out: the Deployment the Rollout references keeps its own spec.strategy.rollingUpdate, which paces the primary's rolling update at promotion in Serin",
             ),
             "trafficRouting" => traffic_routing_warnings(value, &path, report),
+            field if SAME_NAMED.contains(&field) && by_pods => report.field(
+                path,
+                "needs trafficRouting in Argo Rollouts (ignored or refused without it), and Serin's canary by replica ratio refuses it: every canary pod takes traffic; left out",
+            ),
             field if SAME_NAMED.contains(&field) => {
                 analysis.insert(field.into(), value.clone());
             }
@@ -2087,10 +2107,9 @@ fn canary_analysis(rollout: &Value, index: &Index, report: &mut Report) -> Value
                 path,
                 "no equivalent: Serin keeps only the primary and the canary Deployment; left out",
             ),
-            "antiAffinity" => report.field(
-                path,
-                "no equivalent: put pod anti-affinity in the Deployment's pod template; left out",
-            ),
+            "antiAffinity" => {
+                analysis.insert("antiAffinity".into(), value.clone());
+            }
             "pingPong" => report.field(
                 path,
                 "no equivalent: Serin always promotes by copying the canary's template to the primary; left out",
@@ -2101,7 +2120,7 @@ fn canary_analysis(rollout: &Value, index: &Index, report: &mut Report) -> Value
     if canary["trafficRouting"].is_null() {
         report.field(
             format!("{base}.trafficRouting"),
-            "absent: Argo Rollouts split traffic by the ratio of canary to stable pods; Serin splits it with an Istio VirtualService, so the pods must be in the Istio mesh",
+            "absent: Argo Rollouts split traffic by the ratio of canary to stable pods, and so does the Canary (provider: kubernetes: its apex Service selects both sides' pods, within the Deployment's maxSurge/maxUnavailable)",
         );
     }
     if let Some(reference) = references
@@ -2174,7 +2193,7 @@ fn blue_green_analysis(rollout: &Value, index: &Index, report: &mut Report) -> V
     let blue_green = &rollout["spec"]["strategy"]["blueGreen"];
     let base = "spec.strategy.blueGreen";
     let references = analysis_references(rollout);
-    let metrics = analysis_metrics(rollout, &references, index, report);
+    let metrics = analysis_metrics(rollout, &references, index, report, Stage::BeforePromotion);
     let mut analysis = Map::new();
     analysis.insert("interval".into(), json!(analysis_interval(&metrics)));
     analysis.insert(
@@ -2191,7 +2210,7 @@ fn blue_green_analysis(rollout: &Value, index: &Index, report: &mut Report) -> V
     analysis.insert("iterations".into(), json!(iterations));
     report.field(
         base,
-        "Argo Rollouts switched the activeService's selector; Serin's blue/green switches all traffic at once with an Istio VirtualService, so the pods must be in the Istio mesh",
+        "Argo Rollouts switched the activeService's selector, and so does the Canary (provider: kubernetes switches its apex Service's selector)",
     );
     let auto_promotion = blue_green["autoPromotionEnabled"].as_bool();
     for (field, value) in blue_green.as_object().into_iter().flatten() {
@@ -2212,10 +2231,9 @@ fn blue_green_analysis(rollout: &Value, index: &Index, report: &mut Report) -> V
                 path,
                 "no equivalent: Serin labels the generated Services (spec.service.primary / spec.service.canary metadata), not the pods; left out",
             ),
-            "antiAffinity" => report.field(
-                path,
-                "no equivalent: put pod anti-affinity in the Deployment's pod template; left out",
-            ),
+            "antiAffinity" => {
+                analysis.insert("antiAffinity".into(), value.clone());
+            }
             "scaleDownDelayRevisionLimit" => report.field(
                 path,
                 "no equivalent: Serin keeps only the primary and the canary Deployment; left out",
@@ -2234,19 +2252,37 @@ fn blue_green_analysis(rollout: &Value, index: &Index, report: &mut Report) -> V
             format!("Serin serves the preview at its Service {service}-canary instead of {preview}; point preview clients and checks there"),
         );
     }
-    if let Some(reference) = references
-        .iter()
-        .find(|r| r.role == AnalysisRole::PostPromotion)
-    {
-        report.field(
-            reference.path.clone(),
-            "no equivalent: Serin checks metrics before it switches traffic, not after; its templates are not referenced by the Canary",
+    let mut post = analysis_metrics(rollout, &references, index, report, Stage::AfterSwitch);
+    if !post.is_empty() {
+        // A check is found by its name across the analysis and its promotion analyses.
+        for metric in &mut post {
+            if metrics.iter().any(|m| m.canary_name == metric.canary_name) {
+                metric.canary_name = format!("post-{}", metric.canary_name);
+            }
+        }
+        let iterations = post
+            .iter()
+            .filter_map(|m| m.metric.count)
+            .max()
+            .unwrap_or(1);
+        analysis.insert(
+            "postPromotionAnalysis".into(),
+            json!({"iterations": iterations, "metrics": canary_metrics(&post)}),
         );
     }
     if !metrics.is_empty() {
         analysis.insert("metrics".into(), canary_metrics(&metrics));
     }
     Value::Object(analysis)
+}
+
+/// Which analyses of a Rollout a list of metrics is made from.
+#[derive(Clone, Copy, PartialEq)]
+enum Stage {
+    /// Every analysis that runs before promotion (background, steps, pre-promotion).
+    BeforePromotion,
+    /// Blue/green's post-promotion analysis.
+    AfterSwitch,
 }
 
 /// A metric a Rollout uses, with the steps that ran it and the Canary metric name it gets.
@@ -2258,17 +2294,19 @@ struct RolloutMetric {
     steps: Vec<usize>,
 }
 
-/// The Prometheus metrics of every analysis the Rollout runs before promotion, once each.
+/// The Prometheus metrics of the analyses the Rollout runs at `stage`, once each.
 fn analysis_metrics(
     rollout: &Value,
     references: &[AnalysisReference],
     index: &Index,
     report: &mut Report,
+    stage: Stage,
 ) -> Vec<RolloutMetric> {
     let mut metrics: Vec<RolloutMetric> = Vec::new();
     let namespace = namespace_of(rollout);
     for reference in references {
-        if reference.role == AnalysisRole::PostPromotion {
+        let after_switch = reference.role == AnalysisRole::PostPromotion;
+        if after_switch != (stage == Stage::AfterSwitch) {
             continue;
         }
         for field in &reference.unconverted {
@@ -3414,17 +3452,25 @@ spec: {selector: {app: web}, ports: [{port: 80, targetPort: 9898}]}
             "web-preview"
         );
         assert_eq!(analysis["metrics"].as_array().unwrap().len(), 1);
+        // The post-promotion analysis keeps its own metric, its name kept apart from the analysis's.
+        let post = &analysis["postPromotionAnalysis"];
+        assert_eq!(post["iterations"], 5);
+        assert_eq!(post["metrics"][0]["name"], "post-success-rate");
+        assert_eq!(
+            post["metrics"][0]["templateVariables"]["service_name"],
+            "web-active"
+        );
+        assert_eq!(canary["spec"]["provider"], "kubernetes");
         let base = "spec.strategy.blueGreen";
-        assert!(warning(&migration, base).message.contains("Istio mesh"));
+        assert!(
+            warning(&migration, base)
+                .message
+                .contains("provider: kubernetes")
+        );
         assert!(
             warning(&migration, &format!("{base}.previewService"))
                 .message
                 .contains("web-active-canary instead of web-preview")
-        );
-        assert!(
-            warning(&migration, &format!("{base}.postPromotionAnalysis"))
-                .message
-                .contains("not after")
         );
         assert!(
             warning(&migration, &format!("{base}.autoPromotionSeconds"))

@@ -97,13 +97,10 @@ fn expected_warnings(v1alpha3: &str, argo: &str) -> Vec<String> {
             "{blue_green}: Service frontend-active: the activeService of Rollout frontend: left out, since Serin writes this Service itself as the Canary's apex Service"
         ),
         format!(
-            "{blue_green}: Rollout frontend: spec.strategy.blueGreen: Argo Rollouts switched the activeService's selector; Serin's blue/green switches all traffic at once with an Istio VirtualService"
+            "{blue_green}: Rollout frontend: spec.strategy.blueGreen: Argo Rollouts switched the activeService's selector, and so does the Canary (provider: kubernetes"
         ),
         format!(
             "{blue_green}: Rollout frontend: spec.strategy.blueGreen.previewService: Serin serves the preview at its Service frontend-active-canary instead of frontend-preview"
-        ),
-        format!(
-            "{blue_green}: Rollout frontend: spec.strategy.blueGreen.postPromotionAnalysis: no equivalent"
         ),
         format!(
             "{canary}: VirtualService podinfo-vsvc: the VirtualService of Rollout podinfo: left out; Serin writes its own VirtualService podinfo"
@@ -120,7 +117,9 @@ fn expected_warnings(v1alpha3: &str, argo: &str) -> Vec<String> {
         format!(
             "{workload}: Rollout backend: spec.workloadRef.scaleDown: no equivalent: Serin releases Deployment backend's own pods, which Argo Rollouts scaled to zero; scale it back up before removing the Rollout (kubectl scale deployment backend --replicas=2)"
         ),
-        format!("{workload}: Rollout backend: spec.strategy.canary.trafficRouting: absent"),
+        format!(
+            "{workload}: Rollout backend: spec.strategy.canary.trafficRouting: absent: Argo Rollouts split traffic by the ratio of canary to stable pods, and so does the Canary (provider: kubernetes"
+        ),
     ]
 }
 
@@ -222,6 +221,16 @@ fn the_example_manifests_migrate_lint_and_apply() {
         assert!(ok, "kubectl get {object}: {err}");
         out
     };
+
+    // Argo Rollouts without trafficRouting routed with Services alone, as the kubernetes provider does.
+    assert_eq!(
+        [
+            get("rollouts", "canary/frontend", "{.spec.provider}"),
+            get("rollouts", "canary/backend", "{.spec.provider}"),
+            get("rollouts", "canary/podinfo", "{.spec.provider}"),
+        ],
+        ["kubernetes", "kubernetes", "istio"]
+    );
 
     // Flagger v1beta1.
     assert_eq!(

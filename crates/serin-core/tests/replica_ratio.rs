@@ -176,3 +176,31 @@ fn a_step_weight_canary_steps_only_once_the_pods_are_there() {
     assert_eq!(weights, vec![0, 25, 50, 75, 100, 0]);
     assert_eq!((world.target_replicas(), world.primary_replicas()), (0, 4));
 }
+
+#[test]
+fn without_steps_the_pods_roll_to_the_new_version_like_a_rolling_update() {
+    let mut world = initialized_with_replicas(ratio_canary(json!({"interval": "10s"})), 10);
+    world.set_target_image("ghcr.io/stefanprodan/podinfo:6.0.1");
+    let mut weights = Vec::new();
+    for _ in 0..300 {
+        world.advance(1);
+        let pods = world.target_replicas() + world.primary_replicas();
+        let (canary, primary) = available(&world);
+        assert!(
+            pods <= 13 && canary + primary >= 8,
+            "window left: {:#?}",
+            world.log.last()
+        );
+        let weight = world.status().canary_weight;
+        if weights.last() != Some(&weight) {
+            weights.push(weight);
+        }
+        if world.phase() == Some(Phase::Succeeded) {
+            break;
+        }
+    }
+    assert_eq!(world.phase(), Some(Phase::Succeeded));
+    assert_eq!(weights, vec![0, 100, 0]);
+    assert_eq!(world.primary_image(), "ghcr.io/stefanprodan/podinfo:6.0.1");
+    assert_eq!((world.target_replicas(), world.primary_replicas()), (0, 10));
+}

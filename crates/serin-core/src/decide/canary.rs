@@ -47,7 +47,11 @@ impl<'a> Tick<'a> {
         if self.splits_by_replicas() && !self.wait_for_ratio(current, true) {
             return Err(Halt::Done);
         }
-        let step = next_step_weight(&self.analysis, current);
+        let mut step = next_step_weight(&self.analysis, current);
+        if step <= 0 && self.splits_by_replicas() {
+            // No steps: the pods roll to the new version at once, within maxSurge/maxUnavailable.
+            step = 100 - current;
+        }
         if step > 0
             && !routes.mirrored
             && phase == Phase::Progressing
