@@ -52,5 +52,5 @@ pub mod weights;
 pub use decide::decide;
 pub use plan::{
     Action, Alert, Check, Decision, Event, EventType, MetricReading, Observation, Outcome, Plan,
-    Routes, Severity, Verdict,
+    ROUTES_ACCEPTANCE_GRACE, Routes, RoutesPending, Severity, Verdict,
 };

@@ -1,6 +1,7 @@
 //! The data that goes into a decision (an [`Observation`]) and what comes out (a [`Decision`]).
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::jiff::Timestamp;
 use serin_api::{Canary, CanaryStatus, HookType, Phase};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -45,6 +46,9 @@ pub struct Observation {
     /// A problem the controller met while observing (for example an unusable selector), shown to
     /// the user instead of acting.
     pub blocked: Option<String>,
+    /// The router has not taken the routes Serin last wrote yet (a Gateway API parent that has not
+    /// accepted the HTTPRoute's generation).
+    pub routes_pending: Option<RoutesPending>,
     /// Results of the checks already run in this tick, in the order they were requested.
     pub verdicts: Vec<Verdict>,
 }
@@ -60,10 +64,23 @@ impl Observation {
             routes: None,
             autoscaler_min_replicas: None,
             blocked: None,
+            routes_pending: None,
             verdicts: Vec::new(),
         }
     }
 }
+
+/// Routes written but not yet taken by the router.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoutesPending {
+    /// When Serin wrote them, if known.
+    pub written: Option<Timestamp>,
+    /// What to tell the user if the wait lasts (which Gateway, what it says).
+    pub message: String,
+}
+
+/// How long a router may take to take written routes before the Canary says it waits on it.
+pub const ROUTES_ACCEPTANCE_GRACE: Duration = Duration::from_secs(30);
 
 /// A hook call or metric query the engine needs answered before it can finish the tick.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

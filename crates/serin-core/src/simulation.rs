@@ -257,6 +257,7 @@ impl World {
             routes: self.routes,
             autoscaler_min_replicas: None,
             blocked: None,
+            routes_pending: None,
             verdicts: Vec::new(),
         };
         let mut checks = Vec::new();

@@ -187,13 +187,7 @@ struct Tick<'a> {
     /// The Canary splits traffic by the ratio of ready pods (provider kubernetes with steps).
     by_ratio: bool,
     tracked: BTreeSet<(ConfigKind, String)>,
-    /// The HTTPRoute's Gateways have not taken its current generation yet: when it was written,
-    /// and what to tell the user if that lasts.
-    route_pending: Option<(Option<Timestamp>, String)>,
 }
-
-/// How long a Gateway may take to accept a written HTTPRoute before the Canary says it waits.
-const ROUTE_ACCEPTANCE_GRACE: Duration = Duration::from_secs(30);
 
 fn canary_id(canary: &Canary) -> String {
     format!(
@@ -237,18 +231,6 @@ async fn tick(canary: &Arc<Canary>, shared: &Shared) -> Result<Requeue, Error> {
     let (tick, mut observation) = observe::observe(canary, shared)?;
     let routes = observation.routes;
     let now = now();
-    if let Some((written, message)) = &tick.route_pending {
-        // A moment's lag after our own write is normal: look again shortly, without a word.
-        let lagging = written.is_some_and(|written| {
-            now.duration_since(written)
-                .try_into()
-                .is_ok_and(|lag: Duration| lag < ROUTE_ACCEPTANCE_GRACE)
-        });
-        if lagging {
-            return Ok(Requeue::requeue(Duration::from_secs(1)));
-        }
-        observation.blocked.get_or_insert(message.clone());
-    }
     let plan = loop {
         match serin_core::decide(&observation, now) {
             Decision::Check(check) => {

@@ -71,7 +71,7 @@ pub(super) fn observe<'a>(
                     Acceptance::Refused(message) => route_problem = Some(message),
                     Acceptance::Pending { written, message } => {
                         let written = written.and_then(|time| time.parse().ok());
-                        route_pending = Some((written, message));
+                        route_pending = Some(serin_core::RoutesPending { written, message });
                     }
                 }
                 serin_router::gateway_api::get_routes(&canary_json, &route).ok()
@@ -131,7 +131,6 @@ pub(super) fn observe<'a>(
         target: target_json,
         label: label.and_then(Result::ok),
         by_ratio: effective.spec.splits_by_replicas(),
-        route_pending,
         tracked: configs
             .as_ref()
             .map(configs::tracked_names)
@@ -145,6 +144,7 @@ pub(super) fn observe<'a>(
         routes,
         autoscaler_min_replicas,
         blocked,
+        routes_pending: route_pending,
         verdicts: Vec::new(),
     };
     Ok((tick, observation))

@@ -653,6 +653,20 @@ impl<'a> Tick<'a> {
         if let Some(problem) = &self.obs.blocked {
             return self.block(EventType::Warning, reason::BLOCKED, problem.clone());
         }
+        if let Some(pending) = &self.obs.routes_pending {
+            let grace = SignedDuration::try_from(crate::plan::ROUTES_ACCEPTANCE_GRACE)
+                .unwrap_or(SignedDuration::ZERO);
+            if pending
+                .written
+                .is_some_and(|written| self.now < written + grace)
+            {
+                // A moment's lag after our own write is normal: look again shortly, without a word.
+                self.defer_requests = true;
+                self.requeue = Some(Duration::from_secs(1));
+                return Err(Halt::Done);
+            }
+            return self.block(EventType::Warning, reason::BLOCKED, pending.message.clone());
+        }
         let Some(template) = self
             .obs
             .target
