@@ -397,7 +397,6 @@ impl Tick<'_> {
                 if by_service && let Some(current) = routes {
                     self.route_apex(&mut apex, key, value, current);
                 }
-
                 let service_api = resource("", "v1", "Service", "services");
                 for service in [canary_service, primary_service, apex] {
                     self.apply_routing(&service_api, &service).await?;
