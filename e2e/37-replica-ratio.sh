@@ -99,6 +99,8 @@ expect_eq "requested weight" 41 "$(kc get canary podinfo -o jsonpath='{.status.c
 expect_eq "pod split in the status" '{"canary":4,"canaryPercent":40,"primary":6}' \
   "$(kc get canary podinfo -o jsonpath='{.status.podSplit}')"
 expect_eq "apex Service selects both sides" '{"serin.dev/apex":"podinfo"}' "$(apex_selector)"
+expect_contains "kubectl serin get at the pause" "Pods     4 canary / 6 primary ready (40% canary" \
+  "$("$TARGET_DIR/debug/kubectl-serin" -n "$NS" get podinfo)"
 NEW=3.1.1 OLD=3.1.0
 read -r new old <<<"$(versions_served 200)"
 log "200 requests through the apex Service at the pause: $new x $NEW, $old x $OLD"

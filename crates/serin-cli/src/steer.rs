@@ -517,6 +517,13 @@ async fn draw_release(
             image_of(client, &namespace, &target.name).await
         )?;
     }
+    if let Some(split) = &status.pod_split {
+        writeln!(
+            out,
+            "Pods     {} canary / {} primary ready ({}% canary, by replica ratio)",
+            split.canary, split.primary, split.canary_percent
+        )?;
+    }
     let ladder = ladder(&canary);
     if !ladder.is_empty() {
         let at = match canary.spec.analysis.as_ref().and_then(|a| a.steps.as_ref()) {
