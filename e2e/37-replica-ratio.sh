@@ -69,6 +69,13 @@ stop_watch() {
   wait "$WATCH_PID" 2>/dev/null || true
 }
 
+# all_on_primary: 10 primary pods ready and no canary pod left.
+all_on_primary() {
+  local canary_pods
+  canary_pods=$(kc get deployment podinfo -o jsonpath='{.status.replicas}')
+  [[ $(ready_replicas podinfo-primary) == 10 && ${canary_pods:-0} == 0 ]]
+}
+
 # at_pause: the Canary waits at the pause (step 2) with 4 canary and 6 primary pods ready.
 at_pause() {
   [[ $(kc get canary podinfo -o jsonpath='{.status.currentStepIndex}') == 1 &&
@@ -110,9 +117,7 @@ expect_event "Paused podinfo.$NS at step 2/3 until promoted"
 request podinfo promote
 follow_canary podinfo 240 Succeeded Failed
 expect_eq "final phase" Succeeded "$PHASE"
-wait_for "10 primary pods ready and podinfo at zero" 60 \
-  bash -c "[[ \$(kubectl -n $NS get deployment podinfo-primary -o jsonpath='{.status.readyReplicas}') == 10 && \
-    -z \$(kubectl -n $NS get deployment podinfo -o jsonpath='{.status.replicas}' | tr -d 0) ]]"
+wait_for "10 primary pods ready and podinfo at zero" 60 all_on_primary
 stop_watch
 expect_window "$WINDOW"
 expect_eq "primary image" stefanprodan/podinfo:3.1.1 "$(image_of podinfo-primary)"
@@ -131,9 +136,7 @@ request podinfo abort
 follow_canary podinfo 60 Failed Succeeded
 expect_eq "phase after the abort" Failed "$PHASE"
 expect_event "Rolling back podinfo.$NS aborted by user"
-wait_for "10 primary pods ready and podinfo at zero after the abort" 60 \
-  bash -c "[[ \$(kubectl -n $NS get deployment podinfo-primary -o jsonpath='{.status.readyReplicas}') == 10 && \
-    -z \$(kubectl -n $NS get deployment podinfo -o jsonpath='{.status.replicas}' | tr -d 0) ]]"
+wait_for "10 primary pods ready and podinfo at zero after the abort" 60 all_on_primary
 wait_for "the apex Service back on the primary alone" 30 \
   bash -c "[[ \$(kubectl -n $NS get service podinfo -o jsonpath='{.spec.selector}') == '{\"app\":\"podinfo-primary\"}' ]]"
 stop_watch
@@ -151,9 +154,7 @@ kc set image deployment/podinfo podinfod=stefanprodan/podinfo:3.1.3 >/dev/null
 follow_canary podinfo 240 Succeeded Failed
 expect_eq "phase of the rolling release" Succeeded "$PHASE"
 expect_sequence weights 0 100 0
-wait_for "10 primary pods ready and podinfo at zero after the rolling release" 60 \
-  bash -c "[[ \$(kubectl -n $NS get deployment podinfo-primary -o jsonpath='{.status.readyReplicas}') == 10 && \
-    -z \$(kubectl -n $NS get deployment podinfo -o jsonpath='{.status.replicas}' | tr -d 0) ]]"
+wait_for "10 primary pods ready and podinfo at zero after the rolling release" 60 all_on_primary
 stop_watch
 expect_window "$WINDOW"
 expect_eq "primary image after the rolling release" stefanprodan/podinfo:3.1.3 "$(image_of podinfo-primary)"

@@ -51,6 +51,30 @@ fn run_in_window(world: &mut World, seconds: usize, done: impl Fn(&World) -> boo
     );
 }
 
+/// Reconciles every second until Succeeded (at most `seconds`), checking the window (`(most pods,
+/// fewest available)`) after each; the status weights seen, each change once.
+fn weights_to_success(world: &mut World, (most, fewest): (i32, i32), seconds: usize) -> Vec<i32> {
+    let mut weights = Vec::new();
+    for _ in 0..seconds {
+        world.advance(1);
+        let pods = world.target_replicas() + world.primary_replicas();
+        let (canary, primary) = available(world);
+        assert!(
+            pods <= most && canary + primary >= fewest,
+            "window left: {:#?}",
+            world.log.last()
+        );
+        let weight = world.status().canary_weight;
+        if weights.last() != Some(&weight) {
+            weights.push(weight);
+        }
+        if world.phase() == Some(Phase::Succeeded) {
+            return weights;
+        }
+    }
+    panic!("not Succeeded in {seconds}s: {weights:?}");
+}
+
 fn paused(world: &World) -> bool {
     world.status().current_step_index == Some(1)
 }
@@ -154,25 +178,7 @@ fn a_step_weight_canary_steps_only_once_the_pods_are_there() {
         4,
     );
     world.set_target_image("ghcr.io/stefanprodan/podinfo:6.0.1");
-    let mut weights = Vec::new();
-    for _ in 0..200 {
-        world.advance(1);
-        let pods = world.target_replicas() + world.primary_replicas();
-        let (canary, primary) = available(&world);
-        assert!(
-            pods <= 5 && canary + primary >= 4,
-            "window left: {:#?}",
-            world.log.last()
-        );
-        let weight = world.status().canary_weight;
-        if weights.last() != Some(&weight) {
-            weights.push(weight);
-        }
-        if world.phase() == Some(Phase::Succeeded) {
-            break;
-        }
-    }
-    assert_eq!(world.phase(), Some(Phase::Succeeded));
+    let weights = weights_to_success(&mut world, (5, 4), 200);
     assert_eq!(weights, vec![0, 25, 50, 75, 100, 0]);
     assert_eq!((world.target_replicas(), world.primary_replicas()), (0, 4));
 }
@@ -181,25 +187,7 @@ fn a_step_weight_canary_steps_only_once_the_pods_are_there() {
 fn without_steps_the_pods_roll_to_the_new_version_like_a_rolling_update() {
     let mut world = initialized_with_replicas(ratio_canary(json!({"interval": "10s"})), 10);
     world.set_target_image("ghcr.io/stefanprodan/podinfo:6.0.1");
-    let mut weights = Vec::new();
-    for _ in 0..300 {
-        world.advance(1);
-        let pods = world.target_replicas() + world.primary_replicas();
-        let (canary, primary) = available(&world);
-        assert!(
-            pods <= 13 && canary + primary >= 8,
-            "window left: {:#?}",
-            world.log.last()
-        );
-        let weight = world.status().canary_weight;
-        if weights.last() != Some(&weight) {
-            weights.push(weight);
-        }
-        if world.phase() == Some(Phase::Succeeded) {
-            break;
-        }
-    }
-    assert_eq!(world.phase(), Some(Phase::Succeeded));
+    let weights = weights_to_success(&mut world, (13, 8), 300);
     assert_eq!(weights, vec![0, 100, 0]);
     assert_eq!(world.primary_image(), "ghcr.io/stefanprodan/podinfo:6.0.1");
     assert_eq!((world.target_replicas(), world.primary_replicas()), (0, 10));
