@@ -44,6 +44,8 @@ fn expected_strategy(file: &str) -> Option<Strategy> {
         "canary-blue-green.yaml" => Some(Strategy::BlueGreen),
         "canary-mirroring.yaml" => Some(Strategy::Canary),
         "canary-steps.yaml" => Some(Strategy::Steps),
+        "canary-replica-ratio.yaml" => Some(Strategy::Steps),
+        "canary-blue-green-post-promotion.yaml" => Some(Strategy::BlueGreen),
         _ => None,
     }
 }
@@ -200,6 +202,8 @@ fn every_example_is_valid_round_trips_and_selects_its_strategy() {
         "canary-blue-green.yaml",
         "canary-mirroring.yaml",
         "canary-steps.yaml",
+        "canary-replica-ratio.yaml",
+        "canary-blue-green-post-promotion.yaml",
         "metric-template-latency.yaml",
         "alert-provider-slack.yaml",
     ] {
@@ -228,6 +232,29 @@ fn load<T: DeserializeOwned + Serialize>(file: &str) -> T {
 /// The examples carry the settings their comments describe (so an edit cannot quietly change them).
 #[test]
 fn examples_carry_the_settings_their_comments_describe() {
+    let ratio: Canary = load("canary-replica-ratio.yaml");
+    assert!(ratio.spec.splits_by_replicas());
+    let a = ratio.spec.analysis.as_ref().unwrap();
+    let weights: Vec<i32> = a.steps().iter().filter_map(|s| s.set_weight).collect();
+    assert_eq!(weights, [41, 100]);
+    assert_eq!(
+        window_and_anti_affinity(a),
+        (Some(2), Some(1), Some(80)),
+        "maxSurge, maxUnavailable and the preferred anti-affinity weight"
+    );
+    let post: Canary = load("canary-blue-green-post-promotion.yaml");
+    let a = post.spec.analysis.as_ref().unwrap();
+    assert_eq!(a.strategy(), serin_api::Strategy::BlueGreen);
+    let stage = a.post_promotion_analysis.as_ref().unwrap();
+    assert_eq!(
+        (stage.iterations(), stage.metrics()[0].name.as_str()),
+        (2, "request-success-rate")
+    );
+    assert_eq!(
+        a.pre_promotion_analysis.as_ref().unwrap().metrics()[0].name,
+        "request-duration"
+    );
+
     let progressive: Canary = load("canary-progressive.yaml");
     let a = progressive.spec.analysis.as_ref().unwrap();
     assert_eq!(
@@ -610,4 +637,24 @@ fn the_broken_canary_gets_one_message_per_broken_field() {
             "{path}: message {message:?} does not say what to write instead"
         );
     }
+}
+
+/// The replica-ratio example's window and anti-affinity, as numbers.
+fn window_and_anti_affinity(
+    a: &serin_api::CanaryAnalysis,
+) -> (Option<i32>, Option<i32>, Option<i32>) {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let int = |v: &Option<IntOrString>| match v {
+        Some(IntOrString::Int(n)) => Some(*n),
+        _ => None,
+    };
+    let weight = a
+        .anti_affinity
+        .as_ref()
+        .and_then(|anti| {
+            anti.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|p| p.weight);
+    (int(&a.max_surge), int(&a.max_unavailable), weight)
 }
