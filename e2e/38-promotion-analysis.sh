@@ -53,12 +53,6 @@ event_time() {
   date -d "$stamp" +%s
 }
 
-# served_versions N: the versions N requests to the apex Service get, counted ("3 6.0.0").
-served_versions() {
-  local i
-  for ((i = 0; i < $1; i++)); do echo "$(served_version)"; done | sort | uniq -c | tr -s ' \n' ' ' | sed 's/^ //; s/ $//'
-}
-
 log "releasing podinfo 6.0.1, which answers half its requests with 500"
 follow_baseline podinfo
 release_faulty_podinfo 6.0.1

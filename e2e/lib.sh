@@ -968,6 +968,13 @@ served_version() {
   served_version_with ""
 }
 
+# served_versions N: the versions N requests to the apex Service get, counted and sorted by version
+# ("116 3.1.0 84 3.1.1").
+served_versions() {
+  local i
+  for ((i = 0; i < $1; i++)); do echo "$(served_version)"; done | sort | uniq -c | tr -s ' \n' ' ' | sed 's/^ //; s/ $//'
+}
+
 # served_version_with HEADER: the same, for a request with an extra `Name: value` header.
 served_version_with() {
   mesh_get "http://podinfo.$NS:9898/" "$1" | sed -n 's/.*"version"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p'

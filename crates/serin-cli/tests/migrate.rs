@@ -231,6 +231,15 @@ fn the_example_manifests_migrate_lint_and_apply() {
         ],
         ["kubernetes", "kubernetes", "istio"]
     );
+    assert_eq!(
+        get(
+            "rollouts",
+            "canary/backend",
+            "{.spec.analysis.maxSurge}/{.spec.analysis.maxUnavailable}"
+        ),
+        "25%/0",
+        "the basic canary's maxSurge/maxUnavailable pace the canary by replica ratio"
+    );
 
     // Flagger v1beta1.
     assert_eq!(

@@ -114,10 +114,11 @@ pub fn merge_patch(old: &Value, new: &Value) -> Value {
     }
 }
 
-/// The target's pod template as Serin needs it: with [`APEX_LABEL`] for a canary by replica ratio
-/// (`apex`), and with the anti-affinity to the primary's pods when the Canary asks for one (and
-/// without it otherwise). `None` when the template already is so.
-pub fn target_template_patch(
+/// The merge patch that brings `workload`'s pod template to what Serin adds to it: [`APEX_LABEL`]
+/// for a canary by replica ratio (`apex`), and the anti-affinity to the primary's pods when `anti`
+/// asks for one (and none otherwise; the primary is never given one). `None` when the template
+/// already is so.
+pub fn template_patch(
     target: &Value,
     apex: Option<&str>,
     anti: Option<&serin_api::AntiAffinity>,
@@ -145,6 +146,18 @@ pub fn as_released(
     key: &str,
     primary_value: &str,
 ) -> k8s_openapi::api::apps::v1::Deployment {
+    let template = deployment.spec.as_ref().map(|s| &s.template);
+    let labelled = template
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.labels.as_ref())
+        .is_some_and(|labels| labels.contains_key(APEX_LABEL));
+    let anti_affinity = template
+        .and_then(|t| t.spec.as_ref())
+        .and_then(|s| s.affinity.as_ref())
+        .is_some_and(|a| a.pod_anti_affinity.is_some());
+    if !labelled && !anti_affinity {
+        return deployment;
+    }
     let Ok(mut object) = serde_json::to_value(&deployment) else {
         return deployment;
     };
@@ -160,14 +173,6 @@ pub fn as_released(
         without_stable_anti_affinity(spec, key, primary_value);
     }
     serde_json::from_value(object).unwrap_or(deployment)
-}
-
-/// The merge patch that adds [`APEX_LABEL`] (the apex Service's name, `apex`) to the pod template of
-/// `workload` (JSON form), or `None` when it has it already.
-pub fn apex_label_patch(workload: &Value, apex: &str) -> Option<Value> {
-    let current = &workload["spec"]["template"]["metadata"]["labels"][APEX_LABEL];
-    (current.as_str() != Some(apex))
-        .then(|| json!({"spec": {"template": {"metadata": {"labels": { APEX_LABEL: apex }}}}}))
 }
 
 /// The merge patch that scales the DaemonSet `daemon_set` (JSON form) to zero (`to_zero`) or back
@@ -364,7 +369,7 @@ mod tests {
         let zone = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}});
         let target = podinfo(zone.clone());
-        let patch = target_template_patch(
+        let patch = template_patch(
             &target,
             Some("podinfo"),
             Some(&required),
@@ -382,7 +387,7 @@ mod tests {
         let mut patched = target.clone();
         apply_merge_patch(&mut patched, &patch);
         assert_eq!(
-            target_template_patch(
+            template_patch(
                 &patched,
                 Some("podinfo"),
                 Some(&required),
@@ -397,8 +402,7 @@ mod tests {
         assert_eq!(primary["spec"]["affinity"], zone);
         // Removing antiAffinity from the Canary removes the term, and the emptied object.
         let removal =
-            target_template_patch(&patched, Some("podinfo"), None, "app", "podinfo-primary")
-                .unwrap();
+            template_patch(&patched, Some("podinfo"), None, "app", "podinfo-primary").unwrap();
         assert_eq!(
             removal,
             json!({"spec": {"template": {"spec": {"affinity": {"podAntiAffinity": null}}}}})
@@ -414,8 +418,7 @@ mod tests {
         let own = json!({"weight": 10, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": HOSTNAME}});
         let target = podinfo(json!({"podAntiAffinity": {PREFERRED: [own.clone()]}}));
         let patch =
-            target_template_patch(&target, None, Some(&preferred), "app", "podinfo-primary")
-                .unwrap();
+            template_patch(&target, None, Some(&preferred), "app", "podinfo-primary").unwrap();
         let terms = &patch["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][PREFERRED];
         assert_eq!(terms[0], own);
         assert_eq!(terms[1]["weight"], 80);

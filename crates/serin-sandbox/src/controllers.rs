@@ -1761,8 +1761,9 @@ mod tests {
             .unwrap();
     }
 
-    fn pods(store: &Store) -> Vec<Value> {
-        let info = store.resource("", "v1", "pods").unwrap();
+    /// Every object of a core/v1 `plural`.
+    fn list(store: &Store, plural: &str) -> Vec<Value> {
+        let info = store.resource("", "v1", plural).unwrap();
         store
             .list(
                 &info,
@@ -1771,6 +1772,10 @@ mod tests {
                 &FieldSelector::default(),
             )
             .0
+    }
+
+    fn pods(store: &Store) -> Vec<Value> {
+        list(store, "pods")
     }
 
     fn set_taints(store: &Store, node: &str, taints: Value) {
@@ -1789,15 +1794,7 @@ mod tests {
     }
 
     fn warnings(store: &Store) -> Vec<String> {
-        let events = store.resource("", "v1", "events").unwrap();
-        store
-            .list(
-                &events,
-                None,
-                &LabelSelector::default(),
-                &FieldSelector::default(),
-            )
-            .0
+        list(store, "events")
             .iter()
             .filter(|e| e["reason"] == "FailedScheduling")
             .map(|e| e["message"].as_str().unwrap_or_default().to_string())

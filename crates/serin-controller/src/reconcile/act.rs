@@ -8,8 +8,7 @@ use crate::autoscaler::primary_autoscaler;
 use crate::cache::{self, virtual_services};
 use crate::configs;
 use crate::workloads::{
-    apex_label_patch, daemon_set_scale_patch, primary_from, promoted_fields, target_template_patch,
-    template_for,
+    daemon_set_scale_patch, primary_from, promoted_fields, template_for, template_patch,
 };
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Client;
@@ -276,13 +275,13 @@ impl Tick<'_> {
         let apex = serin_router::Names::of(&self.canary).apex;
         let apex = self.by_ratio.then_some(apex.as_str());
         let template = if primary {
-            apex.and_then(|apex| apex_label_patch(workload, apex))
+            apex.and_then(|apex| template_patch(workload, Some(apex), None, key, primary_value))
         } else {
             let anti = canary
                 .spec
                 .analysis()
                 .and_then(|a| a.anti_affinity.as_ref());
-            target_template_patch(workload, apex, anti, key, primary_value)
+            template_patch(workload, apex, anti, key, primary_value)
         };
         let mut patch = template.unwrap_or_else(|| json!({"spec": {}}));
         patch["spec"]["replicas"] = json!(replicas);
