@@ -4,7 +4,7 @@ use crate::mesh::{
     CorsPolicy, Headers, HttpMatchRequest, HttpRequestMirrorFilter, HttpRetry, HttpRewrite,
     ParentReference, TrafficPolicy,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -717,16 +717,18 @@ pub struct CanaryStatus {
     /// Index of the step being executed (steps strategy); equal to the step count when all are done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_step_index: Option<i32>,
-    /// When the current step, pause or timed wait started.
+    /// When the current step, pause or timed wait started (to the microsecond, so a pause ends on
+    /// time rather than up to a second late).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub step_start_time: Option<Time>,
+    pub step_start_time: Option<MicroTime>,
     /// Replicas the release serves with at full traffic, fixed when the run starts; the canary and
     /// (with dynamicStableScale) the primary are sized from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub desired_replicas: Option<i32>,
-    /// When the last analysis tick ran; the next one is due one interval later.
+    /// When the last analysis tick ran (to the microsecond); the next one is due one interval
+    /// later.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_tick_time: Option<Time>,
+    pub last_tick_time: Option<MicroTime>,
     /// Since when a confirm-* gate has given no answer at all (timeouts, refused connections,
     /// retryable errors); past `progressDeadlineSeconds` the release is rolled back.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -365,3 +365,45 @@ fn a_pause_end_that_finds_the_canary_unready_falls_back_to_the_interval() {
     assert_eq!(world.elapsed() - pause_start, 25);
     assert_eq!(world.routes.unwrap().canary, 50);
 }
+
+#[test]
+fn a_reconcile_between_ticks_requeues_to_the_millisecond_the_next_tick_is_due() {
+    use k8s_openapi::jiff::SignedDuration;
+    let mut world = initialized(canary(json!({
+        "interval": "10s", "stepWeight": 20, "maxWeight": 60
+    })));
+    world.now += SignedDuration::from_millis(250);
+    release(&mut world);
+    let started = world.status().last_tick_time.expect("the release ticked").0;
+    assert_eq!(
+        started.subsec_millisecond(),
+        250,
+        "the tick's time is kept below the second"
+    );
+
+    // Something else (a Deployment's status, the operator's own write) wakes the Canary 2.4 s
+    // later: it waits exactly until one interval after the last tick, not to a whole second.
+    world.now += SignedDuration::from_millis(2_400);
+    let early = world.reconcile().clone();
+    assert!(early.actions.is_empty() && early.events.is_empty());
+    assert_eq!(
+        early.requeue_after,
+        Some(std::time::Duration::from_millis(7_600))
+    );
+    world.now += SignedDuration::from_millis(7_599);
+    assert!(
+        world.reconcile().events.is_empty(),
+        "1 ms early is too early"
+    );
+    assert_eq!(
+        world.log.last().unwrap().requeue_after,
+        Some(std::time::Duration::from_millis(1))
+    );
+    world.now += SignedDuration::from_millis(1);
+    let due = world.reconcile().clone();
+    assert_eq!(due.routes.unwrap().canary, 20);
+    assert_eq!(
+        world.status().last_tick_time.unwrap().0,
+        started + SignedDuration::from_secs(10)
+    );
+}

@@ -29,7 +29,7 @@ impl<'a> Tick<'a> {
                 ),
             );
             if done + 1 == total {
-                self.status.step_start_time = Some(self.now_time());
+                self.status.step_start_time = Some(self.now_micro());
             }
             return Err(Halt::Done);
         }

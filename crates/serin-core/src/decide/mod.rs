@@ -30,7 +30,7 @@ use crate::replicas::{
 use crate::revision::pod_template_hash;
 use crate::weights::{max_weight, next_step_weight};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serin_api::duration::parse_pause_duration;
 use serin_api::{
@@ -222,6 +222,11 @@ impl<'a> Tick<'a> {
         Time(self.now)
     }
 
+    /// Now, kept to the microsecond: the times the next tick or a pause's end is reckoned from.
+    fn now_micro(&self) -> MicroTime {
+        MicroTime(self.now)
+    }
+
     fn interval(&self) -> Duration {
         Duration::from_secs(self.analysis.interval_seconds())
     }
@@ -252,12 +257,12 @@ impl<'a> Tick<'a> {
             .collect()
     }
 
-    fn elapsed_since(&self, start: Option<&Time>) -> SignedDuration {
+    fn elapsed_since(&self, start: Option<&MicroTime>) -> SignedDuration {
         start.map_or(SignedDuration::ZERO, |t| self.now.duration_since(t.0))
     }
 
     /// Time left until `seconds` after `start`, or `None` once that moment has passed.
-    fn remaining_after(&self, start: Option<&Time>, seconds: i32) -> Option<Duration> {
+    fn remaining_after(&self, start: Option<&MicroTime>, seconds: i32) -> Option<Duration> {
         let left = SignedDuration::from_secs(i64::from(seconds)) - self.elapsed_since(start);
         (left > SignedDuration::ZERO).then(|| whole_seconds_up(left))
     }
@@ -312,7 +317,7 @@ impl<'a> Tick<'a> {
     fn wait_until_due(&mut self) -> Step {
         let interval = SignedDuration::from_secs(self.analysis.interval_seconds() as i64);
         let elapsed = self.elapsed_since(self.old.last_tick_time.as_ref());
-        self.requeue = Some(whole_seconds_up(interval - elapsed));
+        self.requeue = Some(milliseconds_up(interval - elapsed));
         Err(Halt::Done)
     }
 
@@ -323,12 +328,12 @@ impl<'a> Tick<'a> {
         else {
             return;
         };
-        self.requeue = Some(requeue.min(whole_seconds_up(end.duration_since(self.now))));
+        self.requeue = Some(requeue.min(milliseconds_up(end.duration_since(self.now))));
     }
 
     /// Records that an interval tick ran now; the next one is due one interval later.
     fn ticked(&mut self) {
-        self.status.last_tick_time = Some(self.now_time());
+        self.status.last_tick_time = Some(self.now_micro());
         self.requeue = Some(self.interval());
     }
 
@@ -382,7 +387,7 @@ impl<'a> Tick<'a> {
         }
         s.current_step_index = None;
         s.pre_promotion_passed = None;
-        s.step_start_time = Some(Time(self.now));
+        s.step_start_time = Some(MicroTime(self.now));
         s.metric_checks.clear();
         forget_silent_gate(s);
     }
@@ -409,7 +414,7 @@ impl<'a> Tick<'a> {
             forget_silent_gate(s);
         }
         if self.old.phase != Some(phase) {
-            s.step_start_time = Some(Time(self.now));
+            s.step_start_time = Some(MicroTime(self.now));
         }
     }
 
@@ -752,6 +757,13 @@ impl<'a> Tick<'a> {
 fn whole_seconds_up(duration: SignedDuration) -> Duration {
     let seconds = duration.as_secs() + i64::from(duration.subsec_nanos() > 0);
     Duration::from_secs(seconds.max(1) as u64)
+}
+
+/// `duration` rounded up to whole milliseconds, at least one: a requeue never comes before the
+/// moment it waits for (the due tick is on time to the millisecond), and never spins.
+fn milliseconds_up(duration: SignedDuration) -> Duration {
+    let millis = duration.as_millis() + i128::from(duration.subsec_nanos() % 1_000_000 > 0);
+    Duration::from_millis(millis.max(1) as u64)
 }
 
 /// The status without its bookkeeping times, to tell whether anything a user sees changed.

@@ -212,7 +212,7 @@ impl<'a> Tick<'a> {
         self.set_routes(100 - goal, goal, false);
         if goal == 0 {
             self.scale_down_failed_canary();
-            self.status.step_start_time = Some(self.now_time());
+            self.status.step_start_time = Some(self.now_micro());
             self.requeue = self.abort_scale_down_requeue();
         } else {
             self.normal(

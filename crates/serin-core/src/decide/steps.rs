@@ -93,7 +93,7 @@ impl<'a> Tick<'a> {
         let steps = self.analysis.steps();
         let total = steps.len();
         self.status.current_step_index = Some(index as i32);
-        self.status.step_start_time = Some(self.now_time());
+        self.status.step_start_time = Some(self.now_micro());
         if let Some(pause) = steps.get(index).and_then(|s| s.pause.as_ref()) {
             let message = match pause
                 .duration
