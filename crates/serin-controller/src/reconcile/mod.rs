@@ -19,7 +19,6 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::{self, Action as Requeue, Controller};
-use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 use serin_api::{Canary, MetricTemplate};
@@ -29,6 +28,7 @@ use serin_metrics::PrometheusClient;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use triggers::Named;
 
 /// The field manager of everything the operator writes.
 pub const FIELD_MANAGER: &str = "serin";
@@ -273,23 +273,25 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     // stop the watch of every other (see `undecodable`).
     let writer = kube::runtime::reflector::store::Writer::<Canary>::default();
     let store = writer.as_reader();
-    let canaries = undecodable::watch(&ctx.client, namespace.as_deref(), writer, ctx.clone());
+    let index = Arc::new(triggers::TriggerIndex::default());
+    let canaries = undecodable::watch(
+        &ctx.client,
+        namespace.as_deref(),
+        writer,
+        index.clone(),
+        ctx.clone(),
+    );
     let controller = Controller::for_stream(canaries, store.clone())
         .with_config(controller::Config::default().concurrency(ctx.concurrency.max(1)));
     let mut background = tokio::task::JoinSet::new();
     for feed in feeds.passive {
         background.spawn(feed.for_each(|_| async {}));
     }
-    let daemon_set_canaries = store.clone();
-    let (deployment_canaries, config_canaries, secret_canaries, hpa_canaries, template_canaries) = (
-        store.clone(),
-        store.clone(),
-        store.clone(),
-        store.clone(),
-        store.clone(),
-    );
+    let (deployment_index, daemon_set_index, hpa_index, route_index) =
+        (index.clone(), index.clone(), index.clone(), index);
+    let (config_canaries, secret_canaries, template_canaries) =
+        (store.clone(), store.clone(), store.clone());
     let provider_canaries = store.clone();
-    let route_canaries = store.clone();
     let (config_caches, secret_caches) = (caches.clone(), caches.clone());
     let shared = Arc::new(Shared {
         ctx,
@@ -318,18 +320,16 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     });
     controller
         .watches_stream(feeds.deployments, move |deployment: Deployment| {
-            triggers::canaries_of_deployment(
-                &deployment_canaries,
+            deployment_index.canaries(&Named::Workload(
                 deployment.namespace(),
-                &deployment.name_any(),
-            )
+                deployment.name_any(),
+            ))
         })
         .watches_stream(feeds.daemon_sets, move |daemon_set: DaemonSet| {
-            triggers::canaries_of_deployment(
-                &daemon_set_canaries,
+            daemon_set_index.canaries(&Named::Workload(
                 daemon_set.namespace(),
-                &daemon_set.name_any(),
-            )
+                daemon_set.name_any(),
+            ))
         })
         .watches_stream(feeds.config_maps, move |config_map| {
             triggers::canaries_of_config(
@@ -359,20 +359,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         .watches_stream(
             feeds.autoscalers,
             move |hpa: k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler| {
-                let name = hpa.name_any();
-                hpa_canaries
-                    .state()
-                    .into_iter()
-                    .filter(|canary| {
-                        canary.namespace() == hpa.namespace()
-                            && canary
-                                .spec
-                                .autoscaler_ref
-                                .as_ref()
-                                .is_some_and(|r| r.name == name)
-                    })
-                    .map(|canary| ObjectRef::from_obj(&*canary))
-                    .collect::<Vec<_>>()
+                hpa_index.canaries(&Named::Autoscaler(hpa.namespace(), hpa.name_any()))
             },
         )
         .watches_stream(feeds.metric_templates, move |template: MetricTemplate| {
@@ -384,7 +371,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         .watches_stream_with(
             feeds.http_routes,
             move |route: kube::api::DynamicObject| {
-                triggers::canaries_of_route(&route_canaries, route.namespace(), &route.name_any())
+                route_index.canaries(&Named::Route(route.namespace(), route.name_any()))
             },
             crate::cache::http_routes(),
         )

@@ -1,40 +1,130 @@
 //! Which Canaries a change of another object concerns: a target or primary Deployment, a config
 //! the target uses, a MetricTemplate or AlertProvider the analysis references, or a provider's
 //! Secret.
+//!
+//! Workloads, routes and autoscalers change often and there is one of each per Canary, so their
+//! Canaries are found through [`TriggerIndex`]; the rarer kinds scan the Canaries.
 
 use crate::cache::Caches;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
 use serin_api::{AlertProvider, Canary, MetricTemplate};
 use serin_core::revision::ConfigKind;
+use std::collections::{HashMap, HashSet};
+use std::sync::RwLock;
 
-/// The Canaries that point at `namespace`/`name` as target or primary.
-pub(super) fn canaries_of_deployment(
-    canaries: &Store<Canary>,
-    namespace: Option<String>,
-    name: &str,
-) -> Vec<ObjectRef<Canary>> {
-    canaries_where(canaries, |canary| {
-        let target = &canary.spec.target_ref.name;
-        canary.namespace() == namespace && (target == name || format!("{target}-primary") == name)
-    })
+/// An object a Canary names: a change of it concerns that Canary.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Named {
+    /// The target workload or its `-primary` copy (Deployments and DaemonSets share names).
+    Workload(Option<String>, String),
+    /// The apex Service's name, which its VirtualService or HTTPRoute shares.
+    Route(Option<String>, String),
+    /// The HorizontalPodAutoscaler of `autoscalerRef`.
+    Autoscaler(Option<String>, String),
 }
 
-/// The Canaries whose apex Service (and route) is `namespace`/`name`.
-pub(super) fn canaries_of_route(
-    canaries: &Store<Canary>,
-    namespace: Option<String>,
-    name: &str,
-) -> Vec<ObjectRef<Canary>> {
-    canaries_where(canaries, |canary| {
-        let apex = canary
-            .spec
-            .service
-            .name
-            .as_deref()
-            .unwrap_or(&canary.spec.target_ref.name);
-        canary.namespace() == namespace && apex == name
-    })
+impl Named {
+    /// What `canary` names.
+    fn of(canary: &Canary) -> Vec<Named> {
+        let namespace = canary.namespace();
+        let target = &canary.spec.target_ref.name;
+        let apex = canary.spec.service.name.as_deref().unwrap_or(target);
+        let mut named = vec![
+            Named::Workload(namespace.clone(), target.clone()),
+            Named::Workload(namespace.clone(), format!("{target}-primary")),
+            Named::Route(namespace.clone(), apex.to_string()),
+        ];
+        if let Some(autoscaler) = &canary.spec.autoscaler_ref {
+            named.push(Named::Autoscaler(namespace, autoscaler.name.clone()));
+        }
+        named
+    }
+}
+
+/// Which Canaries name each workload, route and autoscaler, kept up to date from the Canary
+/// watch: a change of one of 20,000 Deployments finds its Canary without reading every Canary.
+#[derive(Default)]
+pub(super) struct TriggerIndex(RwLock<IndexState>);
+
+#[derive(Default)]
+struct IndexState {
+    live: Names,
+    /// Filled while the watch relists, and swapped in when the list is complete (as the
+    /// reflector's store does), so a relist never shows a half-empty index.
+    relisting: Option<Names>,
+}
+
+#[derive(Default)]
+struct Names {
+    canaries: HashMap<Named, HashSet<ObjectRef<Canary>>>,
+    named_by: HashMap<ObjectRef<Canary>, Vec<Named>>,
+}
+
+impl Names {
+    fn insert(&mut self, canary: &Canary) {
+        let reference = ObjectRef::from_obj(canary);
+        self.remove(&reference);
+        let named = Named::of(canary);
+        for name in &named {
+            self.canaries
+                .entry(name.clone())
+                .or_default()
+                .insert(reference.clone());
+        }
+        self.named_by.insert(reference, named);
+    }
+
+    fn remove(&mut self, reference: &ObjectRef<Canary>) {
+        for name in self.named_by.remove(reference).unwrap_or_default() {
+            if let Some(set) = self.canaries.get_mut(&name) {
+                set.remove(reference);
+                if set.is_empty() {
+                    self.canaries.remove(&name);
+                }
+            }
+        }
+    }
+}
+
+impl TriggerIndex {
+    /// Follows one event of the Canary watch.
+    pub(super) fn apply(&self, event: &watcher::Event<Canary>) {
+        use watcher::Event;
+        let mut state = self
+            .0
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match event {
+            Event::Init => state.relisting = Some(Names::default()),
+            Event::InitApply(canary) => state
+                .relisting
+                .get_or_insert_with(Names::default)
+                .insert(canary),
+            Event::InitDone => {
+                if let Some(names) = state.relisting.take() {
+                    state.live = names;
+                }
+            }
+            Event::Apply(canary) => state.live.insert(canary),
+            Event::Delete(canary) => state.live.remove(&ObjectRef::from_obj(canary)),
+        }
+    }
+
+    /// The Canaries that name `named`.
+    pub(super) fn canaries(&self, named: &Named) -> Vec<ObjectRef<Canary>> {
+        let state = self
+            .0
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        state
+            .live
+            .canaries
+            .get(named)
+            .map(|set| set.iter().cloned().collect())
+            .unwrap_or_default()
+    }
 }
 
 /// The Canaries whose metrics reference `template`.
@@ -142,4 +232,67 @@ fn canaries_where(
         .filter(|canary| keep(canary))
         .map(|canary| ObjectRef::from_obj(&*canary))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serin_api::CanarySpec;
+
+    fn canary(name: &str, target: &str) -> Canary {
+        let mut spec: CanarySpec = serde_json::from_value(serde_json::json!({
+            "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+            "service": {"port": 9898},
+        }))
+        .expect("a valid spec");
+        spec.target_ref.name = target.into();
+        let mut canary = Canary::new(name, spec);
+        canary.metadata.namespace = Some("shop".into());
+        canary
+    }
+
+    fn workload(name: &str) -> Named {
+        Named::Workload(Some("shop".into()), name.into())
+    }
+
+    fn names(index: &TriggerIndex, named: &Named) -> Vec<String> {
+        let mut names: Vec<String> = index.canaries(named).into_iter().map(|r| r.name).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_deployment_finds_the_canaries_that_target_it_or_its_primary() {
+        use watcher::Event;
+        let index = TriggerIndex::default();
+        index.apply(&Event::Init);
+        index.apply(&Event::InitApply(canary("web", "web")));
+        assert!(
+            names(&index, &workload("web")).is_empty(),
+            "nothing shows before the list is complete"
+        );
+        index.apply(&Event::InitDone);
+        assert_eq!(names(&index, &workload("web")), ["web"]);
+        assert_eq!(names(&index, &workload("web-primary")), ["web"]);
+        assert_eq!(
+            names(&index, &Named::Route(Some("shop".into()), "web".into())),
+            ["web"]
+        );
+        assert!(names(&index, &Named::Workload(None, "web".into())).is_empty());
+
+        // Retargeting moves the Canary; deleting it removes it; a relist replaces everything.
+        index.apply(&Event::Apply(canary("web", "web-v2")));
+        assert!(names(&index, &workload("web")).is_empty());
+        assert_eq!(names(&index, &workload("web-v2-primary")), ["web"]);
+        index.apply(&Event::Apply(canary("api", "web-v2")));
+        assert_eq!(names(&index, &workload("web-v2")), ["api", "web"]);
+        index.apply(&Event::Delete(canary("web", "web-v2")));
+        assert_eq!(names(&index, &workload("web-v2")), ["api"]);
+        index.apply(&Event::Init);
+        index.apply(&Event::InitApply(canary("cart", "cart")));
+        assert_eq!(names(&index, &workload("web-v2")), ["api"]);
+        index.apply(&Event::InitDone);
+        assert!(names(&index, &workload("web-v2")).is_empty());
+        assert_eq!(names(&index, &workload("cart")), ["cart"]);
+    }
 }

@@ -8,6 +8,7 @@
 //! its status and a Warning event (reason `InvalidSpec`) name the field and the fix.
 
 use super::Context;
+use super::triggers::TriggerIndex;
 use futures::{Stream, StreamExt};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::reflector::store::Writer;
@@ -26,6 +27,7 @@ pub(super) fn watch(
     client: &Client,
     namespace: Option<&str>,
     writer: Writer<Canary>,
+    index: Arc<TriggerIndex>,
     ctx: Arc<Context>,
 ) -> impl Stream<Item = Result<Canary, watcher::Error>> + Send + 'static {
     let resource = ApiResource::erase::<Canary>(&());
@@ -34,6 +36,7 @@ pub(super) fn watch(
         None => Api::all_with(client.clone(), &resource),
     };
     watcher(api, watcher::Config::default())
+        .modify(slim)
         .filter_map(move |event| {
             let ctx = ctx.clone();
             async move {
@@ -43,8 +46,22 @@ pub(super) fn watch(
                 }
             }
         })
+        .inspect(move |event| {
+            if let Ok(event) = event {
+                index.apply(event);
+            }
+        })
         .reflect(writer)
         .applied_objects()
+}
+
+/// Drops what no tick reads before a Canary is cached: its managedFields and kubectl's copy of
+/// the last applied manifest are together often larger than the rest of the object.
+fn slim(object: &mut DynamicObject) {
+    object.metadata.managed_fields = None;
+    if let Some(annotations) = object.metadata.annotations.as_mut() {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
 }
 
 fn decode_event(
