@@ -286,8 +286,34 @@ fn comparable_template(template: &Value) -> Value {
     prune(&t).unwrap_or(json!({}))
 }
 
-fn pod_template_hash(template: &Value) -> String {
-    alphabet_hash(&comparable_template(template).to_string())
+/// [`comparable_template`]s, kept per object (uid) for as long as its resourceVersion stays:
+/// pruning templates is most of a Deployment sync's work, and a pass syncs every Deployment
+/// while few of them have changed since the last one.
+#[derive(Default)]
+struct ComparableTemplates(HashMap<String, (String, Arc<Value>)>);
+
+impl ComparableTemplates {
+    /// The comparable form of `object`'s `spec.template`.
+    fn of(&mut self, object: &Value) -> Arc<Value> {
+        let version = object["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or_default();
+        let object_uid = uid(object);
+        if let Some((seen, text)) = self.0.get(&object_uid)
+            && seen == version
+        {
+            return text.clone();
+        }
+        let template = Arc::new(comparable_template(&object["spec"]["template"]));
+        self.0
+            .insert(object_uid, (version.to_string(), template.clone()));
+        template
+    }
+
+    /// Forgets the objects whose uid `keep` refuses.
+    fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        self.0.retain(|object_uid, _| keep(object_uid));
+    }
 }
 
 fn name(o: &Value) -> String {
@@ -321,11 +347,11 @@ fn controller_uid(o: &Value) -> Option<String> {
 
 /// `objects` grouped by the uid of their controlling owner, so a pass finds an object's children
 /// without scanning every object for each owner.
-fn by_controller(objects: &[Value]) -> HashMap<String, Vec<&Value>> {
+fn by_controller(objects: &[Arc<Value>]) -> HashMap<String, Vec<&Value>> {
     let mut children: HashMap<String, Vec<&Value>> = HashMap::new();
     for object in objects {
         if let Some(owner) = controller_uid(object) {
-            children.entry(owner).or_default().push(object);
+            children.entry(owner).or_default().push(&**object);
         }
     }
     children
@@ -373,6 +399,7 @@ pub struct Controllers {
     ready_at: HashMap<String, Instant>,
     /// Pods the runtime was asked to start, by uid, so it can stop the ones that vanish.
     started: HashMap<String, Value>,
+    templates: ComparableTemplates,
     next_ip: u32,
     pods: ResourceInfo,
     replicasets: ResourceInfo,
@@ -489,6 +516,7 @@ impl Controllers {
             runtime,
             ready_at: HashMap::new(),
             started: HashMap::new(),
+            templates: ComparableTemplates::default(),
             next_ip: 10,
             pods,
             replicasets,
@@ -501,15 +529,8 @@ impl Controllers {
         }
     }
 
-    fn all(&self, info: &ResourceInfo) -> Vec<Value> {
-        self.store
-            .list(
-                info,
-                None,
-                &LabelSelector::default(),
-                &FieldSelector::default(),
-            )
-            .0
+    fn all(&self, info: &ResourceInfo) -> Vec<Arc<Value>> {
+        self.store.list_shared(info)
     }
 
     /// One pass of every controller; returns whether anything changed.
@@ -574,7 +595,7 @@ impl Controllers {
     fn kubelet(&mut self) -> bool {
         let mut changed = false;
         let pods = self.all(&self.pods);
-        let live: std::collections::HashSet<String> = pods.iter().map(uid).collect();
+        let live: std::collections::HashSet<String> = pods.iter().map(|p| uid(p)).collect();
         self.ready_at.retain(|u, _| live.contains(u));
         // A pod deleted without finalizers leaves the store at once; its runtime still has to stop it.
         let vanished: Vec<String> = self
@@ -594,7 +615,7 @@ impl Controllers {
             if pod["metadata"]["deletionTimestamp"].is_string() {
                 self.started.remove(&pod_uid);
                 self.runtime.stop(&pod);
-                let mut released = pod.clone();
+                let mut released = Value::clone(&pod);
                 released["metadata"]["finalizers"] = json!([]);
                 let _ = self.store.update(
                     &self.pods,
@@ -646,7 +667,7 @@ impl Controllers {
                 Some(at) => PodStart::ReadyAfter(at.saturating_duration_since(Instant::now())),
                 None => {
                     let start = self.runtime.start(&pod);
-                    self.started.insert(pod_uid.clone(), pod.clone());
+                    self.started.insert(pod_uid.clone(), Value::clone(&pod));
                     if let PodStart::ReadyAfter(delay) = &start {
                         self.ready_at
                             .insert(pod_uid.clone(), Instant::now() + *delay);
@@ -716,9 +737,10 @@ impl Controllers {
     /// other so each decision sees the pods bound before it (by priority, then age). A pod no node
     /// takes stays Pending with `PodScheduled=False` and one `FailedScheduling` event per distinct
     /// reason; it is tried again on every pass, so a removed taint or a deleted pod lets it run.
-    fn schedule_pending(&self, pods: &[Value]) -> bool {
+    fn schedule_pending(&self, pods: &[Arc<Value>]) -> bool {
         let mut pending: Vec<&Value> = pods
             .iter()
+            .map(|p| &**p)
             .filter(|p| p["spec"]["nodeName"].is_null())
             .filter(|p| !p["metadata"]["deletionTimestamp"].is_string())
             .filter(|p| !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed")))
@@ -736,10 +758,13 @@ impl Controllers {
                 name(p),
             )
         });
-        let nodes = self.all(&self.nodes);
-        let namespaces = self.all(&self.namespaces);
+        let copies = |objects: Vec<Arc<Value>>| -> Vec<Value> {
+            objects.iter().map(|o| Value::clone(o)).collect()
+        };
+        let nodes = copies(self.all(&self.nodes));
+        let namespaces = copies(self.all(&self.namespaces));
         // The pods as this pass has bound them so far.
-        let mut placed: Vec<Value> = pods.to_vec();
+        let mut placed: Vec<Value> = copies(pods.to_vec());
         let mut changed = false;
         for pod in pending {
             let cluster = crate::scheduler::Cluster {
@@ -1011,10 +1036,14 @@ impl Controllers {
     /// too), replaced `maxUnavailable` at a time when the template changes.
     fn sync_daemonsets(&mut self) -> bool {
         let mut changed = false;
+        let daemonsets = self.all(&self.daemonsets);
+        if daemonsets.is_empty() {
+            return false;
+        }
         let pods = self.all(&self.pods);
         let pods_by_owner = by_controller(&pods);
         let all_nodes = self.all(&self.nodes);
-        for ds in self.all(&self.daemonsets) {
+        for ds in daemonsets {
             if ds["metadata"]["deletionTimestamp"].is_string() {
                 continue;
             }
@@ -1126,9 +1155,13 @@ impl Controllers {
     /// time), or until more than `backoffLimit` failed.
     fn sync_jobs(&mut self) -> bool {
         let mut changed = false;
+        let jobs = self.all(&self.jobs);
+        if jobs.is_empty() {
+            return false;
+        }
         let pods = self.all(&self.pods);
         let pods_by_owner = by_controller(&pods);
-        for job in self.all(&self.jobs) {
+        for job in jobs {
             if job["metadata"]["deletionTimestamp"].is_string() {
                 continue;
             }
@@ -1258,7 +1291,12 @@ impl Controllers {
         let mut changed = false;
         let all_rs = self.all(&self.replicasets);
         let rs_by_owner = by_controller(&all_rs);
-        for deploy in self.all(&self.deployments) {
+        let deployments = self.all(&self.deployments);
+        let present: std::collections::HashSet<String> =
+            all_rs.iter().chain(&deployments).map(|o| uid(o)).collect();
+        self.templates
+            .retain(|object_uid| present.contains(object_uid));
+        for deploy in deployments {
             if deploy["metadata"]["deletionTimestamp"].is_string() {
                 continue;
             }
@@ -1275,11 +1313,9 @@ impl Controllers {
         let spec = &deploy["spec"];
         let replicas = spec["replicas"].as_i64().unwrap_or(1);
         let template = &spec["template"];
-        let hash = pod_template_hash(template);
-        let wanted = comparable_template(template);
-        let new_rs = owned
-            .iter()
-            .find(|rs| comparable_template(&rs["spec"]["template"]) == wanted);
+        let wanted = self.templates.of(deploy);
+        let hash = alphabet_hash(&wanted.to_string());
+        let new_rs = owned.iter().find(|rs| self.templates.of(rs) == wanted);
         let revision = |rs: &Value| -> i64 {
             rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
                 .as_str()
@@ -1669,6 +1705,7 @@ pub fn spawn(
     runtime: Arc<dyn PodRuntime>,
     period: Duration,
     nodes: usize,
+    metrics: Arc<crate::instrument::Metrics>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut controllers = Controllers::new(store.clone(), runtime, nodes);
@@ -1676,7 +1713,10 @@ pub fn spawn(
         loop {
             // Settle: run passes until nothing changes (bounded, so a flapping object cannot spin).
             for _ in 0..20 {
-                if !controllers.reconcile() {
+                let started = Instant::now();
+                let changed = controllers.reconcile();
+                metrics.controller_pass(started.elapsed());
+                if !changed {
                     break;
                 }
             }

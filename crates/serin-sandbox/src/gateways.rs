@@ -189,6 +189,17 @@ pub fn reconcile(store: &Store) {
     let Some(routes_info) = store.resource("gateway.networking.k8s.io", "v1", "httproutes") else {
         return;
     };
+    // The route table reads every routing object of the mesh; with no Gateway and no HTTPRoute
+    // there is nothing for it to decide.
+    let none = |info| {
+        store
+            .list(info, None, &Default::default(), &Default::default())
+            .0
+            .is_empty()
+    };
+    if none(&gateways_info) && none(&routes_info) {
+        return;
+    }
     let table: RouteTable = crate::mesh_proxy::route_table(store);
     let now = crate::store::now_rfc3339();
     for gateway in table

@@ -13,6 +13,8 @@ pub struct Metrics {
     writes_by_client: Mutex<BTreeMap<(String, String, String), u64>>,
     watches_started: AtomicU64,
     watches_active: AtomicU64,
+    controller_passes: AtomicU64,
+    controller_pass_micros: AtomicU64,
 }
 
 impl Metrics {
@@ -95,6 +97,21 @@ impl Metrics {
         requests.values().sum()
     }
 
+    /// Counts one pass of the built-in controllers that took `spent`.
+    pub fn controller_pass(&self, spent: std::time::Duration) {
+        self.controller_passes.fetch_add(1, Ordering::Relaxed);
+        self.controller_pass_micros
+            .fetch_add(spent.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// Passes of the built-in controllers so far, and the seconds they took.
+    pub fn controller_passes(&self) -> (u64, f64) {
+        (
+            self.controller_passes.load(Ordering::Relaxed),
+            self.controller_pass_micros.load(Ordering::Relaxed) as f64 / 1e6,
+        )
+    }
+
     /// The Prometheus text exposition of every counter.
     pub fn render(&self, objects: usize) -> String {
         let mut out = String::from(
@@ -126,6 +143,10 @@ impl Metrics {
         out.push_str(&format!(
             "# HELP sandbox_apiserver_watches_active Watch streams open now.\n# TYPE sandbox_apiserver_watches_active gauge\nsandbox_apiserver_watches_active {}\n",
             self.active_watches()
+        ));
+        let (passes, seconds) = self.controller_passes();
+        out.push_str(&format!(
+            "# HELP sandbox_controller_passes_total Passes of the built-in controllers.\n# TYPE sandbox_controller_passes_total counter\nsandbox_controller_passes_total {passes}\n# HELP sandbox_controller_pass_seconds_total Time the built-in controllers' passes took.\n# TYPE sandbox_controller_pass_seconds_total counter\nsandbox_controller_pass_seconds_total {seconds}\n"
         ));
         out.push_str(&format!(
             "# HELP sandbox_apiserver_objects Objects stored.\n# TYPE sandbox_apiserver_objects gauge\nsandbox_apiserver_objects {objects}\n"

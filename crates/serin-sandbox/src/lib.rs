@@ -293,6 +293,7 @@ impl Sandbox {
             runtime,
             options.controller_period,
             options.nodes,
+            metrics.clone(),
         );
         let identity_controllers = auth::spawn_controllers(store.clone());
         let gateway_controller = mesh.is_some().then(|| gateways::spawn(store.clone()));

@@ -347,7 +347,7 @@ struct PodsByLabel<'a> {
 }
 
 impl<'a> PodsByLabel<'a> {
-    fn new(pods: &'a [Value]) -> Self {
+    fn new(pods: &'a [std::sync::Arc<Value>]) -> Self {
         let mut index: HashMap<(String, String, String), Vec<&Value>> = HashMap::new();
         for pod in pods {
             let namespace = pod["metadata"]["namespace"].as_str().unwrap_or_default();
@@ -356,7 +356,7 @@ impl<'a> PodsByLabel<'a> {
                     index
                         .entry((namespace.to_string(), key.clone(), value.to_string()))
                         .or_default()
-                        .push(pod);
+                        .push(&**pod);
                 }
             }
         }
@@ -390,9 +390,11 @@ impl<'a> PodsByLabel<'a> {
 /// Returns whether anything changed.
 pub fn sync_endpoints(store: &Store, writes: &WriteOptions) -> bool {
     let endpoints = store.resource("", "v1", "endpoints").expect("built in");
-    let services = all(store, "", "v1", "services", None);
-    let pods = all(store, "", "v1", "pods", None);
-    let existing = all(store, "", "v1", "endpoints", None);
+    let shared =
+        |plural: &str| store.list_shared(&store.resource("", "v1", plural).expect("built in"));
+    let services = shared("services");
+    let pods = shared("pods");
+    let existing = shared("endpoints");
     let key = |o: &Value| {
         format!(
             "{}/{}",
@@ -400,7 +402,8 @@ pub fn sync_endpoints(store: &Store, writes: &WriteOptions) -> bool {
             o["metadata"]["name"].as_str().unwrap_or_default()
         )
     };
-    let existing_by_key: BTreeMap<String, &Value> = existing.iter().map(|e| (key(e), e)).collect();
+    let existing_by_key: BTreeMap<String, &Value> =
+        existing.iter().map(|e| (key(e), &**e)).collect();
     let pods_by_label = PodsByLabel::new(&pods);
     let mut changed = false;
     let mut wanted = std::collections::HashSet::new();

@@ -8,9 +8,9 @@ use crate::registry::{GenerationRule, Registry, ResourceInfo, resources_of_crd};
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
 use serde_json::{Map, Value, json};
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc};
 
 /// How many changes are kept for watches that resume from a resourceVersion.
 pub const HISTORY_LIMIT: usize = 10_000;
@@ -50,6 +50,8 @@ pub struct Change {
     pub object: Value,
     /// The object before the change, for watchers whose selectors it may have left or entered.
     pub previous: Option<Value>,
+    /// When it was committed (to the nanosecond, unlike the objects' own timestamps).
+    pub at: std::time::SystemTime,
 }
 
 /// One page of a paged list.
@@ -183,10 +185,114 @@ type Key = (String, String, String);
 
 struct Inner {
     registry: Registry,
-    objects: BTreeMap<Key, Value>,
+    /// Shared, so the built-in controllers read them without copying ([`Store::list_shared`]).
+    objects: BTreeMap<Key, Arc<Value>>,
     rv: u64,
     history: VecDeque<Arc<Change>>,
     compacted_through: u64,
+    /// In-process followers that must see every change, however far behind they are.
+    followers: Vec<mpsc::UnboundedSender<Arc<Change>>>,
+    gc: GcIndex,
+}
+
+/// What garbage collection needs to know without reading every object: who owns whom, which
+/// objects are being deleted, and which objects a change since the last collection concerns.
+/// Kept by [`Store::commit`], the one place objects change.
+#[derive(Default)]
+struct GcIndex {
+    keys_by_uid: HashMap<String, Key>,
+    /// The objects that name each uid among their owners.
+    dependents: HashMap<String, HashSet<Key>>,
+    /// Objects with a deletionTimestamp or a foregroundDeletion or orphan finalizer.
+    finalizing: HashSet<Key>,
+    /// Objects to look at in the next collection: an owner of theirs went away or began a
+    /// foreground or orphaning deletion, a dependent went away, or they are being deleted.
+    pending: HashSet<Key>,
+}
+
+fn owner_uids(object: &Value) -> Vec<String> {
+    meta(object)["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["uid"].as_str().map(String::from))
+        .collect()
+}
+
+fn uid_of(object: &Value) -> Option<&str> {
+    meta(object)["uid"].as_str()
+}
+
+fn is_finalizing(object: &Value) -> bool {
+    meta(object)["deletionTimestamp"].is_string()
+        || meta(object)["finalizers"].as_array().is_some_and(|list| {
+            list.iter()
+                .any(|f| f == "foregroundDeletion" || f == "orphan")
+        })
+}
+
+impl GcIndex {
+    /// Follows one object's change from `old` to `new` (absent when created or removed).
+    fn update(&mut self, key: &Key, old: Option<&Value>, new: Option<&Value>) {
+        let old_owners = old.map(owner_uids).unwrap_or_default();
+        let new_owners = new.map(owner_uids).unwrap_or_default();
+        for owner in old_owners.iter().filter(|o| !new_owners.contains(o)) {
+            if let Some(set) = self.dependents.get_mut(owner) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.dependents.remove(owner);
+                }
+            }
+            // An owner waiting for its dependents to go may now be done.
+            if let Some(owner_key) = self.keys_by_uid.get(owner) {
+                self.pending.insert(owner_key.clone());
+            }
+        }
+        match new {
+            None => {
+                self.finalizing.remove(key);
+                self.pending.remove(key);
+                if let Some(uid) = old.and_then(uid_of) {
+                    self.keys_by_uid.remove(uid);
+                    // Its dependents may be orphans now.
+                    self.pending
+                        .extend(self.dependents.get(uid).into_iter().flatten().cloned());
+                }
+            }
+            Some(object) => {
+                if let Some(uid) = uid_of(object) {
+                    self.keys_by_uid.insert(uid.to_string(), key.clone());
+                }
+                for owner in &new_owners {
+                    self.dependents
+                        .entry(owner.clone())
+                        .or_default()
+                        .insert(key.clone());
+                    if !self.keys_by_uid.contains_key(owner) {
+                        self.pending.insert(key.clone());
+                    }
+                }
+                if is_finalizing(object) {
+                    self.finalizing.insert(key.clone());
+                    self.pending.insert(key.clone());
+                    if let Some(uid) = uid_of(object) {
+                        self.pending
+                            .extend(self.dependents.get(uid).into_iter().flatten().cloned());
+                    }
+                } else {
+                    self.finalizing.remove(key);
+                }
+            }
+        }
+    }
+
+    /// Whether a namespace or a CustomResourceDefinition is being deleted: their contents are
+    /// found by reading every object.
+    fn clearing_a_scope(&self) -> bool {
+        self.finalizing.iter().any(|(resource, _, _)| {
+            resource == "namespaces" || resource == "customresourcedefinitions.apiextensions.k8s.io"
+        })
+    }
 }
 
 /// The sandbox's state, shared by the HTTP handlers and the built-in controllers.
@@ -291,6 +397,8 @@ impl Store {
                 rv: 0,
                 history: VecDeque::new(),
                 compacted_through: 0,
+                followers: Vec::new(),
+                gc: GcIndex::default(),
             }),
             changes,
             resets,
@@ -348,6 +456,14 @@ impl Store {
         self.changes.subscribe()
     }
 
+    /// Every committed change from now on, in order, with no limit on how far the receiver may
+    /// fall behind (an in-process reader that must see every commit, such as a benchmark).
+    pub fn follow(&self) -> mpsc::UnboundedReceiver<Arc<Change>> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        self.lock().followers.push(sender);
+        receiver
+    }
+
     /// A signal that fires when [`Store::compact`] runs.
     pub fn resets(&self) -> broadcast::Receiver<()> {
         self.resets.subscribe()
@@ -373,8 +489,7 @@ impl Store {
         inner
             .objects
             .get(&Self::key(info, namespace, name))
-            .cloned()
-            .map(|o| Self::present(info, o))
+            .map(|o| Self::present(info, (**o).clone()))
             .ok_or_else(|| {
                 ApiError::not_found(&info.qualified_plural(), &info.group, &info.plural, name)
             })
@@ -397,10 +512,31 @@ impl Store {
             .take_while(|((r, _, _), _)| *r == resource)
             .filter(|((_, ns, _), _)| namespace.is_none_or(|want| want == ns))
             .filter(|(_, o)| labels.matches(o))
-            .map(|(_, o)| Self::present(info, o.clone()))
+            .map(|(_, o)| Self::present(info, (**o).clone()))
             .filter(|o| fields.matches(o))
             .collect();
         (items, inner.rv)
+    }
+
+    /// The objects of a built-in kind as stored, shared rather than copied: for the built-in
+    /// controllers, which read every workload on every pass. Unlike [`Store::list`], objects are
+    /// not converted to `info`'s version nor given a CRD schema's defaults; only one stored
+    /// without its `apiVersion` or `kind` is copied to be given them.
+    pub fn list_shared(&self, info: &ResourceInfo) -> Vec<Arc<Value>> {
+        let inner = self.lock();
+        let resource = info.storage_key();
+        inner
+            .objects
+            .range((resource.clone(), String::new(), String::new())..)
+            .take_while(|((r, _, _), _)| *r == resource)
+            .map(|(_, o)| {
+                if o["apiVersion"].is_string() && o["kind"].is_string() {
+                    o.clone()
+                } else {
+                    Arc::new(Self::present(info, Value::clone(o)))
+                }
+            })
+            .collect()
     }
 
     /// One page of a list (`limit`, `continue`): at most `limit` objects after the token's position,
@@ -441,7 +577,7 @@ impl Store {
             .range((resource.clone(), String::new(), String::new())..)
             .take_while(|((r, _, _), _)| *r == resource)
             .filter(|((_, ns, name), _)| in_scope(ns, name))
-            .map(|((_, ns, name), o)| ((ns.clone(), name.clone()), o.clone()))
+            .map(|((_, ns, name), o)| ((ns.clone(), name.clone()), (**o).clone()))
             .collect();
         for change in inner.history.iter().rev() {
             if change.rv <= snapshot {
@@ -514,7 +650,7 @@ impl Store {
                     .objects
                     .range((resource.clone(), String::new(), String::new())..)
                     .take_while(|((r, _, _), _)| *r == resource)
-                    .map(|(_, o)| (ChangeType::Added, Self::present(info, o.clone())))
+                    .map(|(_, o)| (ChangeType::Added, Self::present(info, (**o).clone())))
                     .collect();
                 return Ok(WatchStart {
                     initial,
@@ -560,10 +696,12 @@ impl Store {
         let key = Self::key(info, namespace_of(&object), name_of(&object));
         match change {
             ChangeType::Deleted => {
-                inner.objects.remove(&key);
+                let old = inner.objects.remove(&key);
+                inner.gc.update(&key, old.as_deref(), None);
             }
             _ => {
-                inner.objects.insert(key, object.clone());
+                let old = inner.objects.insert(key.clone(), Arc::new(object.clone()));
+                inner.gc.update(&key, old.as_deref(), Some(&object));
             }
         }
         let record = Arc::new(Change {
@@ -572,6 +710,7 @@ impl Store {
             change,
             object: object.clone(),
             previous,
+            at: std::time::SystemTime::now(),
         });
         inner.history.push_back(record.clone());
         while inner.history.len() > HISTORY_LIMIT {
@@ -579,6 +718,9 @@ impl Store {
                 inner.compacted_through = old.rv;
             }
         }
+        inner
+            .followers
+            .retain(|follower| follower.send(record.clone()).is_ok());
         let _ = self.changes.send(record);
         Self::present(info, object)
     }
@@ -815,7 +957,7 @@ impl Store {
         inner
             .objects
             .get(&Self::key(info, namespace, name))
-            .cloned()
+            .map(|o| (**o).clone())
             .ok_or_else(|| {
                 ApiError::not_found(&info.qualified_plural(), &info.group, &info.plural, name)
             })
@@ -1238,8 +1380,135 @@ impl Store {
 
     /// The built-in controllers that react to deletions: namespace and CRD cleanup, garbage
     /// collection of dependents, foreground and orphan propagation. Runs until nothing changes.
+    /// Garbage collection and finalization, after a change that may need them: dependents of
+    /// deleted owners go, owners waiting on their dependents finish. Only the objects the changes
+    /// since the last run concern are read, unless a namespace or CRD is being emptied.
     fn run_controllers(&self, inner: &mut Inner) {
         loop {
+            let acted = if inner.gc.clearing_a_scope() {
+                inner.gc.pending.clear();
+                self.collect_everything(inner)
+            } else {
+                self.collect_pending(inner)
+            };
+            if !acted {
+                break;
+            }
+        }
+    }
+
+    /// One round of [`Store::run_controllers`] over the objects [`GcIndex`] marked as pending;
+    /// whether it changed anything.
+    fn collect_pending(&self, inner: &mut Inner) -> bool {
+        let pending: Vec<Key> = inner.gc.pending.drain().collect();
+        let mut infos: HashMap<String, Option<ResourceInfo>> = HashMap::new();
+        let mut acted = false;
+        for key in pending {
+            let Some(object) = inner.objects.get(&key).map(|o| (**o).clone()) else {
+                continue;
+            };
+            let info = infos
+                .entry(key.0.clone())
+                .or_insert_with(|| {
+                    inner
+                        .registry
+                        .all()
+                        .find(|i| i.storage_key() == key.0)
+                        .cloned()
+                })
+                .clone();
+            let Some(info) = info else {
+                continue;
+            };
+            let owners = owner_uids(&object);
+            let owner_objects: Vec<&Value> = owners
+                .iter()
+                .filter_map(|u| inner.gc.keys_by_uid.get(u))
+                .filter_map(|k| inner.objects.get(k).map(|o| &**o))
+                .collect();
+            let marked = meta(&object)["deletionTimestamp"].is_string();
+            if !marked {
+                let orphaned = !owners.is_empty() && owner_objects.is_empty();
+                let owner_foreground = owner_objects
+                    .iter()
+                    .any(|o| string_set(&meta(o)["finalizers"]).contains("foregroundDeletion"));
+                if orphaned || owner_foreground {
+                    self.delete_object_quietly(inner, &info, object);
+                    acted = true;
+                    continue;
+                }
+            }
+            let orphaning: HashSet<String> = owner_objects
+                .iter()
+                .filter(|o| {
+                    meta(o)["deletionTimestamp"].is_string()
+                        && string_set(&meta(o)["finalizers"]).contains("orphan")
+                })
+                .filter_map(|o| uid_of(o).map(String::from))
+                .collect();
+            if !orphaning.is_empty() {
+                let mut updated = object.clone();
+                if let Some(refs) = meta_mut(&mut updated)
+                    .get_mut("ownerReferences")
+                    .and_then(Value::as_array_mut)
+                {
+                    refs.retain(|r| !r["uid"].as_str().is_some_and(|u| orphaning.contains(u)));
+                }
+                self.commit(inner, &info, ChangeType::Modified, updated, Some(object));
+                acted = true;
+                continue;
+            }
+            if marked {
+                let has_dependents = uid_of(&object)
+                    .and_then(|u| inner.gc.dependents.get(u))
+                    .is_some_and(|set| !set.is_empty());
+                let finalizers = string_set(&meta(&object)["finalizers"]);
+                for finalizer in ["foregroundDeletion", "orphan"] {
+                    if finalizers.contains(finalizer) && !has_dependents {
+                        let current = inner.objects.get(&key).map(|o| (**o).clone());
+                        if let Some(current) = current {
+                            self.finish_finalizer(inner, &info, current, finalizer);
+                            acted = true;
+                        }
+                    }
+                }
+            }
+        }
+        acted
+    }
+
+    /// Removes `finalizer` from `object`, deleting it when no finalizer is left.
+    fn finish_finalizer(
+        &self,
+        inner: &mut Inner,
+        info: &ResourceInfo,
+        object: Value,
+        finalizer: &str,
+    ) {
+        let mut updated = object.clone();
+        if let Some(list) = meta_mut(&mut updated)
+            .get_mut("finalizers")
+            .and_then(Value::as_array_mut)
+        {
+            list.retain(|f| f != finalizer);
+        }
+        if info.kind == "Namespace" {
+            updated["spec"]["finalizers"] = json!([]);
+        }
+        if has_finalizers(&updated) {
+            self.commit(inner, info, ChangeType::Modified, updated, Some(object));
+        } else {
+            if info.kind == "CustomResourceDefinition" {
+                inner.registry.set_crd(name_of(&object), Vec::new());
+            }
+            self.commit(inner, info, ChangeType::Deleted, updated, Some(object));
+        }
+    }
+
+    /// One round of [`Store::run_controllers`] that reads every object, while a namespace or a
+    /// CRD is being emptied; whether it changed anything.
+    fn collect_everything(&self, inner: &mut Inner) -> bool {
+        {
             let mut acted = false;
             let uids: HashSet<String> = inner
                 .objects
@@ -1268,7 +1537,7 @@ impl Store {
                     r == "customresourcedefinitions.apiextensions.k8s.io"
                         && meta(o)["deletionTimestamp"].is_string()
                 })
-                .map(|(_, o)| o.clone())
+                .map(|(_, o)| (**o).clone())
                 .collect();
             let dying_crd_keys: HashSet<String> =
                 dying_crds.iter().map(|c| name_of(c).to_string()).collect();
@@ -1289,6 +1558,7 @@ impl Store {
                 .collect();
             let mut orphan_updates: Vec<(ResourceInfo, Value)> = Vec::new();
             for ((resource, ns, _), object) in &inner.objects {
+                let object: &Value = object;
                 let Some(info) = infos.get(resource) else {
                     continue;
                 };
@@ -1335,6 +1605,7 @@ impl Store {
             // Owners waiting on their dependents, namespaces and CRDs waiting to be emptied.
             let mut status_updates = Vec::new();
             for ((resource, _, _), object) in &inner.objects {
+                let object: &Value = object;
                 if !meta(object)["deletionTimestamp"].is_string() {
                     continue;
                 }
@@ -1386,29 +1657,10 @@ impl Store {
                 self.commit(inner, &info, ChangeType::Modified, updated, Some(object));
             }
             for (info, object, finalizer) in to_finish {
-                let mut updated = object.clone();
-                if let Some(list) = meta_mut(&mut updated)
-                    .get_mut("finalizers")
-                    .and_then(Value::as_array_mut)
-                {
-                    list.retain(|f| f != finalizer);
-                }
-                if info.kind == "Namespace" {
-                    updated["spec"]["finalizers"] = json!([]);
-                }
-                if has_finalizers(&updated) {
-                    self.commit(inner, &info, ChangeType::Modified, updated, Some(object));
-                } else {
-                    if info.kind == "CustomResourceDefinition" {
-                        inner.registry.set_crd(name_of(&object), Vec::new());
-                    }
-                    self.commit(inner, &info, ChangeType::Deleted, updated, Some(object));
-                }
+                self.finish_finalizer(inner, &info, object, finalizer);
                 acted = true;
             }
-            if !acted {
-                break;
-            }
+            acted
         }
     }
 
