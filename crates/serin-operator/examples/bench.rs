@@ -1,33 +1,55 @@
-//! `make bench` for the operator: the release build of `serin-operator` runs against the sandbox
-//! with 100 and then 1,000 Canaries (each with its own Deployment). For each size it reports the
-//! operator's resident memory idle and while every Canary progresses, and the API requests it
-//! makes per reconcile (from the sandbox's request counters and the operator's
-//! `serin_reconcile_total`). The bench reads and writes the sandbox's store directly, so every
-//! counted request is the operator's.
+//! `make bench-operator`: the release build of `serin-operator` against the sandbox with 100,
+//! 1,000 (and, with `SERIN_BENCH_SIZES`, more) Canaries, each with its own Deployment and one 50%
+//! step. The bench reads and writes the sandbox's store directly, so every API request counted is
+//! the operator's, and it follows every commit to the store (with its commit time) to measure:
+//! - memory: the operator's resident memory idle and while every Canary progresses;
+//! - step lag: for every tick of every Canary, its status write's commit time minus the moment
+//!   the tick was due (the previous tick's `lastTickTime` plus the interval);
+//! - detection: from the bench's update of a target to the commit of the Canary's status that
+//!   starts the release;
+//! - requests per release against the minimum a release needs: one status write per transition
+//!   (phase or weight), one route write per weight change, the scale and promote writes; with
+//!   Events, one Event per transition is added to the minimum;
+//! - CPU: the operator's user + system seconds per 1,000 reconciles and per 1,000 ticks;
+//! - the sandbox's own figures, to show it is not what the operator waits for.
+//!
+//! The targets are updated one after another over one interval, as releases arrive in a real
+//! cluster; `SERIN_BENCH_INTERVAL` sets the interval (30s by default).
 
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
-use serin_sandbox::selectors::{FieldSelector, LabelSelector};
-use serin_sandbox::store::{Part, PatchType, WriteOptions};
+use serin_sandbox::store::{Change, ChangeType, Part, PatchType, WriteOptions};
 use serin_sandbox::{MeshSettings, Sandbox, SandboxOptions};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
 const SIZES: [usize; 2] = [100, 1_000];
-/// `SERIN_BENCH_SIZES=300,500` runs other sizes; `SERIN_BENCH_LOG=dir` keeps the operator's logs.
+const IDLE_WINDOW: Duration = Duration::from_secs(30);
+const NAMESPACE: &str = "bench";
+
+/// `SERIN_BENCH_SIZES=300,500` runs other sizes.
 fn sizes() -> Vec<usize> {
     std::env::var("SERIN_BENCH_SIZES")
         .ok()
         .map(|list| {
             list.split(',')
-                .filter_map(|n| n.trim().parse().ok())
+                .filter_map(|n| n.trim().replace('_', "").parse().ok())
                 .collect()
         })
         .filter(|list: &Vec<usize>| !list.is_empty())
         .unwrap_or_else(|| SIZES.to_vec())
 }
-const IDLE_WINDOW: Duration = Duration::from_secs(30);
-const NAMESPACE: &str = "bench";
+
+/// The Canaries' analysis interval: `SERIN_BENCH_INTERVAL=10s`, 30s by default.
+fn interval() -> Duration {
+    std::env::var("SERIN_BENCH_INTERVAL")
+        .ok()
+        .and_then(|text| humantime::parse_duration(&text).ok())
+        .unwrap_or(Duration::from_secs(30))
+}
 
 fn operator_binary() -> std::path::PathBuf {
     // target/release/examples/bench → target/release/serin-operator
@@ -52,6 +74,23 @@ fn resident_bytes(pid: u32) -> u64 {
         })
         .unwrap_or(0)
         * 1024
+}
+
+/// User + system CPU seconds the process `pid` has used.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command (which may hold spaces) start at field 3; utime and stime are 14, 15.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 /// API requests other than watches by verb and resource: what the operator asks for, as opposed
@@ -82,26 +121,16 @@ fn request_counts(sandbox: &Sandbox) -> BTreeMap<String, u64> {
     counts
 }
 
-fn requests(sandbox: &Sandbox) -> u64 {
-    request_counts(sandbox).values().sum()
-}
-
-/// The requests made since `before`, by verb and resource, largest first.
-fn breakdown(sandbox: &Sandbox, before: &BTreeMap<String, u64>) -> String {
-    let mut delta: Vec<(String, u64)> = request_counts(sandbox)
+/// The requests made since `before`, by verb and resource.
+fn requests_since(sandbox: &Sandbox, before: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    request_counts(sandbox)
         .into_iter()
         .map(|(key, n)| {
             let n = n - before.get(&key).copied().unwrap_or(0);
             (key, n)
         })
         .filter(|(_, n)| *n > 0)
-        .collect();
-    delta.sort_by_key(|entry| std::cmp::Reverse(entry.1));
-    delta
-        .iter()
-        .map(|(key, n)| format!("{key} {n}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+        .collect()
 }
 
 fn free_port() -> u16 {
@@ -128,8 +157,12 @@ async fn reconciles(admin: u16) -> u64 {
         .unwrap_or(0)
 }
 
+fn app(i: usize) -> String {
+    format!("app-{i:05}")
+}
+
 fn deployment(i: usize, tag: &str) -> Value {
-    let name = format!("app-{i:04}");
+    let name = app(i);
     json!({"apiVersion": "apps/v1", "kind": "Deployment",
            "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": name}},
            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
@@ -138,41 +171,210 @@ fn deployment(i: usize, tag: &str) -> Value {
                                                           "ports": [{"name": "http", "containerPort": 9898}]}]}}}})
 }
 
-fn canary(i: usize) -> Value {
-    let name = format!("app-{i:04}");
+fn canary(i: usize, interval: Duration) -> Value {
+    let name = app(i);
     json!({"apiVersion": "serin.dev/v1beta1", "kind": "Canary",
            "metadata": {"name": name, "namespace": NAMESPACE},
            "spec": {"provider": "istio",
                     "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
                     "service": {"port": 9898},
-                    "analysis": {"interval": "10s", "threshold": 2, "stepWeight": 50, "maxWeight": 50}}})
+                    "analysis": {"interval": format!("{}s", interval.as_secs()), "threshold": 2,
+                                 "stepWeight": 50, "maxWeight": 50}}})
 }
 
-/// Phases of the bench's Canaries, counted.
-fn phases(sandbox: &Sandbox) -> BTreeMap<String, usize> {
-    let info = sandbox
-        .store
-        .resource("serin.dev", "v1beta1", "canaries")
-        .expect("the CRDs are installed");
-    let (items, _) = sandbox.store.list(
-        &info,
-        Some(NAMESPACE),
-        &LabelSelector::default(),
-        &FieldSelector::default(),
-    );
-    let mut counts = BTreeMap::new();
-    for item in items {
-        let phase = item["status"]["phase"].as_str().unwrap_or("-").to_string();
-        *counts.entry(phase).or_insert(0) += 1;
+/// Which part of the run a commit belongs to.
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+enum Window {
+    #[default]
+    Setup,
+    Initializing,
+    Idle,
+    Releasing,
+}
+
+/// What the bench learns from the commits to the store, as they happen.
+#[derive(Default)]
+struct Log {
+    window: Window,
+    interval: SignedDuration,
+    phases: HashMap<String, String>,
+    /// When the bench updated each target, until the Canary's release starts.
+    updated_at: HashMap<String, SystemTime>,
+    /// Seconds from a tick being due to its status write, for the release's ticks.
+    step_lags: Vec<f64>,
+    /// Seconds from a target's update to its Canary's release starting.
+    detections: Vec<f64>,
+    /// Seconds from the operator scaling a target up to the target being available.
+    rollouts: Vec<f64>,
+    scaled_up_at: HashMap<String, SystemTime>,
+    ticks: u64,
+    transitions: u64,
+    route_writes: u64,
+    /// Changes of a Deployment's spec: the bench's update of each target and the operator's
+    /// scale and promote writes.
+    workload_writes: u64,
+    promotions_completed: HashMap<String, u32>,
+    /// Commits per second of the run, for the sandbox's peak rate.
+    commits_by_second: BTreeMap<u64, u64>,
+}
+
+fn seconds_between(earlier: SystemTime, later: SystemTime) -> f64 {
+    match later.duration_since(earlier) {
+        Ok(d) => d.as_secs_f64(),
+        Err(e) => -e.duration().as_secs_f64(),
     }
-    counts
+}
+
+fn timestamp(value: &Value) -> Option<Timestamp> {
+    value.as_str()?.parse().ok()
+}
+
+impl Log {
+    fn observe(&mut self, change: &Change) {
+        let second = change
+            .at
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        *self.commits_by_second.entry(second).or_default() += 1;
+        let name = change.object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let empty = Value::Null;
+        let previous = change.previous.as_ref().unwrap_or(&empty);
+        match change.resource.as_str() {
+            "canaries.serin.dev" => self.canary(change, previous, name),
+            "virtualservices.networking.istio.io"
+                if self.window == Window::Releasing
+                    && change.object["spec"] != previous["spec"] =>
+            {
+                self.route_writes += 1
+            }
+            "deployments.apps" => self.deployment(change, previous, name),
+            "events" if change.change == ChangeType::Added => {
+                let message = change.object["message"].as_str().unwrap_or_default();
+                if message.starts_with("Promotion completed") {
+                    let canary = change.object["involvedObject"]["name"]
+                        .as_str()
+                        .unwrap_or_default();
+                    *self
+                        .promotions_completed
+                        .entry(canary.to_string())
+                        .or_default() += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn canary(&mut self, change: &Change, previous: &Value, name: String) {
+        let (old, new) = (&previous["status"], &change.object["status"]);
+        let phase = new["phase"].as_str().unwrap_or_default().to_string();
+        let old_phase = old["phase"].as_str().unwrap_or_default();
+        if self.window == Window::Releasing {
+            if old_phase != phase || old["canaryWeight"] != new["canaryWeight"] {
+                self.transitions += 1;
+            }
+            let starts_release =
+                matches!(old_phase, "Initialized" | "Succeeded") && phase == "Progressing";
+            if starts_release && let Some(updated) = self.updated_at.remove(&name) {
+                self.detections.push(seconds_between(updated, change.at));
+            }
+            let tick = timestamp(&new["lastTickTime"]);
+            let old_tick = timestamp(&old["lastTickTime"]);
+            if tick.is_some() && tick != old_tick {
+                self.ticks += 1;
+                if let (false, Some(old_tick)) = (starts_release, old_tick) {
+                    let due = SystemTime::from(old_tick + self.interval);
+                    self.step_lags.push(seconds_between(due, change.at));
+                }
+            }
+        }
+        self.phases.insert(name, phase);
+    }
+
+    fn deployment(&mut self, change: &Change, previous: &Value, name: String) {
+        let (old, new) = (&previous["spec"], &change.object["spec"]);
+        if self.window == Window::Releasing && old != new {
+            self.workload_writes += 1;
+        }
+        if old["replicas"].as_u64() == Some(0) && new["replicas"].as_u64().unwrap_or(0) > 0 {
+            self.scaled_up_at.insert(name.clone(), change.at);
+        }
+        let status = &change.object["status"];
+        let available = status["availableReplicas"].as_u64().unwrap_or(0);
+        if available > 0
+            && available >= new["replicas"].as_u64().unwrap_or(1)
+            && status["observedGeneration"] == change.object["metadata"]["generation"]
+            && let Some(scaled) = self.scaled_up_at.remove(&name)
+        {
+            self.rollouts.push(seconds_between(scaled, change.at));
+        }
+    }
+
+    fn count(&self, phase: &str) -> usize {
+        self.phases.values().filter(|p| p.as_str() == phase).count()
+    }
+}
+
+/// `values`' p50, p99 and max, or dashes when there are none.
+fn percentiles(values: &[f64]) -> String {
+    if values.is_empty() {
+        return "-".into();
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let at = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
+    format!(
+        "{:.3} / {:.3} / {:.3} s (n={})",
+        at(0.5),
+        at(0.99),
+        sorted[sorted.len() - 1],
+        sorted.len()
+    )
+}
+
+/// The figures of one size, for the table.
+#[derive(Default)]
+struct Figures {
+    size: usize,
+    idle_rss: u64,
+    peak_rss: u64,
+    idle_requests: u64,
+    step_lag: String,
+    detection: String,
+    requests: BTreeMap<String, u64>,
+    minimum: u64,
+    transitions: u64,
+    cpu_per_1000_reconciles: f64,
+    cpu_per_1000_ticks: f64,
+    sandbox_objects: usize,
+    /// The bench process's memory growth (the sandbox, and the bench's own log of commits) per
+    /// object stored since the sandbox started.
+    sandbox_bytes_per_object: u64,
+    commits_peak: u64,
+    /// The sandbox controllers' passes during the release, their seconds, and the release's.
+    sandbox_passes: (u64, f64, f64),
+    rollout: String,
+    succeeded: usize,
+    promoted_once: usize,
+}
+
+impl Figures {
+    fn total(&self) -> u64 {
+        self.requests.values().sum()
+    }
+
+    fn events(&self) -> u64 {
+        self.requests.get("CREATE events").copied().unwrap_or(0)
+    }
 }
 
 /// Waits until `count` Canaries are in `phase` (at most `limit`), sampling the operator's memory;
 /// returns the peak and whether all got there.
 async fn wait_for(
-    sandbox: &Sandbox,
-    operator: &Child,
+    log: &Mutex<Log>,
+    operator: &Operator,
     phase: &str,
     count: usize,
     limit: Duration,
@@ -181,15 +383,31 @@ async fn wait_for(
     let mut peak = 0;
     loop {
         peak = peak.max(resident_bytes(operator.id()));
-        let seen = phases(sandbox);
-        if seen.get(phase).copied().unwrap_or(0) >= count {
+        let seen = log.lock().expect("the log").count(phase);
+        if seen >= count {
             return (peak, true);
         }
         if started.elapsed() > limit {
-            eprintln!("  gave up after {limit:?} waiting for {count} {phase}: {seen:?}");
+            eprintln!("  gave up after {limit:?}: {seen} of {count} {phase}");
             return (peak, false);
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The operator's process, stopped when the bench is done with it or gives up.
+struct Operator(Child);
+
+impl Operator {
+    fn id(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -203,7 +421,29 @@ fn operator_log(size: usize) -> anyhow::Result<Stdio> {
     })
 }
 
-async fn run(size: usize) -> anyhow::Result<()> {
+fn create(sandbox: &Sandbox, group: &str, plural: &str, object: Value) -> anyhow::Result<()> {
+    let store = &sandbox.store;
+    let version = if group == "serin.dev" {
+        "v1beta1"
+    } else {
+        "v1"
+    };
+    let info = store
+        .resource(group, version, plural)
+        .ok_or_else(|| anyhow::anyhow!("{plural} are not served"))?;
+    let namespace = object["metadata"]["namespace"].as_str().map(str::to_string);
+    store
+        .create(
+            &info,
+            namespace.as_deref(),
+            object,
+            &WriteOptions::by("bench"),
+        )
+        .map_err(|e| anyhow::anyhow!(e.message))?;
+    Ok(())
+}
+
+async fn run(size: usize, interval: Duration) -> anyhow::Result<Figures> {
     let dir = tempfile::tempdir()?;
     // Pods become Ready after the default 300 ms and serve nothing: no traffic is needed without
     // metrics, and the mesh is there for its VirtualService and DestinationRule CRDs.
@@ -215,63 +455,60 @@ async fn run(size: usize) -> anyhow::Result<()> {
         ..SandboxOptions::default()
     };
     let sandbox = Sandbox::start_with(dir.path(), options).await?;
-    let store = &sandbox.store;
+    let (base_rss, base_objects) = (
+        resident_bytes(std::process::id()),
+        sandbox.store.object_count(),
+    );
+    let log = Arc::new(Mutex::new(Log {
+        interval: SignedDuration::try_from(interval)?,
+        ..Log::default()
+    }));
+    let mut commits = sandbox.store.follow();
+    let follower = {
+        let log = log.clone();
+        tokio::spawn(async move {
+            while let Some(change) = commits.recv().await {
+                log.lock().expect("the log").observe(&change);
+            }
+        })
+    };
     let crds = include_str!("../../../artifacts/crds/serin.yaml");
-    let crd_info = store
-        .resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
-        .expect("built in");
     for document in crds.split("\n---") {
         let crd: Value = serde_saphyr::from_str(document)?;
         if crd.is_object() {
-            store
-                .create(&crd_info, None, crd, &WriteOptions::by("bench"))
-                .map_err(|e| anyhow::anyhow!(e.message))?;
+            create(
+                &sandbox,
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+                crd,
+            )?;
         }
     }
-    let namespaces = store.resource("", "v1", "namespaces").expect("built in");
-    store
-        .create(
-            &namespaces,
-            None,
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
-            &WriteOptions::by("bench"),
-        )
-        .map_err(|e| anyhow::anyhow!(e.message))?;
-    let deployments = store
-        .resource("apps", "v1", "deployments")
-        .expect("built in");
+    create(
+        &sandbox,
+        "",
+        "namespaces",
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
+    )?;
     let started = Instant::now();
-    while store.resource("serin.dev", "v1beta1", "canaries").is_none() {
+    while sandbox
+        .store
+        .resource("serin.dev", "v1beta1", "canaries")
+        .is_none()
+    {
         anyhow::ensure!(
             started.elapsed() < Duration::from_secs(10),
             "the Canary CRD was not served"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let canaries = store
-        .resource("serin.dev", "v1beta1", "canaries")
-        .expect("just checked");
     for i in 0..size {
-        store
-            .create(
-                &deployments,
-                Some(NAMESPACE),
-                deployment(i, "6.0.0"),
-                &WriteOptions::by("bench"),
-            )
-            .map_err(|e| anyhow::anyhow!(e.message))?;
-        store
-            .create(
-                &canaries,
-                Some(NAMESPACE),
-                canary(i),
-                &WriteOptions::by("bench"),
-            )
-            .map_err(|e| anyhow::anyhow!(e.message))?;
+        create(&sandbox, "apps", "deployments", deployment(i, "6.0.0"))?;
+        create(&sandbox, "serin.dev", "canaries", canary(i, interval))?;
     }
 
     let admin = free_port();
-    let mut operator = Command::new(operator_binary())
+    let operator = Command::new(operator_binary())
         .args([
             "--namespace",
             NAMESPACE,
@@ -290,83 +527,231 @@ async fn run(size: usize) -> anyhow::Result<()> {
                 operator_binary().display()
             )
         })?;
-
-    let limit = Duration::from_secs(60 + size as u64 / 2);
-    let init_counts = request_counts(&sandbox);
-    let init_requests = requests(&sandbox);
-    let (init_peak, initialized) = wait_for(&sandbox, &operator, "Initialized", size, limit).await;
-    let init_reconciles = reconciles(admin).await;
-    println!("operator: {size} canaries");
-    println!(
-        "  initializing: {} requests over {init_reconciles} reconciles = {:.1} per reconcile, {:.1} per canary; peak resident {:.1} MiB{}",
-        requests(&sandbox) - init_requests,
-        (requests(&sandbox) - init_requests) as f64 / init_reconciles.max(1) as f64,
-        (requests(&sandbox) - init_requests) as f64 / size as f64,
-        init_peak as f64 / 1048576.0,
-        if initialized {
-            ""
-        } else {
-            " (not all initialized)"
-        }
-    );
-    println!("    by verb: {}", breakdown(&sandbox, &init_counts));
+    let operator = Operator(operator);
+    let mut figures = Figures {
+        size,
+        ..Figures::default()
+    };
+    // Each phase may take a few intervals plus the time to serve every Canary once.
+    let limit = interval * 4 + Duration::from_millis(size as u64 * 200);
+    log.lock().expect("the log").window = Window::Initializing;
+    let (_, initialized) = wait_for(&log, &operator, "Initialized", size, limit).await;
+    anyhow::ensure!(initialized, "{size}: not every Canary initialized");
 
     // Idle: nothing changes; the operator should not need to ask the API server anything.
+    log.lock().expect("the log").window = Window::Idle;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let idle_counts = request_counts(&sandbox);
-    let (before, reconciles_before) = (requests(&sandbox), reconciles(admin).await);
     tokio::time::sleep(IDLE_WINDOW).await;
-    let idle_rss = resident_bytes(operator.id());
-    println!(
-        "  idle {}s: {} API requests, {} reconciles; resident {:.1} MiB = {:.1} KiB per canary",
-        IDLE_WINDOW.as_secs(),
-        requests(&sandbox) - before,
-        reconciles(admin).await - reconciles_before,
-        idle_rss as f64 / 1048576.0,
-        idle_rss as f64 / 1024.0 / size as f64
-    );
-    println!("    by verb: {}", breakdown(&sandbox, &idle_counts));
+    figures.idle_rss = resident_bytes(operator.id());
+    figures.idle_requests = requests_since(&sandbox, &idle_counts).values().sum();
 
-    // Progressing: a new version of every target at once.
-    let progress_counts = request_counts(&sandbox);
-    let (before, reconciles_before) = (requests(&sandbox), reconciles(admin).await);
-    for i in 0..size {
-        store
-            .patch(
+    // Releasing: a new version of every target, one after another over one interval.
+    let before = request_counts(&sandbox);
+    let (passes_before, pass_seconds_before) = sandbox.metrics.controller_passes();
+    let release_started = Instant::now();
+    let (cpu_before, reconciles_before) = (cpu_seconds(operator.id()), reconciles(admin).await);
+    log.lock().expect("the log").window = Window::Releasing;
+    let deployments = sandbox
+        .store
+        .resource("apps", "v1", "deployments")
+        .expect("built in");
+    let store = sandbox.store.clone();
+    let updater_log = log.clone();
+    let updater = tokio::spawn(async move {
+        let started = tokio::time::Instant::now();
+        for i in 0..size {
+            let at = started + interval.mul_f64(i as f64 / size as f64);
+            tokio::time::sleep_until(at).await;
+            updater_log
+                .lock()
+                .expect("the log")
+                .updated_at
+                .insert(app(i), SystemTime::now());
+            let patch = json!({"spec": {"template": {"spec": {"containers": [
+                {"name": "app", "image": "ghcr.io/stefanprodan/podinfo:6.0.1"}]}}}});
+            if let Err(e) = store.patch(
                 &deployments,
                 NAMESPACE,
-                &format!("app-{i:04}"),
+                &app(i),
                 PatchType::Merge,
-                &json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "ghcr.io/stefanprodan/podinfo:6.0.1"}]}}}}),
+                &patch,
                 Part::Main,
                 &WriteOptions::by("bench"),
-            )
-            .map_err(|e| anyhow::anyhow!(e.message))?;
-    }
-    let (peak, succeeded) = wait_for(&sandbox, &operator, "Succeeded", size, limit * 2).await;
-    let spent = requests(&sandbox) - before;
-    let ticks = reconciles(admin).await - reconciles_before;
-    println!(
-        "  progressing to Succeeded: {spent} API requests over {ticks} reconciles = {:.1} per canary tick; peak resident {:.1} MiB{}",
-        spent as f64 / ticks.max(1) as f64,
-        peak as f64 / 1048576.0,
-        if succeeded {
-            ""
-        } else {
-            " (not all succeeded)"
+            ) {
+                eprintln!("  updating {}: {}", app(i), e.message);
+            }
         }
+    });
+    let (peak, succeeded) =
+        wait_for(&log, &operator, "Succeeded", size, limit + interval * 2).await;
+    updater.await?;
+    figures.peak_rss = peak;
+    figures.requests = requests_since(&sandbox, &before);
+    let reconciled = reconciles(admin)
+        .await
+        .saturating_sub(reconciles_before)
+        .max(1);
+    let cpu = cpu_seconds(operator.id()) - cpu_before;
+    let (passes, pass_seconds) = sandbox.metrics.controller_passes();
+    figures.sandbox_passes = (
+        passes - passes_before,
+        pass_seconds - pass_seconds_before,
+        release_started.elapsed().as_secs_f64(),
     );
-    println!("    by verb: {}", breakdown(&sandbox, &progress_counts));
-    let _ = operator.kill();
-    let _ = operator.wait();
+    figures.sandbox_objects = sandbox.store.object_count();
+    figures.sandbox_bytes_per_object = resident_bytes(std::process::id()).saturating_sub(base_rss)
+        / (figures.sandbox_objects.saturating_sub(base_objects).max(1) as u64);
+    drop(operator);
+    {
+        let log = log.lock().expect("the log");
+        figures.cpu_per_1000_reconciles = cpu * 1000.0 / reconciled as f64;
+        figures.cpu_per_1000_ticks = cpu * 1000.0 / log.ticks.max(1) as f64;
+        figures.step_lag = percentiles(&log.step_lags);
+        figures.detection = percentiles(&log.detections);
+        figures.rollout = percentiles(&log.rollouts);
+        figures.transitions = log.transitions;
+        // Less the bench's own update of each target.
+        let operator_workload_writes = log.workload_writes.saturating_sub(size as u64);
+        figures.minimum = log.transitions + log.route_writes + operator_workload_writes;
+        figures.commits_peak = log.commits_by_second.values().copied().max().unwrap_or(0);
+        figures.succeeded = log.count("Succeeded");
+        figures.promoted_once = (0..size)
+            .filter(|i| log.promotions_completed.get(&app(*i)) == Some(&1))
+            .count();
+    }
+    if !succeeded {
+        eprintln!("  {size}: not every Canary succeeded");
+    }
+    follower.abort();
     sandbox.stop().await;
-    Ok(())
+    Ok(figures)
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / 1048576.0)
+}
+
+/// The one table: a row per figure, a column per size.
+fn table(all: &[Figures], interval: Duration) -> String {
+    let mut rows: Vec<(String, Vec<String>)> = Vec::new();
+    let mut row = |name: &str, cell: &dyn Fn(&Figures) -> String| {
+        rows.push((name.to_string(), all.iter().map(cell).collect()));
+    };
+    row("operator memory idle (per Canary)", &|f| {
+        format!(
+            "{} ({:.1} KiB)",
+            mib(f.idle_rss),
+            f.idle_rss as f64 / 1024.0 / f.size as f64
+        )
+    });
+    row("operator memory peak while all progress", &|f| {
+        mib(f.peak_rss)
+    });
+    row("idle 30 s: API requests", &|f| f.idle_requests.to_string());
+    row("step lag p50 / p99 / max", &|f| f.step_lag.clone());
+    row("new revision detected p50 / p99 / max", &|f| {
+        f.detection.clone()
+    });
+    row("requests per release", &|f| {
+        format!("{:.1}", f.total() as f64 / f.size as f64)
+    });
+    row("  minimum (transitions + routes + scale/promote)", &|f| {
+        format!("{:.1}", f.minimum as f64 / f.size as f64)
+    });
+    row("  ratio, writes without Events", &|f| {
+        format!(
+            "{:.2}",
+            (f.total() - f.events()) as f64 / f.minimum.max(1) as f64
+        )
+    });
+    row("  ratio, with one Event per transition", &|f| {
+        format!(
+            "{:.2}",
+            f.total() as f64 / (f.minimum + f.transitions).max(1) as f64
+        )
+    });
+    row("operator CPU s per 1,000 reconciles (ticks)", &|f| {
+        format!(
+            "{:.2} ({:.2})",
+            f.cpu_per_1000_reconciles, f.cpu_per_1000_ticks
+        )
+    });
+    row("sandbox objects, memory per object", &|f| {
+        format!(
+            "{}, {:.1} KiB",
+            f.sandbox_objects,
+            f.sandbox_bytes_per_object as f64 / 1024.0
+        )
+    });
+    row("sandbox peak commits per second", &|f| {
+        f.commits_peak.to_string()
+    });
+    row(
+        "sandbox controllers: ms per pass, share of the time",
+        &|f| {
+            let (passes, seconds, window) = f.sandbox_passes;
+            format!(
+                "{:.1} ms, {:.0}%",
+                seconds * 1000.0 / passes.max(1) as f64,
+                seconds * 100.0 / window.max(0.001)
+            )
+        },
+    );
+    row(
+        "sandbox: scaled-up target available p50 / p99 / max",
+        &|f| f.rollout.clone(),
+    );
+    row("Succeeded, \"Promotion completed\" exactly once", &|f| {
+        format!("{}/{}, {}/{}", f.succeeded, f.size, f.promoted_once, f.size)
+    });
+    let first = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    let width = rows
+        .iter()
+        .flat_map(|(_, cells)| cells.iter().map(String::len))
+        .max()
+        .unwrap_or(0);
+    let mut text = format!(
+        "operator bench: every Canary has its own Deployment and one 50% step, interval {}s\n",
+        interval.as_secs()
+    );
+    let _ = write!(text, "{:first$}", "");
+    for f in all {
+        let _ = write!(text, " | {:>width$}", format!("{} Canaries", f.size));
+    }
+    text.push('\n');
+    for (name, cells) in &rows {
+        let _ = write!(text, "{name:first$}");
+        for cell in cells {
+            let _ = write!(text, " | {cell:>width$}");
+        }
+        text.push('\n');
+    }
+    for f in all {
+        let by_verb: Vec<String> = f
+            .requests
+            .iter()
+            .map(|(key, n)| format!("{key} {:.1}", *n as f64 / f.size as f64))
+            .collect();
+        let _ = writeln!(
+            text,
+            "requests per release at {} by verb: {}",
+            f.size,
+            by_verb.join(", ")
+        );
+    }
+    text
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let interval = interval();
+    let mut all = Vec::new();
     for size in sizes() {
-        run(size).await?;
+        let started = Instant::now();
+        all.push(run(size, interval).await?);
+        eprintln!("  {size} Canaries measured in {:.0?}", started.elapsed());
     }
+    print!("{}", table(&all, interval));
     Ok(())
 }
