@@ -286,6 +286,9 @@ fn comparable_template(template: &Value) -> Value {
     prune(&t).unwrap_or(json!({}))
 }
 
+/// How long a Deployment whose objects did not change goes without a sync.
+const SETTLED_RESYNC: Duration = Duration::from_secs(1);
+
 /// [`comparable_template`]s, kept per object (uid) for as long as its resourceVersion stays:
 /// pruning templates is most of a Deployment sync's work, and a pass syncs every Deployment
 /// while few of them have changed since the last one.
@@ -400,6 +403,10 @@ pub struct Controllers {
     /// Pods the runtime was asked to start, by uid, so it can stop the ones that vanish.
     started: HashMap<String, Value>,
     templates: ComparableTemplates,
+    /// Deployments whose last sync changed nothing, with the resourceVersions it read (its own and
+    /// its ReplicaSets') and when: one whose inputs are unchanged is synced again only after
+    /// [`SETTLED_RESYNC`], for what time alone changes (the progress deadline).
+    settled: HashMap<String, (String, Instant)>,
     next_ip: u32,
     pods: ResourceInfo,
     replicasets: ResourceInfo,
@@ -517,6 +524,7 @@ impl Controllers {
             ready_at: HashMap::new(),
             started: HashMap::new(),
             templates: ComparableTemplates::default(),
+            settled: HashMap::new(),
             next_ip: 10,
             pods,
             replicasets,
@@ -763,8 +771,8 @@ impl Controllers {
         };
         let nodes = copies(self.all(&self.nodes));
         let namespaces = copies(self.all(&self.namespaces));
-        // The pods as this pass has bound them so far.
-        let mut placed: Vec<Value> = copies(pods.to_vec());
+        // The pods as this pass has bound them so far (a bound pod is copied, the others shared).
+        let mut placed: Vec<Arc<Value>> = pods.to_vec();
         let mut changed = false;
         for pod in pending {
             let cluster = crate::scheduler::Cluster {
@@ -777,7 +785,7 @@ impl Controllers {
                     if self.bind(pod, &node) {
                         let pod_uid = uid(pod);
                         if let Some(bound) = placed.iter_mut().find(|p| uid(p) == pod_uid) {
-                            bound["spec"]["nodeName"] = json!(node);
+                            Arc::make_mut(bound)["spec"]["nodeName"] = json!(node);
                         }
                     }
                     changed = true;
@@ -1296,12 +1304,36 @@ impl Controllers {
             all_rs.iter().chain(&deployments).map(|o| uid(o)).collect();
         self.templates
             .retain(|object_uid| present.contains(object_uid));
+        self.settled
+            .retain(|object_uid, _| present.contains(object_uid));
         for deploy in deployments {
             if deploy["metadata"]["deletionTimestamp"].is_string() {
                 continue;
             }
-            let owned = rs_by_owner.get(&uid(&deploy)).cloned().unwrap_or_default();
-            changed |= self.sync_deployment(&deploy, owned);
+            let d_uid = uid(&deploy);
+            let owned = rs_by_owner.get(&d_uid).cloned().unwrap_or_default();
+            let read_from: Vec<&str> = std::iter::once(&*deploy)
+                .chain(owned.iter().copied())
+                .map(|o| {
+                    o["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap_or_default()
+                })
+                .collect();
+            let read_from = read_from.join(",");
+            if let Some((seen, at)) = self.settled.get(&d_uid)
+                && *seen == read_from
+                && at.elapsed() < SETTLED_RESYNC
+            {
+                continue;
+            }
+            let acted = self.sync_deployment(&deploy, owned);
+            if acted {
+                self.settled.remove(&d_uid);
+            } else {
+                self.settled.insert(d_uid, (read_from, Instant::now()));
+            }
+            changed |= acted;
         }
         changed
     }

@@ -13,8 +13,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 pub struct Cluster<'a> {
     /// Every Node object as stored now.
     pub nodes: &'a [Value],
-    /// Every Pod object; those bound to a node (`spec.nodeName`) and not ended occupy it.
-    pub pods: &'a [Value],
+    /// Every Pod object (shared, as the store keeps them); those bound to a node
+    /// (`spec.nodeName`) and not ended occupy it.
+    pub pods: &'a [std::sync::Arc<Value>],
     /// Every Namespace object, for affinity terms with a `namespaceSelector`.
     pub namespaces: &'a [Value],
 }
@@ -296,7 +297,7 @@ impl<'a> Placement<'a> {
             .filter(|p| occupies_node(p) && (own_uid.is_null() || p["metadata"]["uid"] != *own_uid))
             .filter_map(|p| {
                 let node = nodes.get(p["spec"]["nodeName"].as_str()?)?;
-                Some((p, *node))
+                Some((&**p, *node))
             })
             .collect();
         let affinity = required_terms(pod, "podAffinity");
@@ -324,7 +325,13 @@ impl<'a> Placement<'a> {
             {
                 repelling_domains.extend(domain_of(term, node));
             }
-            for term in required_terms(other, "podAntiAffinity") {
+            // Most pods have no anti-affinity: skip parsing for them.
+            let repels = other["spec"]["affinity"]["podAntiAffinity"].is_object();
+            for term in repels
+                .then(|| required_terms(other, "podAntiAffinity"))
+                .into_iter()
+                .flatten()
+            {
                 if term.matches(pod, namespaces) {
                     repelled_domains.extend(domain_of(&term, node));
                 }
@@ -504,6 +511,7 @@ pub fn schedule(pod: &Value, cluster: Cluster) -> Result<String, String> {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::sync::Arc;
 
     const HOSTNAME: &str = "kubernetes.io/hostname";
 
@@ -537,11 +545,12 @@ mod tests {
     }
 
     fn place(pod: &Value, nodes: &[Value], pods: &[Value]) -> Result<String, String> {
+        let pods: Vec<Arc<Value>> = pods.iter().cloned().map(Arc::new).collect();
         schedule(
             pod,
             Cluster {
                 nodes,
-                pods,
+                pods: &pods,
                 namespaces: &[],
             },
         )
@@ -849,7 +858,7 @@ mod tests {
             pods,
             namespaces: &namespaces,
         };
-        let pods = [there];
+        let pods = [Arc::new(there)];
         let admitted = |extra: Value| schedule(&term(extra), cluster(&pods)).is_ok();
         assert!(admitted(json!({})), "the pod's own namespace only");
         assert!(!admitted(json!({"namespaces": ["prod"]})));
