@@ -302,10 +302,10 @@ impl ComparableTemplates {
             .as_str()
             .unwrap_or_default();
         let object_uid = uid(object);
-        if let Some((seen, text)) = self.0.get(&object_uid)
+        if let Some((seen, template)) = self.0.get(&object_uid)
             && seen == version
         {
-            return text.clone();
+            return template.clone();
         }
         let template = Arc::new(comparable_template(&object["spec"]["template"]));
         self.0
