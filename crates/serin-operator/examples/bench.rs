@@ -182,20 +182,11 @@ fn canary(i: usize, interval: Duration) -> Value {
                                  "stepWeight": 50, "maxWeight": 50}}})
 }
 
-/// Which part of the run a commit belongs to.
-#[derive(Clone, Copy, PartialEq, Eq, Default)]
-enum Window {
-    #[default]
-    Setup,
-    Initializing,
-    Idle,
-    Releasing,
-}
-
 /// What the bench learns from the commits to the store, as they happen.
 #[derive(Default)]
 struct Log {
-    window: Window,
+    /// Whether the releases have begun: only their commits are counted.
+    releasing: bool,
     interval: SignedDuration,
     phases: HashMap<String, String>,
     /// When the bench updated each target, until the Canary's release starts.
@@ -245,8 +236,7 @@ impl Log {
         match change.resource.as_str() {
             "canaries.serin.dev" => self.canary(change, previous, name),
             "virtualservices.networking.istio.io"
-                if self.window == Window::Releasing
-                    && change.object["spec"] != previous["spec"] =>
+                if self.releasing && change.object["spec"] != previous["spec"] =>
             {
                 self.route_writes += 1
             }
@@ -271,7 +261,7 @@ impl Log {
         let (old, new) = (&previous["status"], &change.object["status"]);
         let phase = new["phase"].as_str().unwrap_or_default().to_string();
         let old_phase = old["phase"].as_str().unwrap_or_default();
-        if self.window == Window::Releasing {
+        if self.releasing {
             if old_phase != phase || old["canaryWeight"] != new["canaryWeight"] {
                 self.transitions += 1;
             }
@@ -295,7 +285,7 @@ impl Log {
 
     fn deployment(&mut self, change: &Change, previous: &Value, name: String) {
         let (old, new) = (&previous["spec"], &change.object["spec"]);
-        if self.window == Window::Releasing && old != new {
+        if self.releasing && old != new {
             self.workload_writes += 1;
         }
         if old["replicas"].as_u64() == Some(0) && new["replicas"].as_u64().unwrap_or(0) > 0 {
@@ -421,13 +411,10 @@ fn operator_log(size: usize) -> anyhow::Result<Stdio> {
     })
 }
 
-fn create(sandbox: &Sandbox, group: &str, plural: &str, object: Value) -> anyhow::Result<()> {
+fn create(sandbox: &Sandbox, plural: &str, object: Value) -> anyhow::Result<()> {
     let store = &sandbox.store;
-    let version = if group == "serin.dev" {
-        "v1beta1"
-    } else {
-        "v1"
-    };
+    let api_version = object["apiVersion"].as_str().unwrap_or("v1");
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     let info = store
         .resource(group, version, plural)
         .ok_or_else(|| anyhow::anyhow!("{plural} are not served"))?;
@@ -476,17 +463,11 @@ async fn run(size: usize, interval: Duration) -> anyhow::Result<Figures> {
     for document in crds.split("\n---") {
         let crd: Value = serde_saphyr::from_str(document)?;
         if crd.is_object() {
-            create(
-                &sandbox,
-                "apiextensions.k8s.io",
-                "customresourcedefinitions",
-                crd,
-            )?;
+            create(&sandbox, "customresourcedefinitions", crd)?;
         }
     }
     create(
         &sandbox,
-        "",
         "namespaces",
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
     )?;
@@ -503,8 +484,8 @@ async fn run(size: usize, interval: Duration) -> anyhow::Result<Figures> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     for i in 0..size {
-        create(&sandbox, "apps", "deployments", deployment(i, "6.0.0"))?;
-        create(&sandbox, "serin.dev", "canaries", canary(i, interval))?;
+        create(&sandbox, "deployments", deployment(i, "6.0.0"))?;
+        create(&sandbox, "canaries", canary(i, interval))?;
     }
 
     let admin = free_port();
@@ -534,12 +515,10 @@ async fn run(size: usize, interval: Duration) -> anyhow::Result<Figures> {
     };
     // Each phase may take a few intervals plus the time to serve every Canary once.
     let limit = interval * 4 + Duration::from_millis(size as u64 * 200);
-    log.lock().expect("the log").window = Window::Initializing;
     let (_, initialized) = wait_for(&log, &operator, "Initialized", size, limit).await;
     anyhow::ensure!(initialized, "{size}: not every Canary initialized");
 
     // Idle: nothing changes; the operator should not need to ask the API server anything.
-    log.lock().expect("the log").window = Window::Idle;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let idle_counts = request_counts(&sandbox);
     tokio::time::sleep(IDLE_WINDOW).await;
@@ -551,7 +530,7 @@ async fn run(size: usize, interval: Duration) -> anyhow::Result<Figures> {
     let (passes_before, pass_seconds_before) = sandbox.metrics.controller_passes();
     let release_started = Instant::now();
     let (cpu_before, reconciles_before) = (cpu_seconds(operator.id()), reconciles(admin).await);
-    log.lock().expect("the log").window = Window::Releasing;
+    log.lock().expect("the log").releasing = true;
     let deployments = sandbox
         .store
         .resource("apps", "v1", "deployments")
@@ -753,5 +732,14 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("  {size} Canaries measured in {:.0?}", started.elapsed());
     }
     print!("{}", table(&all, interval));
+    let missed: Vec<usize> = all
+        .iter()
+        .filter(|f| f.succeeded < f.size || f.promoted_once < f.size)
+        .map(|f| f.size)
+        .collect();
+    anyhow::ensure!(
+        missed.is_empty(),
+        "not every Canary succeeded with exactly one \"Promotion completed\" at {missed:?} Canaries"
+    );
     Ok(())
 }

@@ -30,11 +30,10 @@ impl Named {
     fn of(canary: &Canary) -> Vec<Named> {
         let namespace = canary.namespace();
         let target = &canary.spec.target_ref.name;
-        let apex = canary.spec.service.name.as_deref().unwrap_or(target);
         let mut named = vec![
             Named::Workload(namespace.clone(), target.clone()),
             Named::Workload(namespace.clone(), format!("{target}-primary")),
-            Named::Route(namespace.clone(), apex.to_string()),
+            Named::Route(namespace.clone(), canary.spec.service_name().to_string()),
         ];
         if let Some(autoscaler) = &canary.spec.autoscaler_ref {
             named.push(Named::Autoscaler(namespace, autoscaler.name.clone()));
@@ -240,12 +239,11 @@ mod tests {
     use serin_api::CanarySpec;
 
     fn canary(name: &str, target: &str) -> Canary {
-        let mut spec: CanarySpec = serde_json::from_value(serde_json::json!({
+        let spec: CanarySpec = serde_json::from_value(serde_json::json!({
             "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
             "service": {"port": 9898},
         }))
         .expect("a valid spec");
-        spec.target_ref.name = target.into();
         let mut canary = Canary::new(name, spec);
         canary.metadata.namespace = Some("shop".into());
         canary
@@ -279,6 +277,34 @@ mod tests {
             ["web"]
         );
         assert!(names(&index, &Named::Workload(None, "web".into())).is_empty());
+        let mut front = canary("front", "shop-web");
+        front.spec.service.name = Some("storefront".into());
+        front.spec.autoscaler_ref = serde_json::from_value(serde_json::json!(
+            {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "name": "shop-web"}))
+        .expect("a valid reference");
+        index.apply(&Event::Apply(front));
+        assert_eq!(
+            names(
+                &index,
+                &Named::Route(Some("shop".into()), "storefront".into())
+            ),
+            ["front"]
+        );
+        assert!(
+            names(
+                &index,
+                &Named::Route(Some("shop".into()), "shop-web".into())
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            names(
+                &index,
+                &Named::Autoscaler(Some("shop".into()), "shop-web".into())
+            ),
+            ["front"]
+        );
+        index.apply(&Event::Delete(canary("front", "shop-web")));
 
         // Retargeting moves the Canary; deleting it removes it; a relist replaces everything.
         index.apply(&Event::Apply(canary("web", "web-v2")));

@@ -264,7 +264,7 @@ impl<'a> Tick<'a> {
     /// Time left until `seconds` after `start`, or `None` once that moment has passed.
     fn remaining_after(&self, start: Option<&MicroTime>, seconds: i32) -> Option<Duration> {
         let left = SignedDuration::from_secs(i64::from(seconds)) - self.elapsed_since(start);
-        (left > SignedDuration::ZERO).then(|| whole_seconds_up(left))
+        (left > SignedDuration::ZERO).then(|| milliseconds_up(left))
     }
 
     /// When the timed pause the steps strategy is at in `status` ends, if no tick has ended it yet.
@@ -750,13 +750,6 @@ impl<'a> Tick<'a> {
             requeue_after: self.requeue,
         }
     }
-}
-
-/// `duration` rounded up to whole seconds, at least one: a requeue never comes before the moment
-/// it waits for, and never spins.
-fn whole_seconds_up(duration: SignedDuration) -> Duration {
-    let seconds = duration.as_secs() + i64::from(duration.subsec_nanos() > 0);
-    Duration::from_secs(seconds.max(1) as u64)
 }
 
 /// `duration` rounded up to whole milliseconds, at least one: a requeue never comes before the
