@@ -1,6 +1,7 @@
 //! The operator's view of the cluster: one watch per kind feeds an in-memory store, so a tick reads
 //! its Deployments, configs, autoscalers, routes, templates and providers without an API request.
 
+use crate::json_store::{Footprint, JsonStore};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
@@ -9,6 +10,7 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serin_api::{AlertProvider, MetricTemplate};
@@ -43,9 +45,9 @@ pub fn http_routes() -> ApiResource {
 #[derive(Clone)]
 pub struct Caches {
     /// Targets and primaries.
-    pub deployments: Store<Deployment>,
+    pub deployments: JsonStore,
     /// DaemonSet targets and primaries.
-    pub daemon_sets: Store<DaemonSet>,
+    pub daemon_sets: JsonStore,
     /// ConfigMaps the targets use (and their `-primary` copies).
     pub config_maps: Store<ConfigMap>,
     /// Secrets the targets, MetricTemplates and AlertProviders use.
@@ -53,13 +55,13 @@ pub struct Caches {
     /// Targets' autoscalers and their `-primary` copies.
     pub autoscalers: Store<HorizontalPodAutoscaler>,
     /// The VirtualServices whose weights a tick reads back.
-    pub virtual_services: Store<DynamicObject>,
+    pub virtual_services: JsonStore,
     /// The apex, `-primary` and `-canary` Services, compared before they are applied.
-    pub services: Store<Service>,
+    pub services: JsonStore,
     /// The DestinationRules, compared before they are applied.
-    pub destination_rules: Store<DynamicObject>,
+    pub destination_rules: JsonStore,
     /// The HTTPRoutes of the Gateway API router, whose weights and acceptance a tick reads back.
-    pub http_routes: Store<DynamicObject>,
+    pub http_routes: JsonStore,
     /// MetricTemplates referenced by analyses.
     pub metric_templates: Store<MetricTemplate>,
     /// AlertProviders referenced by alerts.
@@ -122,17 +124,36 @@ where
     (store, Box::pin(stream))
 }
 
-/// [`feed`] for a kind without Rust types (Istio's), in `namespace` or all namespaces.
+/// [`feed`] into a [`JsonStore`]: for the kinds a tick reads an object or two of, where the
+/// decoded form would take several times the memory.
+fn json_feed<K>(api: Api<K>) -> (JsonStore, Feed<K>)
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + 'static,
+{
+    let (store, mut writer) = JsonStore::new();
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(|object: &mut K| object.meta_mut().managed_fields = None)
+        .inspect(move |event| {
+            if let Ok(event) = event {
+                writer.apply(event);
+            }
+        })
+        .touched_objects();
+    (store, Box::pin(stream))
+}
+
+/// [`json_feed`] for a kind without Rust types (Istio's), in `namespace` or all namespaces.
 fn dynamic_feed(
     client: &Client,
     namespace: Option<&str>,
     resource: ApiResource,
-) -> (Store<DynamicObject>, Feed<DynamicObject>) {
+) -> (JsonStore, Feed<DynamicObject>) {
     let api = match namespace {
         Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
         None => Api::all_with(client.clone(), &resource),
     };
-    feed(api, resource)
+    json_feed(api)
 }
 
 fn passive<K: Send + 'static>(
@@ -150,14 +171,14 @@ impl Caches {
     /// Stores for `namespace` (all namespaces when `None`) and the watches that fill them; nothing
     /// is requested until the feeds are polled.
     pub fn new(client: &Client, namespace: Option<&str>) -> (Caches, Feeds) {
-        let (deployments, deployment_feed) = feed(api::<Deployment>(client, namespace), ());
-        let (daemon_sets, daemon_set_feed) = feed(api::<DaemonSet>(client, namespace), ());
+        let (deployments, deployment_feed) = json_feed(api::<Deployment>(client, namespace));
+        let (daemon_sets, daemon_set_feed) = json_feed(api::<DaemonSet>(client, namespace));
         let (config_maps, config_map_feed) = feed(api::<ConfigMap>(client, namespace), ());
         let (secrets, secret_feed) = feed(api::<Secret>(client, namespace), ());
         let (autoscalers, autoscaler_feed) =
             feed(api::<HorizontalPodAutoscaler>(client, namespace), ());
         let (virtual_services, vs_feed) = dynamic_feed(client, namespace, virtual_services());
-        let (services, service_feed) = feed(api::<Service>(client, namespace), ());
+        let (services, service_feed) = json_feed(api::<Service>(client, namespace));
         let (destination_rules, rule_feed) = dynamic_feed(client, namespace, destination_rules());
         let (http_routes, route_feed) = dynamic_feed(client, namespace, http_routes());
         let (metric_templates, template_feed) = feed(api::<MetricTemplate>(client, namespace), ());
@@ -224,16 +245,12 @@ impl Caches {
 
     /// The Deployment `name` in `namespace`.
     pub fn deployment(&self, namespace: &str, name: &str) -> Option<Deployment> {
-        self.deployments
-            .get(&ObjectRef::new(name).within(namespace))
-            .map(|d| (*d).clone())
+        self.deployments.get(namespace, name)
     }
 
     /// The DaemonSet `name` in `namespace`.
     pub fn daemon_set(&self, namespace: &str, name: &str) -> Option<DaemonSet> {
-        self.daemon_sets
-            .get(&ObjectRef::new(name).within(namespace))
-            .map(|d| (*d).clone())
+        self.daemon_sets.get(namespace, name)
     }
 
     /// The workload `name` of `kind` (`Deployment` or `DaemonSet`) as the decision core reads
@@ -268,36 +285,16 @@ impl Caches {
             .get(&ObjectRef::new(name).within(namespace))
     }
 
-    /// The VirtualService `name` in `namespace`.
-    pub fn virtual_service(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Option<std::sync::Arc<DynamicObject>> {
-        self.virtual_services
-            .get(&ObjectRef::new_with(name, virtual_services()).within(namespace))
-    }
-
-    /// The cached Service, DestinationRule or VirtualService `name` in `namespace`, as JSON.
+    /// The cached Service, DestinationRule, VirtualService or HTTPRoute `name` in `namespace`, as
+    /// JSON.
     pub fn routing_object(&self, kind: &str, namespace: &str, name: &str) -> Option<Value> {
-        let object = match kind {
-            "Service" => {
-                serde_json::to_value(&*self.services.get(&ObjectRef::new(name).within(namespace))?)
-            }
-            "DestinationRule" => serde_json::to_value(
-                &*self
-                    .destination_rules
-                    .get(&ObjectRef::new_with(name, destination_rules()).within(namespace))?,
-            ),
-            "VirtualService" => serde_json::to_value(&*self.virtual_service(namespace, name)?),
-            "HTTPRoute" => serde_json::to_value(
-                &*self
-                    .http_routes
-                    .get(&ObjectRef::new_with(name, http_routes()).within(namespace))?,
-            ),
-            _ => return None,
-        };
-        object.ok()
+        match kind {
+            "Service" => self.services.get(namespace, name),
+            "DestinationRule" => self.destination_rules.get(namespace, name),
+            "VirtualService" => self.virtual_services.get(namespace, name),
+            "HTTPRoute" => self.http_routes.get(namespace, name),
+            _ => None,
+        }
     }
 
     /// The MetricTemplate `name` in `namespace`.
@@ -318,6 +315,34 @@ impl Caches {
     ) -> Option<std::sync::Arc<AlertProvider>> {
         self.alert_providers
             .get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// Objects and bytes cached per kind. The kinds kept as JSON report their text's exact size;
+    /// the others report the size their JSON would have.
+    pub fn footprints(&self) -> Vec<(&'static str, Footprint)> {
+        fn encoded<K: Serialize>(objects: Vec<std::sync::Arc<K>>) -> Footprint {
+            Footprint {
+                objects: objects.len(),
+                bytes: objects
+                    .iter()
+                    .filter_map(|object| serde_json::to_vec(&**object).ok())
+                    .map(|text| text.len())
+                    .sum(),
+            }
+        }
+        vec![
+            ("Deployment", self.deployments.footprint()),
+            ("DaemonSet", self.daemon_sets.footprint()),
+            ("Service", self.services.footprint()),
+            ("VirtualService", self.virtual_services.footprint()),
+            ("DestinationRule", self.destination_rules.footprint()),
+            ("HTTPRoute", self.http_routes.footprint()),
+            ("ConfigMap", encoded(self.config_maps.state())),
+            ("Secret", encoded(self.secrets.state())),
+            ("HorizontalPodAutoscaler", encoded(self.autoscalers.state())),
+            ("MetricTemplate", encoded(self.metric_templates.state())),
+            ("AlertProvider", encoded(self.alert_providers.state())),
+        ]
     }
 
     /// A Secret's data as text (values that are not UTF-8 are left out).

@@ -7,6 +7,7 @@
 pub mod autoscaler;
 pub mod cache;
 pub mod configs;
+pub mod json_store;
 pub mod leadership;
 pub mod metrics;
 pub mod reconcile;

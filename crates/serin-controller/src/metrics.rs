@@ -62,6 +62,11 @@ struct ApiRequestLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct InfoLabels {
     version: String,
     mesh_provider: String,
@@ -95,6 +100,8 @@ pub struct OperatorMetrics {
     api_requests: Family<ApiRequestLabels, Counter>,
     resident_memory: Gauge,
     leader: Gauge,
+    cache_objects: Family<KindLabels, Gauge>,
+    cache_bytes: Family<KindLabels, Gauge>,
 }
 
 impl Default for OperatorMetrics {
@@ -113,6 +120,8 @@ impl Default for OperatorMetrics {
         let api_requests = Family::default();
         let resident_memory = Gauge::default();
         let leader = Gauge::default();
+        let cache_objects = Family::default();
+        let cache_bytes = Family::default();
         // A family's clone shares its values, so the registry encodes what the methods below set.
         // Help texts have no final period: the encoder adds one.
         let mut registry = Registry::default();
@@ -178,6 +187,16 @@ impl Default for OperatorMetrics {
             resident_memory.clone(),
         );
         registry.register(
+            "serin_cache_objects",
+            "Objects the operator's watch caches hold, by kind",
+            Family::clone(&cache_objects),
+        );
+        registry.register(
+            "serin_cache_bytes",
+            "Bytes of the JSON of the objects the operator's watch caches hold, by kind (Deployments, DaemonSets and routing objects are kept as that JSON)",
+            Family::clone(&cache_bytes),
+        );
+        registry.register(
             "serin_leader",
             "Whether this replica acts: 1 when it holds the Lease or runs without leader election, 0 while it waits",
             leader.clone(),
@@ -203,6 +222,8 @@ impl Default for OperatorMetrics {
             api_requests,
             resident_memory,
             leader,
+            cache_objects,
+            cache_bytes,
         }
     }
 }
@@ -242,6 +263,19 @@ impl OperatorMetrics {
                 })
                 .set(i64::try_from(*count).unwrap_or(i64::MAX));
         }
+    }
+
+    /// Sets the objects and bytes the watch cache of `kind` holds.
+    pub fn set_cache_footprint(&self, kind: &str, footprint: crate::json_store::Footprint) {
+        let labels = KindLabels {
+            kind: kind.to_string(),
+        };
+        self.cache_objects
+            .get_or_create(&labels)
+            .set(i64::try_from(footprint.objects).unwrap_or(i64::MAX));
+        self.cache_bytes
+            .get_or_create(&labels)
+            .set(i64::try_from(footprint.bytes).unwrap_or(i64::MAX));
     }
 
     /// Records a tick's outcome for the canary of `target` in `namespace`: its phase, weights
@@ -518,6 +552,24 @@ mod tests {
                 .render()
                 .contains("serin_canary_status{name=\"podinfo\",namespace=\"test\"} 2")
         );
+    }
+
+    #[test]
+    fn the_caches_footprint_is_shown_by_kind() {
+        let metrics = OperatorMetrics::default();
+        let footprint = |objects, bytes| crate::json_store::Footprint { objects, bytes };
+        metrics.set_cache_footprint("Deployment", footprint(2, 3350));
+        metrics.set_cache_footprint("Service", footprint(3, 2202));
+        metrics.set_cache_footprint("Deployment", footprint(1, 1675));
+        let text = metrics.render();
+        for line in [
+            "serin_cache_objects{kind=\"Deployment\"} 1",
+            "serin_cache_bytes{kind=\"Deployment\"} 1675",
+            "serin_cache_objects{kind=\"Service\"} 3",
+            "serin_cache_bytes{kind=\"Service\"} 2202",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
     }
 
     #[test]

@@ -140,21 +140,43 @@ fn free_port() -> u16 {
         .expect("a free loopback port")
 }
 
-async fn reconciles(admin: u16) -> u64 {
-    let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", admin)).await else {
-        return 0;
-    };
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let request = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    if stream.write_all(request.as_bytes()).await.is_err() {
-        return 0;
+/// The operator's `/metrics` text; empty when it does not answer.
+async fn scrape(admin: u16) -> String {
+    match reqwest::get(format!("http://127.0.0.1:{admin}/metrics")).await {
+        Ok(response) => response.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
     }
-    let mut body = String::new();
-    let _ = stream.read_to_string(&mut body).await;
-    body.lines()
+}
+
+async fn reconciles(admin: u16) -> u64 {
+    scrape(admin)
+        .await
+        .lines()
         .find_map(|line| line.strip_prefix("serin_reconcile_total "))
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// `serin_cache_bytes` over `serin_cache_objects` for each kind the operator caches any of.
+fn cached_bytes_per_object(metrics: &str) -> BTreeMap<String, u64> {
+    let by_kind = |name: &str| -> BTreeMap<String, u64> {
+        metrics
+            .lines()
+            .filter_map(|line| {
+                let rest = line.strip_prefix(name)?.strip_prefix("{kind=\"")?;
+                let (kind, value) = rest.split_once("\"} ")?;
+                Some((kind.to_string(), value.trim().parse().ok()?))
+            })
+            .collect()
+    };
+    let objects = by_kind("serin_cache_objects");
+    by_kind("serin_cache_bytes")
+        .into_iter()
+        .filter_map(|(kind, bytes)| {
+            let count = *objects.get(&kind).filter(|n| **n > 0)?;
+            Some((kind, bytes / count))
+        })
+        .collect()
 }
 
 fn app(i: usize) -> String {
@@ -329,6 +351,8 @@ fn percentiles(values: &[f64]) -> String {
 struct Figures {
     size: usize,
     idle_rss: u64,
+    /// JSON bytes per cached object, by kind, while idle.
+    cached_bytes: BTreeMap<String, u64>,
     peak_rss: u64,
     idle_requests: u64,
     step_lag: String,
@@ -523,6 +547,7 @@ async fn run(size: usize, interval: Duration) -> anyhow::Result<Figures> {
     let idle_counts = request_counts(&sandbox);
     tokio::time::sleep(IDLE_WINDOW).await;
     figures.idle_rss = resident_bytes(operator.id());
+    figures.cached_bytes = cached_bytes_per_object(&scrape(admin).await);
     figures.idle_requests = requests_since(&sandbox, &idle_counts).values().sum();
 
     // Releasing: a new version of every target, one after another over one interval.
@@ -627,6 +652,22 @@ fn table(all: &[Figures], interval: Duration) -> String {
     row("operator memory peak while all progress", &|f| {
         mib(f.peak_rss)
     });
+    row(
+        "  cached JSON bytes per Canary|Deployment|Service|VS|DR",
+        &|f| {
+            [
+                "Canary",
+                "Deployment",
+                "Service",
+                "VirtualService",
+                "DestinationRule",
+            ]
+            .iter()
+            .map(|kind| f.cached_bytes.get(*kind).map_or("-".into(), u64::to_string))
+            .collect::<Vec<_>>()
+            .join("|")
+        },
+    );
     row("idle 30 s: API requests", &|f| f.idle_requests.to_string());
     row("step lag p50 / p99 / max", &|f| f.step_lag.clone());
     row("new revision detected p50 / p99 / max", &|f| {

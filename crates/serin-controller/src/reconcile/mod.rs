@@ -306,13 +306,21 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         loop {
             let mut totals: BTreeMap<String, usize> = BTreeMap::new();
             let mut present = std::collections::HashSet::new();
+            let mut canaries = crate::json_store::Footprint::default();
             for canary in totals_store.state() {
                 *totals
                     .entry(canary.namespace().unwrap_or_default())
                     .or_default() += 1;
                 present.insert(Shared::canary_key(&canary));
+                canaries.objects += 1;
+                canaries.bytes += serde_json::to_vec(&*canary).map_or(0, |text| text.len());
             }
-            totals_shared.ctx.metrics.set_totals(&totals);
+            let metrics = &totals_shared.ctx.metrics;
+            metrics.set_totals(&totals);
+            metrics.set_cache_footprint("Canary", canaries);
+            for (kind, footprint) in totals_shared.caches.footprints() {
+                metrics.set_cache_footprint(kind, footprint);
+            }
             // Canaries deleted without a finalizer leave nothing else to clean.
             totals_shared.forget_unless(|key| present.contains(key));
             tokio::time::sleep(Duration::from_secs(10)).await;

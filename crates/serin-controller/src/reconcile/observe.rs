@@ -89,8 +89,8 @@ pub(super) fn observe<'a>(
             _ => None,
         }
     } else {
-        match caches.virtual_service(&namespace, &names.apex) {
-            Some(vs) => get_routes(&canary_json, &serde_json::to_value(&*vs)?).ok(),
+        match caches.routing_object("VirtualService", &namespace, &names.apex) {
+            Some(vs) => get_routes(&canary_json, &vs).ok(),
             None => None,
         }
     };
