@@ -286,8 +286,30 @@ fn comparable_template(template: &Value) -> Value {
     prune(&t).unwrap_or(json!({}))
 }
 
-/// How long a Deployment whose objects did not change goes without a sync.
-const SETTLED_RESYNC: Duration = Duration::from_secs(1);
+/// When time alone can change the status of a Deployment whose last sync changed nothing: once
+/// its progress deadline has passed, while it is rolling out. `None` for one that is complete,
+/// paused or already past its deadline: only a change to it or its ReplicaSets moves those.
+fn deadline_check(deploy: &Value) -> Option<Instant> {
+    let progressing = deploy["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Progressing")?;
+    if !matches!(
+        progressing["reason"].as_str(),
+        Some("ReplicaSetUpdated" | "NewReplicaSetCreated")
+    ) {
+        return None;
+    }
+    let deadline = deploy["spec"]["progressDeadlineSeconds"]
+        .as_i64()
+        .unwrap_or(600);
+    let since = progressing["lastUpdateTime"]
+        .as_str()
+        .and_then(seconds_since)?;
+    // The deadline counts whole seconds past it; one more second makes sure it has passed.
+    let left = u64::try_from(deadline - since + 1).unwrap_or(0);
+    Some(Instant::now() + Duration::from_secs(left))
+}
 
 /// [`comparable_template`]s, kept per object (uid) for as long as its resourceVersion stays:
 /// pruning templates is most of a Deployment sync's work, and a pass syncs every Deployment
@@ -404,9 +426,9 @@ pub struct Controllers {
     started: HashMap<String, Value>,
     templates: ComparableTemplates,
     /// Deployments whose last sync changed nothing, with the resourceVersions it read (its own and
-    /// its ReplicaSets') and when: one whose inputs are unchanged is synced again only after
-    /// [`SETTLED_RESYNC`], for what time alone changes (the progress deadline).
-    settled: HashMap<String, (String, Instant)>,
+    /// its ReplicaSets') and when time alone can change it ([`deadline_check`]): one whose inputs
+    /// are unchanged is not synced again before then.
+    settled: HashMap<String, (String, Option<Instant>)>,
     next_ip: u32,
     pods: ResourceInfo,
     replicasets: ResourceInfo,
@@ -771,22 +793,54 @@ impl Controllers {
         };
         let nodes = copies(self.all(&self.nodes));
         let namespaces = copies(self.all(&self.namespaces));
-        // The pods as this pass has bound them so far (a bound pod is copied, the others shared).
-        let mut placed: Vec<Arc<Value>> = pods.to_vec();
+        // What the decisions read, kept current as this pass binds pods: the pods per node, and
+        // the occupying pods with anti-affinity (all a pod without affinity terms needs); every
+        // pod only when a pending pod has terms of its own (a bound pod is copied, the others
+        // shared).
+        let occupying = || pods.iter().filter(|p| crate::scheduler::occupies_node(p));
+        let mut per_node: HashMap<String, usize> = HashMap::new();
+        for pod in occupying() {
+            let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
+            *per_node.entry(node.to_string()).or_default() += 1;
+        }
+        let mut repelling: Vec<Arc<Value>> = occupying()
+            .filter(|p| p["spec"]["affinity"]["podAntiAffinity"].is_object())
+            .cloned()
+            .collect();
+        let with_terms = pending
+            .iter()
+            .any(|p| crate::scheduler::has_pod_affinity(p));
+        let mut placed: Vec<Arc<Value>> = if with_terms {
+            pods.to_vec()
+        } else {
+            Vec::new()
+        };
+        let position: HashMap<String, usize> = placed
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (uid(p), i))
+            .collect();
         let mut changed = false;
         for pod in pending {
+            let own_terms = crate::scheduler::has_pod_affinity(pod);
             let cluster = crate::scheduler::Cluster {
                 nodes: &nodes,
-                pods: &placed,
+                pods: if own_terms { &placed } else { &repelling },
                 namespaces: &namespaces,
+                pods_per_node: (!own_terms).then_some(&per_node),
             };
             match crate::scheduler::schedule(pod, cluster) {
                 Ok(node) => {
                     if self.bind(pod, &node) {
-                        let pod_uid = uid(pod);
-                        if let Some(bound) = placed.iter_mut().find(|p| uid(p) == pod_uid) {
-                            Arc::make_mut(bound)["spec"]["nodeName"] = json!(node);
+                        let mut bound = Value::clone(pod);
+                        bound["spec"]["nodeName"] = json!(node);
+                        if let Some(at) = position.get(&uid(pod)) {
+                            placed[*at] = Arc::new(bound.clone());
                         }
+                        if pod["spec"]["affinity"]["podAntiAffinity"].is_object() {
+                            repelling.push(Arc::new(bound));
+                        }
+                        *per_node.entry(node).or_default() += 1;
                     }
                     changed = true;
                 }
@@ -1321,9 +1375,9 @@ impl Controllers {
                 })
                 .collect();
             let read_from = read_from.join(",");
-            if let Some((seen, at)) = self.settled.get(&d_uid)
+            if let Some((seen, check)) = self.settled.get(&d_uid)
                 && *seen == read_from
-                && at.elapsed() < SETTLED_RESYNC
+                && check.is_none_or(|at| at > Instant::now())
             {
                 continue;
             }
@@ -1331,7 +1385,8 @@ impl Controllers {
             if acted {
                 self.settled.remove(&d_uid);
             } else {
-                self.settled.insert(d_uid, (read_from, Instant::now()));
+                self.settled
+                    .insert(d_uid, (read_from, deadline_check(&deploy)));
             }
             changed |= acted;
         }

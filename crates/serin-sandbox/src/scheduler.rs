@@ -18,6 +18,17 @@ pub struct Cluster<'a> {
     pub pods: &'a [std::sync::Arc<Value>],
     /// Every Namespace object, for affinity terms with a `namespaceSelector`.
     pub namespaces: &'a [Value],
+    /// The pods occupying each node, by node name, when the caller counted them: then `pods`
+    /// need only hold the pods whose terms can concern the pod being placed (see
+    /// [`has_pod_affinity`]).
+    pub pods_per_node: Option<&'a HashMap<String, usize>>,
+}
+
+/// Whether `pod` has pod affinity or anti-affinity terms (required or preferred). Placing a pod
+/// without them needs, of the other pods, only those with anti-affinity and the count per node.
+pub fn has_pod_affinity(pod: &Value) -> bool {
+    let affinity = &pod["spec"]["affinity"];
+    affinity["podAffinity"].is_object() || affinity["podAntiAffinity"].is_object()
 }
 
 /// Effects of the taints that keep a pod off a node unless it tolerates them.
@@ -444,10 +455,14 @@ impl<'a> Placement<'a> {
     }
 
     fn pods_on(&self, node: &Value) -> usize {
-        self.placed
-            .iter()
-            .filter(|(_, n)| name(n) == name(node))
-            .count()
+        match self.cluster.pods_per_node {
+            Some(counts) => counts.get(name(node)).copied().unwrap_or(0),
+            None => self
+                .placed
+                .iter()
+                .filter(|(_, n)| name(n) == name(node))
+                .count(),
+        }
     }
 }
 
@@ -552,6 +567,7 @@ mod tests {
                 nodes,
                 pods: &pods,
                 namespaces: &[],
+                pods_per_node: None,
             },
         )
     }
@@ -857,6 +873,7 @@ mod tests {
             nodes: &nodes,
             pods,
             namespaces: &namespaces,
+            pods_per_node: None,
         };
         let pods = [Arc::new(there)];
         let admitted = |extra: Value| schedule(&term(extra), cluster(&pods)).is_ok();
