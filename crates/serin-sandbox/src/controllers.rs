@@ -341,6 +341,25 @@ impl ComparableTemplates {
     }
 }
 
+/// A digest of the uids and resourceVersions of `objects`: two equal digests mean none of them
+/// changed, came or went in between.
+fn versions_digest<'a>(objects: impl Iterator<Item = &'a Value>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for object in objects {
+        object["metadata"]["uid"].as_str().hash(&mut hasher);
+        object["metadata"]["resourceVersion"]
+            .as_str()
+            .hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
+/// The object's uid, borrowed.
+fn uid_of(o: &Value) -> &str {
+    o["metadata"]["uid"].as_str().unwrap_or_default()
+}
+
 fn name(o: &Value) -> String {
     o["metadata"]["name"]
         .as_str()
@@ -428,7 +447,11 @@ pub struct Controllers {
     /// Deployments whose last sync changed nothing, with the resourceVersions it read (its own and
     /// its ReplicaSets') and when time alone can change it ([`deadline_check`]): one whose inputs
     /// are unchanged is not synced again before then.
-    settled: HashMap<String, (String, Option<Instant>)>,
+    settled: HashMap<String, (u64, Option<Instant>)>,
+    /// ReplicaSets whose last sync changed nothing and waits on no timer, with the digest of what
+    /// it read (its own and its pods' resourceVersions): not synced again until that changes.
+    replica_sets_settled: HashMap<String, u64>,
+    endpoints: crate::services::EndpointsController,
     next_ip: u32,
     pods: ResourceInfo,
     replicasets: ResourceInfo,
@@ -547,6 +570,8 @@ impl Controllers {
             started: HashMap::new(),
             templates: ComparableTemplates::default(),
             settled: HashMap::new(),
+            replica_sets_settled: HashMap::new(),
+            endpoints: Default::default(),
             next_ip: 10,
             pods,
             replicasets,
@@ -571,7 +596,7 @@ impl Controllers {
         changed |= self.deployments();
         changed |= self.sync_jobs();
         changed |= self.sync_daemonsets();
-        changed |= crate::services::sync_endpoints(&self.store, &controller_writes());
+        changed |= self.endpoints.sync(&self.store, &controller_writes());
         changed |= self.sync_quotas();
         changed
     }
@@ -625,13 +650,13 @@ impl Controllers {
     fn kubelet(&mut self) -> bool {
         let mut changed = false;
         let pods = self.all(&self.pods);
-        let live: std::collections::HashSet<String> = pods.iter().map(|p| uid(p)).collect();
-        self.ready_at.retain(|u, _| live.contains(u));
+        let live: std::collections::HashSet<&str> = pods.iter().map(|p| uid_of(p)).collect();
+        self.ready_at.retain(|u, _| live.contains(u.as_str()));
         // A pod deleted without finalizers leaves the store at once; its runtime still has to stop it.
         let vanished: Vec<String> = self
             .started
             .keys()
-            .filter(|u| !live.contains(*u))
+            .filter(|u| !live.contains(u.as_str()))
             .cloned()
             .collect();
         for gone in vanished {
@@ -914,13 +939,24 @@ impl Controllers {
         let mut changed = false;
         let pods = self.all(&self.pods);
         let pods_by_owner = by_controller(&pods);
-        for rs in self.all(&self.replicasets) {
+        let all_rs = self.all(&self.replicasets);
+        let present: std::collections::HashSet<&str> = all_rs.iter().map(|rs| uid_of(rs)).collect();
+        self.replica_sets_settled
+            .retain(|rs_uid, _| present.contains(rs_uid.as_str()));
+        for rs in all_rs.iter() {
             if rs["metadata"]["deletionTimestamp"].is_string() {
                 continue;
             }
-            let rs_uid = uid(&rs);
-            let owned: Vec<&Value> = pods_by_owner
-                .get(&rs_uid)
+            let rs_uid = uid(rs);
+            let owned_all = pods_by_owner.get(&rs_uid);
+            let read = versions_digest(
+                std::iter::once(&**rs).chain(owned_all.into_iter().flatten().copied()),
+            );
+            if self.replica_sets_settled.get(&rs_uid) == Some(&read) {
+                continue;
+            }
+            let mut acted = false;
+            let owned: Vec<&Value> = owned_all
                 .into_iter()
                 .flatten()
                 .copied()
@@ -934,12 +970,12 @@ impl Controllers {
                     let template = &rs["spec"]["template"];
                     let labels = template["metadata"]["labels"].clone();
                     match self.create_owned_pod(
-                        &rs,
+                        rs,
                         "replicaset-controller",
                         labels,
                         template["spec"].clone(),
                     ) {
-                        Ok(()) => changed = true,
+                        Ok(()) => acted = true,
                         Err(message) => {
                             refused = Some(message);
                             break;
@@ -972,7 +1008,7 @@ impl Controllers {
                         record_event(
                             &self.store,
                             &self.events,
-                            &rs,
+                            rs,
                             "ReplicaSet",
                             "replicaset-controller",
                             "SuccessfulDelete",
@@ -980,7 +1016,7 @@ impl Controllers {
                         );
                     }
                 }
-                changed = true;
+                acted = true;
             }
             let min_ready = int(&rs["spec"]["minReadySeconds"]);
             let ready: Vec<&&Value> = owned.iter().filter(|p| is_ready(p)).collect();
@@ -1006,6 +1042,9 @@ impl Controllers {
             if let Some(m) = status.as_object_mut() {
                 m.retain(|k, v| k == "replicas" || k == "observedGeneration" || v != &json!(0));
             }
+            // A refused creation is retried, and pods waiting out minReadySeconds become
+            // available, with no change to what was read.
+            let waits = refused.is_some() || available < ready.len() as i64;
             if let Some(message) = refused {
                 // Reported once per refusal, as the ReplicaSet controller's condition and event.
                 let known = rs["status"]["conditions"]
@@ -1019,7 +1058,7 @@ impl Controllers {
                         record_warning(
                             &self.store,
                             &self.events,
-                            &rs,
+                            rs,
                             "ReplicaSet",
                             "replicaset-controller",
                             "FailedCreate",
@@ -1031,7 +1070,13 @@ impl Controllers {
                 };
                 status["conditions"] = json!([condition]);
             }
-            changed |= self.write_status(&self.replicasets, &rs, status);
+            acted |= self.write_status(&self.replicasets, rs, status);
+            if acted || waits {
+                self.replica_sets_settled.remove(&rs_uid);
+            } else {
+                self.replica_sets_settled.insert(rs_uid, read);
+            }
+            changed |= acted;
         }
         changed
     }
@@ -1354,27 +1399,22 @@ impl Controllers {
         let all_rs = self.all(&self.replicasets);
         let rs_by_owner = by_controller(&all_rs);
         let deployments = self.all(&self.deployments);
-        let present: std::collections::HashSet<String> =
-            all_rs.iter().chain(&deployments).map(|o| uid(o)).collect();
+        let present: std::collections::HashSet<&str> = all_rs
+            .iter()
+            .chain(&deployments)
+            .map(|o| uid_of(o))
+            .collect();
         self.templates
             .retain(|object_uid| present.contains(object_uid));
         self.settled
-            .retain(|object_uid, _| present.contains(object_uid));
+            .retain(|object_uid, _| present.contains(object_uid.as_str()));
         for deploy in deployments {
             if deploy["metadata"]["deletionTimestamp"].is_string() {
                 continue;
             }
             let d_uid = uid(&deploy);
             let owned = rs_by_owner.get(&d_uid).cloned().unwrap_or_default();
-            let read_from: Vec<&str> = std::iter::once(&*deploy)
-                .chain(owned.iter().copied())
-                .map(|o| {
-                    o["metadata"]["resourceVersion"]
-                        .as_str()
-                        .unwrap_or_default()
-                })
-                .collect();
-            let read_from = read_from.join(",");
+            let read_from = versions_digest(std::iter::once(&*deploy).chain(owned.iter().copied()));
             if let Some((seen, check)) = self.settled.get(&d_uid)
                 && *seen == read_from
                 && check.is_none_or(|at| at > Instant::now())
@@ -1933,6 +1973,80 @@ mod tests {
             "spec": {"containers": [{"name": "web", "image": "podinfo"}],
                 "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
                     {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]}}}})
+    }
+
+    /// The addresses (ready and not) of the Endpoints `name`, by pod name.
+    fn endpoint_pods(store: &Store, name: &str) -> Vec<String> {
+        let endpoints = list(store, "endpoints");
+        let Some(endpoints) = endpoints.iter().find(|e| e["metadata"]["name"] == name) else {
+            return Vec::new();
+        };
+        let mut pods: Vec<String> = endpoints["subsets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|s| {
+                s["addresses"]
+                    .as_array()
+                    .into_iter()
+                    .chain(s["notReadyAddresses"].as_array())
+                    .flatten()
+            })
+            .map(|a| {
+                a["targetRef"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect();
+        pods.sort();
+        pods
+    }
+
+    #[test]
+    fn endpoints_follow_pods_that_come_are_relabelled_and_go() {
+        let (store, mut controllers) = three_node_cluster();
+        create(
+            &store,
+            "services",
+            "",
+            json!({"metadata": {"name": "web"},
+                "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 9898}]}}),
+        );
+        let pod = |name: &str| {
+            json!({"metadata": {"name": name, "labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "podinfo",
+                    "ports": [{"containerPort": 9898}]}]}})
+        };
+        for name in ["web-a", "web-b", "web-c"] {
+            create(&store, "pods", "", pod(name));
+        }
+        settle(&mut controllers);
+        assert_eq!(endpoint_pods(&store, "web"), ["web-a", "web-b", "web-c"]);
+
+        let pods = store.resource("", "v1", "pods").unwrap();
+        store
+            .patch(
+                &pods,
+                "default",
+                "web-b",
+                PatchType::Merge,
+                &json!({"metadata": {"labels": {"app": "other"}}}),
+                Part::Main,
+                &controller_writes(),
+            )
+            .unwrap();
+        store
+            .delete(&pods, "default", "web-c", &DeleteOptions::default(), false)
+            .unwrap();
+        create(&store, "pods", "", pod("web-d"));
+        settle(&mut controllers);
+        assert_eq!(endpoint_pods(&store, "web"), ["web-a", "web-d"]);
+        // What the controller skipped as unchanged, a controller without memory agrees with.
+        assert!(
+            !crate::services::EndpointsController::default().sync(&store, &controller_writes()),
+            "a pass from scratch would change the Endpoints"
+        );
     }
 
     #[test]

@@ -340,128 +340,218 @@ fn subsets(service: &Value, pods: &[&Value]) -> Value {
     Value::Array(subsets)
 }
 
-/// Pods indexed by namespace and label, so each Service's pass looks only at pods that carry one
-/// of its selector's labels instead of every pod in the store.
-struct PodsByLabel<'a> {
-    index: HashMap<(String, String, String), Vec<&'a Value>>,
+/// A (namespace, label key, label value) triple, hashed: the key of the pod index. Two triples
+/// with the same hash only make a Service look at a pod its selector then turns down.
+fn label_hash(namespace: &str, key: &str, value: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (namespace, key, value).hash(&mut hasher);
+    hasher.finish()
 }
 
-impl<'a> PodsByLabel<'a> {
-    fn new(pods: &'a [std::sync::Arc<Value>]) -> Self {
-        let mut index: HashMap<(String, String, String), Vec<&Value>> = HashMap::new();
-        for pod in pods {
-            let namespace = pod["metadata"]["namespace"].as_str().unwrap_or_default();
-            for (key, value) in pod["metadata"]["labels"].as_object().into_iter().flatten() {
-                if let Some(value) = value.as_str() {
-                    index
-                        .entry((namespace.to_string(), key.clone(), value.to_string()))
-                        .or_default()
-                        .push(&**pod);
-                }
-            }
-        }
-        PodsByLabel { index }
-    }
-
-    /// The pods of `namespace` with the rarest of `service`'s selector labels; a superset of the
-    /// pods it selects.
-    fn candidates(&self, namespace: &str, service: &Value) -> Vec<&'a Value> {
-        service["spec"]["selector"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(key, value)| {
-                self.index
-                    .get(&(
-                        namespace.to_string(),
-                        key.clone(),
-                        value.as_str().unwrap_or_default().to_string(),
-                    ))
-                    .map_or(&[][..], Vec::as_slice)
-            })
-            .min_by_key(|pods| pods.len())
-            .unwrap_or_default()
-            .to_vec()
-    }
+fn pod_label_hashes(pod: &Value) -> Vec<u64> {
+    let namespace = pod["metadata"]["namespace"].as_str().unwrap_or_default();
+    pod["metadata"]["labels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(key, value)| Some(label_hash(namespace, key, value.as_str()?)))
+        .collect()
 }
 
-/// One pass of the Endpoints controller: every Service with a selector gets an Endpoints object of
-/// the same name listing its pods; Endpoints it wrote for a Service that is gone are deleted.
-/// Returns whether anything changed.
-pub fn sync_endpoints(store: &Store, writes: &WriteOptions) -> bool {
-    let endpoints = store.resource("", "v1", "endpoints").expect("built in");
-    let shared =
-        |plural: &str| store.list_shared(&store.resource("", "v1", plural).expect("built in"));
-    let services = shared("services");
-    let pods = shared("pods");
-    let existing = shared("endpoints");
-    let key = |o: &Value| {
-        format!(
-            "{}/{}",
-            o["metadata"]["namespace"].as_str().unwrap_or_default(),
-            o["metadata"]["name"].as_str().unwrap_or_default()
-        )
-    };
-    let existing_by_key: BTreeMap<String, &Value> =
-        existing.iter().map(|e| (key(e), &**e)).collect();
-    let pods_by_label = PodsByLabel::new(&pods);
-    let mut changed = false;
-    let mut wanted = std::collections::HashSet::new();
-    for service in &services {
-        if !service["spec"]["selector"].is_object()
-            || service["metadata"]["deletionTimestamp"].is_string()
-        {
-            continue;
-        }
-        let namespace = service["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or_default();
-        let name = service["metadata"]["name"].as_str().unwrap_or_default();
-        wanted.insert(key(service));
-        let subsets = subsets(service, &pods_by_label.candidates(namespace, service));
-        match existing_by_key.get(&key(service)) {
-            Some(current)
-                if current["subsets"] == subsets
-                    || (current["subsets"].is_null() && subsets == json!([])) => {}
-            Some(current) => {
-                let mut updated = (*current).clone();
-                updated["subsets"] = subsets;
-                updated["metadata"]["annotations"][MANAGED_ANNOTATION] =
-                    json!(crate::store::now_rfc3339());
-                changed |= store
-                    .update(&endpoints, namespace, name, updated, Part::Main, writes)
-                    .is_ok();
+fn text<'a>(object: &'a Value, field: &str) -> &'a str {
+    object["metadata"][field].as_str().unwrap_or_default()
+}
+
+/// The Endpoints controller: every Service with a selector gets an Endpoints object of the same
+/// name listing its pods; Endpoints it wrote for a Service that is gone are deleted. It keeps an
+/// index of the pods by label and what each Service's last sync read, so a pass recomputes only
+/// the Services whose pods, own object or Endpoints changed since.
+#[derive(Default)]
+pub struct EndpointsController {
+    /// Each pod (by uid) with the resourceVersion it was indexed at and its label hashes.
+    pods: HashMap<String, (String, Vec<u64>)>,
+    /// Pod uids by label hash.
+    by_label: HashMap<u64, std::collections::BTreeSet<String>>,
+    /// Services (by uid) whose last sync found nothing to write, with their resourceVersion
+    /// and their Endpoints' then.
+    settled: HashMap<String, (String, String)>,
+}
+
+impl EndpointsController {
+    /// One pass; returns whether anything changed.
+    pub fn sync(&mut self, store: &Store, writes: &WriteOptions) -> bool {
+        let endpoints = store.resource("", "v1", "endpoints").expect("built in");
+        let shared =
+            |plural: &str| store.list_shared(&store.resource("", "v1", plural).expect("built in"));
+        let services = shared("services");
+        let pods = shared("pods");
+        let existing = shared("endpoints");
+        let dirty = self.index(&pods);
+        let pods_by_uid: HashMap<&str, &Value> =
+            pods.iter().map(|p| (text(p, "uid"), &**p)).collect();
+        let existing_by_key: HashMap<(&str, &str), &Value> = existing
+            .iter()
+            .map(|e| ((text(e, "namespace"), text(e, "name")), &**e))
+            .collect();
+        let mut changed = false;
+        let mut wanted = std::collections::HashSet::new();
+        let mut live_services = std::collections::HashSet::new();
+        for service in &services {
+            live_services.insert(text(service, "uid"));
+            let Some(selector) = service["spec"]["selector"].as_object() else {
+                continue;
+            };
+            if service["metadata"]["deletionTimestamp"].is_string() {
+                continue;
             }
-            None => {
-                let mut object = json!({"metadata": {"name": name, "labels": service["metadata"]["labels"],
-                    "annotations": {MANAGED_ANNOTATION: crate::store::now_rfc3339()}}});
-                if object["metadata"]["labels"].is_null() {
-                    object["metadata"]
-                        .as_object_mut()
-                        .map(|m| m.remove("labels"));
-                }
-                if subsets != json!([]) {
-                    object["subsets"] = subsets;
-                }
-                changed |= store
-                    .create(&endpoints, Some(namespace), object, writes)
-                    .is_ok();
-            }
-        }
-    }
-    for (k, e) in &existing_by_key {
-        if !wanted.contains(k) && e["metadata"]["annotations"][MANAGED_ANNOTATION].is_string() {
-            let _ = store.delete(
-                &endpoints,
-                e["metadata"]["namespace"].as_str().unwrap_or_default(),
-                e["metadata"]["name"].as_str().unwrap_or_default(),
-                &DeleteOptions::default(),
-                false,
+            let namespace = text(service, "namespace");
+            let name = text(service, "name");
+            wanted.insert((namespace, name));
+            let current = existing_by_key.get(&(namespace, name)).copied();
+            let hashes: Vec<u64> = selector
+                .iter()
+                .map(|(key, value)| label_hash(namespace, key, value.as_str().unwrap_or_default()))
+                .collect();
+            let read = (
+                text(service, "resourceVersion"),
+                current.map_or("", |e| text(e, "resourceVersion")),
             );
-            changed = true;
+            let unchanged = self
+                .settled
+                .get(text(service, "uid"))
+                .is_some_and(|(own, theirs)| (own.as_str(), theirs.as_str()) == read);
+            if unchanged && !hashes.iter().any(|h| dirty.contains(h)) {
+                continue;
+            }
+            // The pods with the rarest of the selector's labels: a superset of those it selects.
+            let candidates: Vec<&Value> = hashes
+                .iter()
+                .map(|h| self.by_label.get(h).map_or(0, |uids| uids.len()))
+                .zip(&hashes)
+                .min()
+                .and_then(|(_, h)| self.by_label.get(h))
+                .into_iter()
+                .flatten()
+                .filter_map(|uid| pods_by_uid.get(uid.as_str()).copied())
+                .collect();
+            let subsets = subsets(service, &candidates);
+            let written = match current {
+                Some(current)
+                    if current["subsets"] == subsets
+                        || (current["subsets"].is_null() && subsets == json!([])) =>
+                {
+                    None
+                }
+                Some(current) => {
+                    let mut updated = current.clone();
+                    updated["subsets"] = subsets;
+                    updated["metadata"]["annotations"][MANAGED_ANNOTATION] =
+                        json!(crate::store::now_rfc3339());
+                    Some(store.update(&endpoints, namespace, name, updated, Part::Main, writes))
+                }
+                None => {
+                    let mut object = json!({"metadata": {"name": name, "labels": service["metadata"]["labels"],
+                        "annotations": {MANAGED_ANNOTATION: crate::store::now_rfc3339()}}});
+                    if object["metadata"]["labels"].is_null() {
+                        object["metadata"]
+                            .as_object_mut()
+                            .map(|m| m.remove("labels"));
+                    }
+                    if subsets != json!([]) {
+                        object["subsets"] = subsets;
+                    }
+                    Some(store.create(&endpoints, Some(namespace), object, writes))
+                }
+            };
+            let theirs = match written {
+                None => read.1.to_string(),
+                Some(Ok(endpoints)) => {
+                    changed = true;
+                    text(&endpoints, "resourceVersion").to_string()
+                }
+                Some(Err(_)) => {
+                    self.settled.remove(text(service, "uid"));
+                    continue;
+                }
+            };
+            self.settled.insert(
+                text(service, "uid").to_string(),
+                (read.0.to_string(), theirs),
+            );
+        }
+        self.settled
+            .retain(|uid, _| live_services.contains(uid.as_str()));
+        for ((namespace, name), e) in &existing_by_key {
+            if !wanted.contains(&(*namespace, *name))
+                && e["metadata"]["annotations"][MANAGED_ANNOTATION].is_string()
+            {
+                let _ = store.delete(
+                    &endpoints,
+                    namespace,
+                    name,
+                    &DeleteOptions::default(),
+                    false,
+                );
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// Brings the pod index up to date with `pods`; returns the label hashes of the pods that
+    /// changed, came or went, whose Services must look again.
+    fn index(&mut self, pods: &[std::sync::Arc<Value>]) -> std::collections::HashSet<u64> {
+        let mut dirty = std::collections::HashSet::new();
+        let mut live = std::collections::HashSet::new();
+        for pod in pods {
+            let uid = text(pod, "uid");
+            live.insert(uid);
+            let rv = text(pod, "resourceVersion");
+            if self.pods.get(uid).is_some_and(|(seen, _)| seen == rv) {
+                continue;
+            }
+            let hashes = pod_label_hashes(pod);
+            if let Some((_, old)) = self
+                .pods
+                .insert(uid.to_string(), (rv.to_string(), hashes.clone()))
+            {
+                self.unindex(uid, &old, &mut dirty);
+            }
+            for hash in hashes {
+                self.by_label
+                    .entry(hash)
+                    .or_default()
+                    .insert(uid.to_string());
+                dirty.insert(hash);
+            }
+        }
+        if self.pods.len() > live.len() {
+            let gone: Vec<(String, Vec<u64>)> = self
+                .pods
+                .iter()
+                .filter(|(uid, _)| !live.contains(uid.as_str()))
+                .map(|(uid, (_, hashes))| (uid.clone(), hashes.clone()))
+                .collect();
+            for (uid, hashes) in gone {
+                self.pods.remove(&uid);
+                self.unindex(&uid, &hashes, &mut dirty);
+            }
+        }
+        dirty
+    }
+
+    fn unindex(&mut self, uid: &str, hashes: &[u64], dirty: &mut std::collections::HashSet<u64>) {
+        for hash in hashes {
+            if let Some(uids) = self.by_label.get_mut(hash) {
+                uids.remove(uid);
+                if uids.is_empty() {
+                    self.by_label.remove(hash);
+                }
+            }
+            dirty.insert(*hash);
         }
     }
-    changed
 }
 
 #[cfg(test)]
