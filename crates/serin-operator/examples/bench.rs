@@ -363,6 +363,8 @@ struct Figures {
     cpu_per_1000_reconciles: f64,
     cpu_per_1000_ticks: f64,
     sandbox_objects: usize,
+    /// Objects and their JSON bytes per stored resource, at the end of the release.
+    sandbox_by_resource: BTreeMap<String, (usize, usize)>,
     /// The bench process's memory growth (the sandbox, and the bench's own log of commits) per
     /// object stored since the sandbox started.
     sandbox_bytes_per_object: u64,
@@ -604,6 +606,7 @@ async fn run(size: usize, interval: Duration) -> anyhow::Result<Figures> {
         release_started.elapsed().as_secs_f64(),
     );
     figures.sandbox_objects = sandbox.store.object_count();
+    figures.sandbox_by_resource = sandbox.store.footprint_by_resource();
     figures.sandbox_bytes_per_object = resident_bytes(std::process::id()).saturating_sub(base_rss)
         / (figures.sandbox_objects.saturating_sub(base_objects).max(1) as u64);
     drop(operator);
@@ -758,6 +761,21 @@ fn table(all: &[Figures], interval: Duration) -> String {
             "requests per release at {} by verb: {}",
             f.size,
             by_verb.join(", ")
+        );
+        let mut kinds: Vec<(&String, &(usize, usize))> = f.sandbox_by_resource.iter().collect();
+        kinds.sort_by_key(|(_, (objects, _))| std::cmp::Reverse(*objects));
+        let kinds: Vec<String> = kinds
+            .iter()
+            .take(8)
+            .map(|(resource, (objects, bytes))| {
+                format!("{resource} {objects} ({} B)", bytes / objects.max(&1))
+            })
+            .collect();
+        let _ = writeln!(
+            text,
+            "sandbox objects at {} (JSON bytes each): {}",
+            f.size,
+            kinds.join(", ")
         );
     }
     text

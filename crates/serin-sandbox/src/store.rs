@@ -442,6 +442,24 @@ impl Store {
         self.lock().objects.len()
     }
 
+    /// Objects stored per resource (storage key), with the bytes of their JSON text: how the
+    /// store's memory divides between kinds.
+    pub fn footprint_by_resource(&self) -> BTreeMap<String, (usize, usize)> {
+        let objects: Vec<(String, Arc<Value>)> = self
+            .lock()
+            .objects
+            .iter()
+            .map(|((resource, _, _), object)| (resource.clone(), object.clone()))
+            .collect();
+        let mut footprint: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+        for (resource, object) in objects {
+            let entry = footprint.entry(resource).or_default();
+            entry.0 += 1;
+            entry.1 += serde_json::to_vec(&*object).map_or(0, |text| text.len());
+        }
+        footprint
+    }
+
     /// Forgets the change history as an etcd compaction would: open watches end with an in-stream
     /// 410 Expired, and resuming from any older resourceVersion gets 410 too, so clients relist.
     pub fn compact(&self) {
