@@ -254,7 +254,7 @@ impl Log {
             .unwrap_or_default()
             .to_string();
         let empty = Value::Null;
-        let previous = change.previous.as_ref().unwrap_or(&empty);
+        let previous = change.previous.as_deref().unwrap_or(&empty);
         match change.resource.as_str() {
             "canaries.serin.dev" => self.canary(change, previous, name),
             "virtualservices.networking.istio.io"

@@ -952,7 +952,7 @@ pub fn spawn_controllers(store: Arc<Store>) -> tokio::task::JoinHandle<()> {
             {
                 // A deleted `default` account comes back, as on a cluster.
                 let namespace = match change.resource.as_str() {
-                    "namespaces" => Some(change.object.clone()),
+                    "namespaces" => Some(Value::clone(&change.object)),
                     _ => change.object["metadata"]["namespace"]
                         .as_str()
                         .and_then(|ns| store.get(&namespaces, "", ns).ok()),

@@ -173,7 +173,7 @@ pub fn spawn(store: Arc<Store>, dir: PathBuf) -> tokio::task::JoinHandle<()> {
             match changes.recv().await {
                 Ok(change) if change.resource == "pods" => {
                     let (namespace, name) = identity(&change.object);
-                    let pod = (change.change != ChangeType::Deleted).then_some(&change.object);
+                    let pod = (change.change != ChangeType::Deleted).then_some(&*change.object);
                     targets.update(namespace, name, pod);
                 }
                 Ok(_) => {}

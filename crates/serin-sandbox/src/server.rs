@@ -1531,12 +1531,12 @@ fn watch(
                         if change.resource != info.storage_key() {
                             continue;
                         }
-                        let object = Store::present(&info, change.object.clone());
+                        let object = Store::present(&info, Value::clone(&change.object));
                         let now = matches(&object);
                         let before = change
                             .previous
                             .as_ref()
-                            .is_some_and(|previous| matches(&Store::present(&info, previous.clone())));
+                            .is_some_and(|previous| matches(&Store::present(&info, Value::clone(previous))));
                         let kind = match change.change {
                             ChangeType::Added if now => "ADDED",
                             ChangeType::Modified if now && before => "MODIFIED",

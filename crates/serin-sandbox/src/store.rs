@@ -46,10 +46,11 @@ pub struct Change {
     pub resource: String,
     /// What happened.
     pub change: ChangeType,
-    /// The object after the change (the last state, for deletions).
-    pub object: Value,
+    /// The object after the change (the last state, for deletions), shared with the store while
+    /// it is the stored version.
+    pub object: Arc<Value>,
     /// The object before the change, for watchers whose selectors it may have left or entered.
-    pub previous: Option<Value>,
+    pub previous: Option<Arc<Value>>,
     /// When it was committed (to the nanosecond, unlike the objects' own timestamps).
     pub at: std::time::SystemTime,
 }
@@ -614,10 +615,10 @@ impl Store {
                     view.remove(&key);
                 }
                 (_, Some(previous)) => {
-                    view.insert(key, previous.clone());
+                    view.insert(key, Value::clone(previous));
                 }
                 (_, None) => {
-                    view.insert(key, change.object.clone());
+                    view.insert(key, Value::clone(&change.object));
                 }
             }
         }
@@ -690,7 +691,7 @@ impl Store {
             .history
             .iter()
             .filter(|c| c.rv > from && c.resource == resource)
-            .map(|c| (c.change, Self::present(info, c.object.clone())))
+            .map(|c| (c.change, Self::present(info, Value::clone(&c.object))))
             .collect();
         Ok(WatchStart {
             initial,
@@ -712,22 +713,27 @@ impl Store {
         let rv = inner.rv;
         meta_mut(&mut object).insert("resourceVersion".into(), json!(rv.to_string()));
         let key = Self::key(info, namespace_of(&object), name_of(&object));
-        match change {
+        let object = Arc::new(object);
+        // The history shares the stored versions instead of copying them: the version replaced
+        // here is the change's previous object.
+        let replaced = match change {
             ChangeType::Deleted => {
                 let old = inner.objects.remove(&key);
                 inner.gc.update(&key, old.as_deref(), None);
+                old
             }
             _ => {
-                let old = inner.objects.insert(key.clone(), Arc::new(object.clone()));
+                let old = inner.objects.insert(key.clone(), object.clone());
                 inner.gc.update(&key, old.as_deref(), Some(&object));
+                old
             }
-        }
+        };
         let record = Arc::new(Change {
             rv,
             resource: info.storage_key(),
             change,
             object: object.clone(),
-            previous,
+            previous: replaced.or_else(|| previous.map(Arc::new)),
             at: std::time::SystemTime::now(),
         });
         inner.history.push_back(record.clone());
@@ -740,7 +746,7 @@ impl Store {
             .followers
             .retain(|follower| follower.send(record.clone()).is_ok());
         let _ = self.changes.send(record);
-        Self::present(info, object)
+        Self::present(info, Value::clone(&object))
     }
 
     /// Creates an object from a request body (`namespace` from the URL).
