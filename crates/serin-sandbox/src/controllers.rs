@@ -381,18 +381,18 @@ fn uid(o: &Value) -> String {
         .to_string()
 }
 
-fn controller_uid(o: &Value) -> Option<String> {
+fn controller_uid(o: &Value) -> Option<&str> {
     o["metadata"]["ownerReferences"]
         .as_array()?
         .iter()
         .find(|r| r["controller"].as_bool() == Some(true))
-        .and_then(|r| r["uid"].as_str().map(String::from))
+        .and_then(|r| r["uid"].as_str())
 }
 
 /// `objects` grouped by the uid of their controlling owner, so a pass finds an object's children
 /// without scanning every object for each owner.
-fn by_controller(objects: &[Arc<Value>]) -> HashMap<String, Vec<&Value>> {
-    let mut children: HashMap<String, Vec<&Value>> = HashMap::new();
+fn by_controller(objects: &[Arc<Value>]) -> HashMap<&str, Vec<&Value>> {
+    let mut children: HashMap<&str, Vec<&Value>> = HashMap::new();
     for object in objects {
         if let Some(owner) = controller_uid(object) {
             children.entry(owner).or_default().push(&**object);
@@ -948,7 +948,7 @@ impl Controllers {
                 continue;
             }
             let rs_uid = uid(rs);
-            let owned_all = pods_by_owner.get(&rs_uid);
+            let owned_all = pods_by_owner.get(rs_uid.as_str());
             let read = versions_digest(
                 std::iter::once(&**rs).chain(owned_all.into_iter().flatten().copied()),
             );
@@ -1175,7 +1175,7 @@ impl Controllers {
             let ds_uid = uid(&ds);
             let generation = ds["metadata"]["generation"].as_i64().unwrap_or(1);
             let owned: Vec<&Value> = pods_by_owner
-                .get(&ds_uid)
+                .get(ds_uid.as_str())
                 .into_iter()
                 .flatten()
                 .copied()
@@ -1284,7 +1284,7 @@ impl Controllers {
             }
             let job_uid = uid(&job);
             let owned: Vec<&Value> = pods_by_owner
-                .get(&job_uid)
+                .get(job_uid.as_str())
                 .into_iter()
                 .flatten()
                 .copied()
@@ -1413,7 +1413,7 @@ impl Controllers {
                 continue;
             }
             let d_uid = uid(&deploy);
-            let owned = rs_by_owner.get(&d_uid).cloned().unwrap_or_default();
+            let owned = rs_by_owner.get(d_uid.as_str()).cloned().unwrap_or_default();
             let read_from = versions_digest(std::iter::once(&*deploy).chain(owned.iter().copied()));
             if let Some((seen, check)) = self.settled.get(&d_uid)
                 && *seen == read_from
@@ -1651,7 +1651,7 @@ impl Controllers {
         let current_rs: Vec<Value> = names
             .iter()
             .filter_map(|rs_name| self.store.get(&self.replicasets, &namespace, rs_name).ok())
-            .filter(|rs| controller_uid(rs).as_deref() == Some(d_uid.as_str()))
+            .filter(|rs| controller_uid(rs) == Some(d_uid.as_str()))
             .collect();
         let sum =
             |field: &str| -> i64 { current_rs.iter().map(|rs| int(&rs["status"][field])).sum() };
