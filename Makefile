@@ -93,8 +93,9 @@ bench-loadtester:
 	$(CARGO) run --release -q -p serin-loadtester --example bench
 
 ## make bench-operator: the release operator against the sandbox with 100 and 1,000 Canaries, one
-## table: memory, step lag, new-revision detection, requests per release against the minimum, CPU
-## per 1,000 ticks, and the sandbox's own figures (SERIN_BENCH_SIZES, SERIN_BENCH_INTERVAL).
+## table: memory and cached bytes per kind, step lag, new-revision detection, requests per release
+## against the minimum, CPU per 1,000 ticks, and the sandbox's own figures (SERIN_BENCH_SIZES,
+## SERIN_BENCH_INTERVAL).
 bench-operator:
 	$(CARGO) build --release -q -p serin-operator
 	$(CARGO) run --release -q -p serin-operator --example bench
