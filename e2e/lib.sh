@@ -440,15 +440,28 @@ tls_server_config:
 basic_auth_users:
   serin: '\$2b\$10\$c.3n245IE6cig07jcpgq.eNCJSdpONyMqj4nVSQErkhY1sl6ZnnAO'
 WEB
-  port=$(free_port)
-  prometheus --config.file="$dir/prometheus.yml" --web.config.file="$dir/web.yml" \
-    --storage.tsdb.path="$dir/data" --web.listen-address="127.0.0.1:$port" >"$dir/log" 2>&1 &
-  HTTPS_PROMETHEUS_PID=$!
-  local deadline=$(($(date +%s) + 30))
-  until grep -q "Server is ready to receive web requests" "$dir/log"; do
-    kill -0 "$HTTPS_PROMETHEUS_PID" 2>/dev/null || { cat "$dir/log" >&2; fail "the https prometheus exited"; }
-    (($(date +%s) < deadline)) || fail "the https prometheus was not ready within 30s"
-    sleep 0.2
+  local attempt deadline
+  # The port was free when picked; a scenario running beside this one may take it first, so a
+  # Prometheus that cannot bind tries another port.
+  for attempt in 1 2 3 4 5; do
+    port=$(free_port)
+    prometheus --config.file="$dir/prometheus.yml" --web.config.file="$dir/web.yml" \
+      --storage.tsdb.path="$dir/data-$attempt" --web.listen-address="127.0.0.1:$port" >"$dir/log" 2>&1 &
+    HTTPS_PROMETHEUS_PID=$!
+    deadline=$(($(date +%s) + 30))
+    until grep -q "Server is ready to receive web requests" "$dir/log"; do
+      if ! kill -0 "$HTTPS_PROMETHEUS_PID" 2>/dev/null; then
+        if ((attempt < 5)) && grep -q "address already in use" "$dir/log"; then
+          log "https prometheus port $port was taken meanwhile; trying another"
+          continue 2
+        fi
+        cat "$dir/log" >&2
+        fail "the https prometheus exited"
+      fi
+      (($(date +%s) < deadline)) || fail "the https prometheus was not ready within 30s"
+      sleep 0.2
+    done
+    break
   done
   HTTPS_PROMETHEUS_URL=https://127.0.0.1:$port
   log "https prometheus with basic auth on $HTTPS_PROMETHEUS_URL"
