@@ -375,10 +375,7 @@ fn ns(o: &Value) -> String {
 }
 
 fn uid(o: &Value) -> String {
-    o["metadata"]["uid"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
+    uid_of(o).to_string()
 }
 
 fn controller_uid(o: &Value) -> Option<&str> {
@@ -829,7 +826,7 @@ impl Controllers {
             *per_node.entry(node.to_string()).or_default() += 1;
         }
         let mut repelling: Vec<Arc<Value>> = occupying()
-            .filter(|p| p["spec"]["affinity"]["podAntiAffinity"].is_object())
+            .filter(|p| crate::scheduler::has_pod_anti_affinity(p))
             .cloned()
             .collect();
         let with_terms = pending
@@ -862,7 +859,7 @@ impl Controllers {
                         if let Some(at) = position.get(&uid(pod)) {
                             placed[*at] = Arc::new(bound.clone());
                         }
-                        if pod["spec"]["affinity"]["podAntiAffinity"].is_object() {
+                        if crate::scheduler::has_pod_anti_affinity(pod) {
                             repelling.push(Arc::new(bound));
                         }
                         *per_node.entry(node).or_default() += 1;

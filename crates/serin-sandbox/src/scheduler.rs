@@ -28,7 +28,12 @@ pub struct Cluster<'a> {
 /// without them needs, of the other pods, only those with anti-affinity and the count per node.
 pub fn has_pod_affinity(pod: &Value) -> bool {
     let affinity = &pod["spec"]["affinity"];
-    affinity["podAffinity"].is_object() || affinity["podAntiAffinity"].is_object()
+    affinity["podAffinity"].is_object() || has_pod_anti_affinity(pod)
+}
+
+/// Whether `pod` has pod anti-affinity terms, which can keep other pods off its node.
+pub fn has_pod_anti_affinity(pod: &Value) -> bool {
+    pod["spec"]["affinity"]["podAntiAffinity"].is_object()
 }
 
 /// Effects of the taints that keep a pod off a node unless it tolerates them.
@@ -337,7 +342,7 @@ impl<'a> Placement<'a> {
                 repelling_domains.extend(domain_of(term, node));
             }
             // Most pods have no anti-affinity: skip parsing for them.
-            let repels = other["spec"]["affinity"]["podAntiAffinity"].is_object();
+            let repels = has_pod_anti_affinity(other);
             for term in repels
                 .then(|| required_terms(other, "podAntiAffinity"))
                 .into_iter()
