@@ -824,6 +824,14 @@ impl Store {
                 info.kind
             )));
         }
+        // Stored with both, as the API server keeps them, so a list can share the stored object
+        // instead of copying it to add them.
+        if object["apiVersion"].is_null() {
+            object["apiVersion"] = json!(info.api_version());
+        }
+        if object["kind"].is_null() {
+            object["kind"] = json!(info.kind);
+        }
         let meta = meta_mut(&mut object);
         if info.namespaced {
             let ns = namespace.unwrap_or("default");
@@ -1809,9 +1817,8 @@ fn pod_quota_admission(inner: &Inner, pods: &ResourceInfo, pod: &Value) -> Resul
             .take_while(move |((s, n, _), _)| *s == storage && n == namespace)
             .map(|(_, object)| object)
     };
-    let used = in_namespace(pods.storage_key())
-        .filter(|p| !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed")))
-        .count();
+    // Counted only when the namespace has a quota: a pod's creation must not cost every pod.
+    let mut counted = None;
     for quota in in_namespace(quotas.storage_key()) {
         let Some(limit) = quota["spec"]["hard"]["pods"]
             .as_str()
@@ -1820,6 +1827,11 @@ fn pod_quota_admission(inner: &Inner, pods: &ResourceInfo, pod: &Value) -> Resul
         else {
             continue;
         };
+        let used = *counted.get_or_insert_with(|| {
+            in_namespace(pods.storage_key())
+                .filter(|p| !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed")))
+                .count()
+        });
         if used >= limit {
             let meta = &pod["metadata"];
             let shown = meta["generateName"]
