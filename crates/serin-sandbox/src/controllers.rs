@@ -335,24 +335,10 @@ impl ComparableTemplates {
         template
     }
 
-    /// Forgets the objects whose uid `keep` refuses.
-    fn retain(&mut self, keep: impl Fn(&str) -> bool) {
-        self.0.retain(|object_uid, _| keep(object_uid));
+    /// Forgets a deleted object's template.
+    fn forget(&mut self, object_uid: &str) {
+        self.0.remove(object_uid);
     }
-}
-
-/// A digest of the uids and resourceVersions of `objects`: two equal digests mean none of them
-/// changed, came or went in between.
-fn versions_digest<'a>(objects: impl Iterator<Item = &'a Value>) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    for object in objects {
-        object["metadata"]["uid"].as_str().hash(&mut hasher);
-        object["metadata"]["resourceVersion"]
-            .as_str()
-            .hash(&mut hasher);
-    }
-    hasher.finish()
 }
 
 /// The object's uid, borrowed.
@@ -441,13 +427,15 @@ pub struct Controllers {
     /// Pods the runtime was asked to start, by uid, so it can stop the ones that vanish.
     started: HashMap<String, Value>,
     templates: ComparableTemplates,
-    /// Deployments whose last sync changed nothing, with the resourceVersions it read (its own and
-    /// its ReplicaSets') and when time alone can change it ([`deadline_check`]): one whose inputs
-    /// are unchanged is not synced again before then.
-    settled: HashMap<String, (u64, Option<Instant>)>,
-    /// ReplicaSets whose last sync changed nothing and waits on no timer, with the digest of what
-    /// it read (its own and its pods' resourceVersions): not synced again until that changes.
-    replica_sets_settled: HashMap<String, u64>,
+    /// Every change committed to the store since the last pass: it tells which memos below no
+    /// longer hold, so a pass looks again only at what changed instead of at every object.
+    changes: tokio::sync::mpsc::UnboundedReceiver<Arc<crate::store::Change>>,
+    /// Deployments (by uid) whose last sync changed nothing, with when time alone can change them
+    /// ([`deadline_check`]): not synced again before then unless they or their ReplicaSets change.
+    settled: HashMap<String, Option<Instant>>,
+    /// ReplicaSets (by uid) whose last sync changed nothing and that wait on no timer: not synced
+    /// again until they or their pods change.
+    replica_sets_settled: std::collections::HashSet<String>,
     endpoints: crate::services::EndpointsController,
     next_ip: u32,
     pods: ResourceInfo,
@@ -548,6 +536,7 @@ impl Controllers {
         let daemonsets = store
             .resource("apps", "v1", "daemonsets")
             .expect("built in");
+        let changes = store.follow();
         for index in 1..=node_count.max(1) {
             let node = sandbox_node(index);
             let _ = store.create(&nodes, None, node.clone(), &controller_writes());
@@ -566,8 +555,9 @@ impl Controllers {
             ready_at: HashMap::new(),
             started: HashMap::new(),
             templates: ComparableTemplates::default(),
+            changes,
             settled: HashMap::new(),
-            replica_sets_settled: HashMap::new(),
+            replica_sets_settled: Default::default(),
             endpoints: Default::default(),
             next_ip: 10,
             pods,
@@ -587,6 +577,7 @@ impl Controllers {
 
     /// One pass of every controller; returns whether anything changed.
     pub fn reconcile(&mut self) -> bool {
+        self.forget_changed();
         let mut changed = false;
         changed |= self.kubelet();
         changed |= self.replicasets();
@@ -624,6 +615,39 @@ impl Controllers {
             changed |= self.write_status(&quotas, &quota, status);
         }
         changed
+    }
+
+    /// Drops the memos that the changes committed since the last pass invalidate: a pod's change
+    /// unsettles its controller, a ReplicaSet's change itself and its Deployment.
+    fn forget_changed(&mut self) {
+        while let Ok(change) = self.changes.try_recv() {
+            let objects = std::iter::once(&change.object).chain(change.previous.as_ref());
+            match change.resource.as_str() {
+                "pods" => {
+                    for pod in objects {
+                        if let Some(owner) = controller_uid(pod) {
+                            self.replica_sets_settled.remove(owner);
+                        }
+                    }
+                }
+                "replicasets.apps" => {
+                    self.replica_sets_settled.remove(uid_of(&change.object));
+                    for rs in objects {
+                        if let Some(owner) = controller_uid(rs) {
+                            self.settled.remove(owner);
+                        }
+                    }
+                }
+                "deployments.apps" => {
+                    self.settled.remove(uid_of(&change.object));
+                }
+                _ => {}
+            }
+            if change.change == crate::store::ChangeType::Deleted {
+                self.templates.forget(uid_of(&change.object));
+            }
+            self.endpoints.note(&change);
+        }
     }
 
     fn write_status(&self, info: &ResourceInfo, object: &Value, status: Value) -> bool {
@@ -937,21 +961,14 @@ impl Controllers {
         let pods = self.all(&self.pods);
         let pods_by_owner = by_controller(&pods);
         let all_rs = self.all(&self.replicasets);
-        let present: std::collections::HashSet<&str> = all_rs.iter().map(|rs| uid_of(rs)).collect();
-        self.replica_sets_settled
-            .retain(|rs_uid, _| present.contains(rs_uid.as_str()));
         for rs in all_rs.iter() {
-            if rs["metadata"]["deletionTimestamp"].is_string() {
+            if self.replica_sets_settled.contains(uid_of(rs))
+                || rs["metadata"]["deletionTimestamp"].is_string()
+            {
                 continue;
             }
             let rs_uid = uid(rs);
             let owned_all = pods_by_owner.get(rs_uid.as_str());
-            let read = versions_digest(
-                std::iter::once(&**rs).chain(owned_all.into_iter().flatten().copied()),
-            );
-            if self.replica_sets_settled.get(&rs_uid) == Some(&read) {
-                continue;
-            }
             let mut acted = false;
             let owned: Vec<&Value> = owned_all
                 .into_iter()
@@ -1071,7 +1088,7 @@ impl Controllers {
             if acted || waits {
                 self.replica_sets_settled.remove(&rs_uid);
             } else {
-                self.replica_sets_settled.insert(rs_uid, read);
+                self.replica_sets_settled.insert(rs_uid);
             }
             changed |= acted;
         }
@@ -1394,36 +1411,30 @@ impl Controllers {
     fn deployments(&mut self) -> bool {
         let mut changed = false;
         let all_rs = self.all(&self.replicasets);
-        let rs_by_owner = by_controller(&all_rs);
+        // Grouped only once a Deployment needs a sync: most passes find every one settled.
+        let mut rs_by_owner = None;
         let deployments = self.all(&self.deployments);
-        let present: std::collections::HashSet<&str> = all_rs
-            .iter()
-            .chain(&deployments)
-            .map(|o| uid_of(o))
-            .collect();
-        self.templates
-            .retain(|object_uid| present.contains(object_uid));
-        self.settled
-            .retain(|object_uid, _| present.contains(object_uid.as_str()));
+        let now = Instant::now();
         for deploy in deployments {
+            if let Some(check) = self.settled.get(uid_of(&deploy))
+                && check.is_none_or(|at| at > now)
+            {
+                continue;
+            }
             if deploy["metadata"]["deletionTimestamp"].is_string() {
                 continue;
             }
             let d_uid = uid(&deploy);
-            let owned = rs_by_owner.get(d_uid.as_str()).cloned().unwrap_or_default();
-            let read_from = versions_digest(std::iter::once(&*deploy).chain(owned.iter().copied()));
-            if let Some((seen, check)) = self.settled.get(&d_uid)
-                && *seen == read_from
-                && check.is_none_or(|at| at > Instant::now())
-            {
-                continue;
-            }
+            let owned = rs_by_owner
+                .get_or_insert_with(|| by_controller(&all_rs))
+                .get(d_uid.as_str())
+                .cloned()
+                .unwrap_or_default();
             let acted = self.sync_deployment(&deploy, owned);
             if acted {
                 self.settled.remove(&d_uid);
             } else {
-                self.settled
-                    .insert(d_uid, (read_from, deadline_check(&deploy)));
+                self.settled.insert(d_uid, deadline_check(&deploy));
             }
             changed |= acted;
         }

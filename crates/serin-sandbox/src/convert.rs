@@ -23,6 +23,11 @@ const EVENT_FIELDS: [(&str, &str); 7] = [
     ("deprecatedCount", "count"),
 ];
 
+/// Whether objects of `info`'s version are stored in another shape ([`to_storage`]).
+pub fn converts(info: &ResourceInfo) -> bool {
+    is_hpa_v1(info) || is_events_api_event(info)
+}
+
 /// Whether `info` is the `events.k8s.io` view of core events.
 pub fn is_events_api_event(info: &ResourceInfo) -> bool {
     info.group == "events.k8s.io" && info.kind == "Event"

@@ -1477,7 +1477,10 @@ fn watch(
     tokio::spawn(async move {
         let _ended = WatchEnded(metrics);
         let line = |kind: &str, object: &Value| {
-            Bytes::from(format!("{}\n", json!({"type": kind, "object": object})))
+            let mut text =
+                serde_json::to_vec(&WatchEvent { kind, object }).expect("a JSON value serialises");
+            text.push(b'\n');
+            Bytes::from(text)
         };
         // With a Table Accept each event carries a one-row Table; only the first has the columns.
         let mut columns_sent = false;
@@ -1497,6 +1500,7 @@ fn watch(
             }
         };
         let mut last_rv = start.start_rv;
+        let storage_key = info.storage_key();
         for (change, object) in &start.initial {
             if matches(object) && tx.send(Ok(event(change.as_str(), object))).await.is_err() {
                 return;
@@ -1528,15 +1532,15 @@ fn watch(
                             continue;
                         }
                         last_rv = change.rv;
-                        if change.resource != info.storage_key() {
+                        if change.resource != storage_key {
                             continue;
                         }
-                        let object = Store::present(&info, Value::clone(&change.object));
+                        let object = Store::present_shared(&info, &change.object);
                         let now = matches(&object);
                         let before = change
                             .previous
                             .as_ref()
-                            .is_some_and(|previous| matches(&Store::present(&info, Value::clone(previous))));
+                            .is_some_and(|previous| matches(&Store::present_shared(&info, previous)));
                         let kind = match change.change {
                             ChangeType::Added if now => "ADDED",
                             ChangeType::Modified if now && before => "MODIFIED",
@@ -1567,6 +1571,14 @@ fn watch(
         );
     }
     Ok(response)
+}
+
+/// One line of a watch stream, serialised without copying the object into a new JSON tree.
+#[derive(serde::Serialize)]
+struct WatchEvent<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    object: &'a Value,
 }
 
 /// Marks a watch as ended when its task finishes, however it finishes.

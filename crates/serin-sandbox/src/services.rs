@@ -4,10 +4,11 @@
 
 use crate::runtime::PORTS_FIELD;
 use crate::selectors::{FieldSelector, LabelSelector};
-use crate::store::{DeleteOptions, Part, Store, WriteOptions};
+use crate::store::{Change, ChangeType, DeleteOptions, Part, Store, WriteOptions};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 /// A host name split into the Service it names and the port asked for.
 #[derive(Clone, Debug, PartialEq)]
@@ -363,92 +364,170 @@ fn text<'a>(object: &'a Value, field: &str) -> &'a str {
     object["metadata"][field].as_str().unwrap_or_default()
 }
 
+/// A Service's key: its namespace and name.
+type ServiceKey = (String, String);
+
 /// The Endpoints controller: every Service with a selector gets an Endpoints object of the same
-/// name listing its pods; Endpoints it wrote for a Service that is gone are deleted. It keeps an
-/// index of the pods by label and what each Service's last sync read, so a pass recomputes only
-/// the Services whose pods, own object or Endpoints changed since.
+/// name listing its pods; Endpoints it wrote for a Service that is gone are deleted. It follows
+/// the store's changes ([`EndpointsController::note`]) into an index of pods and Services by
+/// label, so a pass recomputes only the Services whose pods, own object or Endpoints changed.
 #[derive(Default)]
 pub struct EndpointsController {
-    /// Each pod (by uid) with the resourceVersion it was indexed at and its label hashes.
-    pods: HashMap<String, (String, Vec<u64>)>,
+    /// Whether a pass has read every Service, pod and Endpoints once; from then on the noted
+    /// changes say what to look at.
+    seeded: bool,
+    /// Each pod (by uid) with its label hashes.
+    pods: HashMap<String, (Arc<Value>, Vec<u64>)>,
     /// Pod uids by label hash.
-    by_label: HashMap<u64, std::collections::BTreeSet<String>>,
-    /// Services (by uid) whose last sync found nothing to write, with their resourceVersion
-    /// and their Endpoints' then.
-    settled: HashMap<String, (String, String)>,
+    pods_by_label: HashMap<u64, BTreeSet<String>>,
+    /// Services by the hashes of their selector's labels, and each one's hashes.
+    services_by_label: HashMap<u64, HashSet<ServiceKey>>,
+    service_hashes: HashMap<ServiceKey, Vec<u64>>,
+    /// The resourceVersion of the Endpoints each Service's last write left, so that write's own
+    /// change does not send it round again.
+    written: HashMap<ServiceKey, String>,
+    /// The Services the next pass recomputes.
+    dirty: HashSet<ServiceKey>,
 }
 
 impl EndpointsController {
-    /// One pass; returns whether anything changed.
-    pub fn sync(&mut self, store: &Store, writes: &WriteOptions) -> bool {
-        let endpoints = store.resource("", "v1", "endpoints").expect("built in");
+    /// Takes one committed change into the indexes and marks the Services it can affect.
+    pub fn note(&mut self, change: &Change) {
+        let gone = change.change == ChangeType::Deleted;
+        match change.resource.as_str() {
+            "pods" => self.note_pod(&change.object, gone),
+            "services" => self.note_service(&change.object, gone),
+            "endpoints" => {
+                let key = key_of(&change.object);
+                let own = self
+                    .written
+                    .get(&key)
+                    .is_some_and(|rv| *rv == text(&change.object, "resourceVersion"));
+                if !own {
+                    self.dirty.insert(key);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn note_pod(&mut self, pod: &Arc<Value>, gone: bool) {
+        let uid = text(pod, "uid").to_string();
+        let old = self.pods.remove(&uid).map(|(_, hashes)| hashes);
+        for hash in old.iter().flatten() {
+            if let Some(uids) = self.pods_by_label.get_mut(hash) {
+                uids.remove(&uid);
+                if uids.is_empty() {
+                    self.pods_by_label.remove(hash);
+                }
+            }
+        }
+        let hashes = if gone {
+            Vec::new()
+        } else {
+            pod_label_hashes(pod)
+        };
+        for hash in old.iter().flatten().chain(&hashes) {
+            if let Some(services) = self.services_by_label.get(hash) {
+                self.dirty.extend(services.iter().cloned());
+            }
+        }
+        if !gone {
+            for hash in &hashes {
+                self.pods_by_label
+                    .entry(*hash)
+                    .or_default()
+                    .insert(uid.clone());
+            }
+            self.pods.insert(uid, (pod.clone(), hashes));
+        }
+    }
+
+    fn note_service(&mut self, service: &Value, gone: bool) {
+        let key = key_of(service);
+        for hash in self.service_hashes.remove(&key).into_iter().flatten() {
+            if let Some(keys) = self.services_by_label.get_mut(&hash) {
+                keys.remove(&key);
+                if keys.is_empty() {
+                    self.services_by_label.remove(&hash);
+                }
+            }
+        }
+        if !gone {
+            let hashes = selector_hashes(service);
+            for hash in &hashes {
+                self.services_by_label
+                    .entry(*hash)
+                    .or_default()
+                    .insert(key.clone());
+            }
+            self.service_hashes.insert(key.clone(), hashes);
+        }
+        self.dirty.insert(key);
+    }
+
+    /// Reads every Service, pod and Endpoints (the first pass, before any change was noted).
+    fn seed(&mut self, store: &Store) {
         let shared =
             |plural: &str| store.list_shared(&store.resource("", "v1", plural).expect("built in"));
-        let services = shared("services");
-        let pods = shared("pods");
-        let existing = shared("endpoints");
-        let dirty = self.index(&pods);
-        let pods_by_uid: HashMap<&str, &Value> =
-            pods.iter().map(|p| (text(p, "uid"), &**p)).collect();
-        let existing_by_key: HashMap<(&str, &str), &Value> = existing
-            .iter()
-            .map(|e| ((text(e, "namespace"), text(e, "name")), &**e))
-            .collect();
+        for pod in shared("pods") {
+            self.note_pod(&pod, false);
+        }
+        for service in shared("services") {
+            self.note_service(&service, false);
+        }
+        for endpoints in shared("endpoints") {
+            self.dirty.insert(key_of(&endpoints));
+        }
+        self.seeded = true;
+    }
+
+    /// One pass over the Services marked since the last; returns whether anything changed.
+    pub fn sync(&mut self, store: &Store, writes: &WriteOptions) -> bool {
+        if !self.seeded {
+            self.seed(store);
+        }
+        let services = store.resource("", "v1", "services").expect("built in");
+        let endpoints = store.resource("", "v1", "endpoints").expect("built in");
         let mut changed = false;
-        let mut wanted = std::collections::HashSet::new();
-        let mut live_services = std::collections::HashSet::new();
-        for service in &services {
-            live_services.insert(text(service, "uid"));
-            let Some(selector) = service["spec"]["selector"].as_object() else {
+        let work: BTreeSet<ServiceKey> = std::mem::take(&mut self.dirty).into_iter().collect();
+        for key in work {
+            let (namespace, name) = (key.0.as_str(), key.1.as_str());
+            let current = store.get_shared(&endpoints, namespace, name);
+            let service = store
+                .get_shared(&services, namespace, name)
+                .filter(|s| s["spec"]["selector"].is_object())
+                .filter(|s| !s["metadata"]["deletionTimestamp"].is_string());
+            let Some(service) = service else {
+                if let Some(current) = current
+                    && current["metadata"]["annotations"][MANAGED_ANNOTATION].is_string()
+                {
+                    let deleted = store.delete(
+                        &endpoints,
+                        namespace,
+                        name,
+                        &DeleteOptions::default(),
+                        false,
+                    );
+                    changed |= deleted.is_ok();
+                }
+                self.written.remove(&key);
                 continue;
             };
-            if service["metadata"]["deletionTimestamp"].is_string() {
-                continue;
-            }
-            let namespace = text(service, "namespace");
-            let name = text(service, "name");
-            wanted.insert((namespace, name));
-            let current = existing_by_key.get(&(namespace, name)).copied();
-            let hashes: Vec<u64> = selector
-                .iter()
-                .map(|(key, value)| label_hash(namespace, key, value.as_str().unwrap_or_default()))
-                .collect();
-            let read = (
-                text(service, "resourceVersion"),
-                current.map_or("", |e| text(e, "resourceVersion")),
-            );
-            let unchanged = self
-                .settled
-                .get(text(service, "uid"))
-                .is_some_and(|(own, theirs)| (own.as_str(), theirs.as_str()) == read);
-            if unchanged && !hashes.iter().any(|h| dirty.contains(h)) {
-                continue;
-            }
-            // The pods with the rarest of the selector's labels: a superset of those it selects.
-            let candidates: Vec<&Value> = hashes
-                .iter()
-                .map(|h| self.by_label.get(h).map_or(0, |uids| uids.len()))
-                .zip(&hashes)
-                .min()
-                .and_then(|(_, h)| self.by_label.get(h))
-                .into_iter()
-                .flatten()
-                .filter_map(|uid| pods_by_uid.get(uid.as_str()).copied())
-                .collect();
-            let subsets = subsets(service, &candidates);
-            let written = match current {
+            let subsets = subsets(&service, &self.candidates(&service));
+            let written = match &current {
                 Some(current)
                     if current["subsets"] == subsets
                         || (current["subsets"].is_null() && subsets == json!([])) =>
                 {
-                    None
+                    continue;
                 }
                 Some(current) => {
-                    let mut updated = current.clone();
+                    let mut updated = Value::clone(current);
                     updated["subsets"] = subsets;
                     updated["metadata"]["annotations"][MANAGED_ANNOTATION] =
                         json!(crate::store::now_rfc3339());
-                    Some(store.update(&endpoints, namespace, name, updated, Part::Main, writes))
+                    store.update(&endpoints, namespace, name, updated, Part::Main, writes)
                 }
                 None => {
                     let mut object = json!({"metadata": {"name": name, "labels": service["metadata"]["labels"],
@@ -461,97 +540,55 @@ impl EndpointsController {
                     if subsets != json!([]) {
                         object["subsets"] = subsets;
                     }
-                    Some(store.create(&endpoints, Some(namespace), object, writes))
+                    store.create(&endpoints, Some(namespace), object, writes)
                 }
             };
-            let theirs = match written {
-                None => read.1.to_string(),
-                Some(Ok(endpoints)) => {
+            match written {
+                Ok(written) => {
                     changed = true;
-                    text(&endpoints, "resourceVersion").to_string()
+                    let rv = text(&written, "resourceVersion").to_string();
+                    self.written.insert(key, rv);
                 }
-                Some(Err(_)) => {
-                    self.settled.remove(text(service, "uid"));
-                    continue;
+                // Tried again next pass, as the controller requeues a failed sync.
+                Err(_) => {
+                    self.dirty.insert(key);
                 }
-            };
-            self.settled.insert(
-                text(service, "uid").to_string(),
-                (read.0.to_string(), theirs),
-            );
-        }
-        self.settled
-            .retain(|uid, _| live_services.contains(uid.as_str()));
-        for ((namespace, name), e) in &existing_by_key {
-            if !wanted.contains(&(*namespace, *name))
-                && e["metadata"]["annotations"][MANAGED_ANNOTATION].is_string()
-            {
-                let _ = store.delete(
-                    &endpoints,
-                    namespace,
-                    name,
-                    &DeleteOptions::default(),
-                    false,
-                );
-                changed = true;
             }
         }
         changed
     }
 
-    /// Brings the pod index up to date with `pods`; returns the label hashes of the pods that
-    /// changed, came or went, whose Services must look again.
-    fn index(&mut self, pods: &[std::sync::Arc<Value>]) -> std::collections::HashSet<u64> {
-        let mut dirty = std::collections::HashSet::new();
-        let mut live = std::collections::HashSet::new();
-        for pod in pods {
-            let uid = text(pod, "uid");
-            live.insert(uid);
-            let rv = text(pod, "resourceVersion");
-            if self.pods.get(uid).is_some_and(|(seen, _)| seen == rv) {
-                continue;
-            }
-            let hashes = pod_label_hashes(pod);
-            if let Some((_, old)) = self
-                .pods
-                .insert(uid.to_string(), (rv.to_string(), hashes.clone()))
-            {
-                self.unindex(uid, &old, &mut dirty);
-            }
-            for hash in hashes {
-                self.by_label
-                    .entry(hash)
-                    .or_default()
-                    .insert(uid.to_string());
-                dirty.insert(hash);
-            }
-        }
-        if self.pods.len() > live.len() {
-            let gone: Vec<(String, Vec<u64>)> = self
-                .pods
-                .iter()
-                .filter(|(uid, _)| !live.contains(uid.as_str()))
-                .map(|(uid, (_, hashes))| (uid.clone(), hashes.clone()))
-                .collect();
-            for (uid, hashes) in gone {
-                self.pods.remove(&uid);
-                self.unindex(&uid, &hashes, &mut dirty);
-            }
-        }
-        dirty
+    /// The pods with the rarest of the Service's selector labels: a superset of those it selects.
+    fn candidates(&self, service: &Value) -> Vec<&Value> {
+        let key = key_of(service);
+        self.service_hashes
+            .get(&key)
+            .into_iter()
+            .flatten()
+            .filter_map(|h| self.pods_by_label.get(h))
+            .min_by_key(|uids| uids.len())
+            .into_iter()
+            .flatten()
+            .filter_map(|uid| self.pods.get(uid).map(|(pod, _)| &**pod))
+            .collect()
     }
+}
 
-    fn unindex(&mut self, uid: &str, hashes: &[u64], dirty: &mut std::collections::HashSet<u64>) {
-        for hash in hashes {
-            if let Some(uids) = self.by_label.get_mut(hash) {
-                uids.remove(uid);
-                if uids.is_empty() {
-                    self.by_label.remove(hash);
-                }
-            }
-            dirty.insert(*hash);
-        }
-    }
+fn key_of(object: &Value) -> ServiceKey {
+    (
+        text(object, "namespace").to_string(),
+        text(object, "name").to_string(),
+    )
+}
+
+fn selector_hashes(service: &Value) -> Vec<u64> {
+    let namespace = text(service, "namespace");
+    service["spec"]["selector"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(key, value)| label_hash(namespace, key, value.as_str().unwrap_or_default()))
+        .collect()
 }
 
 #[cfg(test)]

@@ -193,8 +193,14 @@ struct Inner {
     compacted_through: u64,
     /// In-process followers that must see every change, however far behind they are.
     followers: Vec<mpsc::UnboundedSender<Arc<Change>>>,
+    /// The changes of one resource (by storage key) for its watches: a watch then falls behind
+    /// only because of its own resource's changes, not every commit of every kind.
+    watch_feeds: HashMap<String, broadcast::Sender<Arc<Change>>>,
     gc: GcIndex,
 }
+
+/// Changes a watch may fall behind by before it ends with 410 Gone.
+const WATCH_BUFFER: usize = 16_384;
 
 /// What garbage collection needs to know without reading every object: who owns whom, which
 /// objects are being deleted, and which objects a change since the last collection concerns.
@@ -399,6 +405,7 @@ impl Store {
                 history: VecDeque::new(),
                 compacted_through: 0,
                 followers: Vec::new(),
+                watch_feeds: HashMap::new(),
                 gc: GcIndex::default(),
             }),
             changes,
@@ -488,6 +495,20 @@ impl Store {
         self.resets.subscribe()
     }
 
+    /// Like [`Store::present`] for a shared object: the same object when the version shows it as
+    /// stored, a converted copy otherwise.
+    pub fn present_shared(info: &ResourceInfo, object: &Arc<Value>) -> Arc<Value> {
+        let as_stored = !crate::convert::converts(info)
+            && info.schema.as_ref().is_none_or(|s| !s.has_defaults())
+            && object["apiVersion"].as_str() == Some(info.api_version().as_str())
+            && object["kind"].as_str() == Some(info.kind.as_str());
+        if as_stored {
+            object.clone()
+        } else {
+            Arc::new(Self::present(info, Value::clone(object)))
+        }
+    }
+
     /// The stored object as the resource's version shows it (with its `apiVersion` and `kind`).
     pub fn present(info: &ResourceInfo, object: Value) -> Value {
         let mut object = crate::convert::to_version(info, object);
@@ -512,6 +533,20 @@ impl Store {
             .ok_or_else(|| {
                 ApiError::not_found(&info.qualified_plural(), &info.group, &info.plural, name)
             })
+    }
+
+    /// One stored object, shared rather than copied: as stored, without the defaults a read of a
+    /// custom resource adds.
+    pub fn get_shared(
+        &self,
+        info: &ResourceInfo,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Arc<Value>> {
+        self.lock()
+            .objects
+            .get(&Self::key(info, namespace, name))
+            .cloned()
     }
 
     /// Lists objects (of one namespace, or all when `namespace` is `None`) matching the selectors,
@@ -660,9 +695,13 @@ impl Store {
         info: &ResourceInfo,
         resource_version: Option<&str>,
     ) -> Result<WatchStart, ApiError> {
-        let inner = self.lock();
-        let receiver = self.changes.subscribe();
+        let mut inner = self.lock();
         let resource = info.storage_key();
+        let receiver = inner
+            .watch_feeds
+            .entry(resource.clone())
+            .or_insert_with(|| broadcast::channel(WATCH_BUFFER).0)
+            .subscribe();
         let from = match resource_version.filter(|v| !v.is_empty() && *v != "0") {
             None => {
                 let initial = inner
@@ -745,6 +784,9 @@ impl Store {
         inner
             .followers
             .retain(|follower| follower.send(record.clone()).is_ok());
+        if let Some(feed) = inner.watch_feeds.get(&record.resource) {
+            let _ = feed.send(record.clone());
+        }
         let _ = self.changes.send(record);
         Self::present(info, Value::clone(&object))
     }
