@@ -419,6 +419,96 @@ fn seconds_since(text: &str) -> Option<i64> {
     Some(now.duration_since(then).as_secs())
 }
 
+/// The ReplicaSets, Deployments and pods, kept current from the store's changes: each by uid,
+/// the children of each controlling owner, and which ReplicaSets and Deployments the next pass
+/// syncs, so a pass looks only at what changed instead of at every workload.
+#[derive(Default)]
+struct Workloads {
+    replica_sets: HashMap<String, Arc<Value>>,
+    deployments: HashMap<String, Arc<Value>>,
+    /// Pods and ReplicaSets by the uid of their controlling owner, then by name (a list's order).
+    children: HashMap<String, BTreeMap<String, Arc<Value>>>,
+    /// Each child's owner uid as last noted, to move it when its owner changes or it goes.
+    owner_of: HashMap<String, String>,
+    dirty_rs: std::collections::HashSet<String>,
+    dirty_deployments: std::collections::HashSet<String>,
+    /// Settled Deployments that time alone can change ([`deadline_check`]), and when.
+    deadlines: HashMap<String, Instant>,
+}
+
+impl Workloads {
+    /// Takes a committed object of `storage` (a storage key) in, or its removal when `gone`.
+    fn note(&mut self, storage: &str, object: &Arc<Value>, gone: bool) {
+        let (is_pod, own) = match storage {
+            "pods" => (true, None),
+            "replicasets.apps" => (false, Some(&mut self.replica_sets)),
+            "deployments.apps" => (false, Some(&mut self.deployments)),
+            _ => return,
+        };
+        let object_uid = uid(object);
+        if let Some(own) = own {
+            if gone {
+                own.remove(&object_uid);
+            } else {
+                own.insert(object_uid.clone(), object.clone());
+            }
+        }
+        if storage == "deployments.apps" {
+            self.dirty_deployments.insert(object_uid);
+            return;
+        }
+        if !is_pod {
+            self.dirty_rs.insert(object_uid.clone());
+        }
+        // A child's change concerns its controller before and after it.
+        let owners = [
+            self.owner_of.remove(&object_uid),
+            controller_uid(object).map(str::to_string),
+        ];
+        for owner in owners.iter().flatten() {
+            if let Some(children) = self.children.get_mut(owner) {
+                children.remove(&name(object));
+                if children.is_empty() {
+                    self.children.remove(owner);
+                }
+            }
+            if is_pod {
+                self.dirty_rs.insert(owner.clone());
+            } else {
+                self.dirty_deployments.insert(owner.clone());
+            }
+        }
+        if !gone && let Some(owner) = controller_uid(object) {
+            self.children
+                .entry(owner.to_string())
+                .or_default()
+                .insert(name(object), object.clone());
+            self.owner_of.insert(object_uid, owner.to_string());
+        }
+    }
+
+    /// The pods or ReplicaSets `owner_uid` controls, in name order.
+    fn children(&self, owner_uid: &str) -> Vec<Arc<Value>> {
+        self.children
+            .get(owner_uid)
+            .map(|children| children.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Empties `dirty` into the objects it names that still exist, in namespace/name order.
+    fn take(
+        dirty: &mut std::collections::HashSet<String>,
+        objects: &HashMap<String, Arc<Value>>,
+    ) -> Vec<Arc<Value>> {
+        let mut work: Vec<Arc<Value>> = dirty
+            .drain()
+            .filter_map(|object_uid| objects.get(&object_uid).cloned())
+            .collect();
+        work.sort_by_key(|a| (ns(a), name(a)));
+        work
+    }
+}
+
 /// The controllers' state between passes.
 pub struct Controllers {
     store: Arc<Store>,
@@ -430,12 +520,8 @@ pub struct Controllers {
     /// Every change committed to the store since the last pass: it tells which memos below no
     /// longer hold, so a pass looks again only at what changed instead of at every object.
     changes: tokio::sync::mpsc::UnboundedReceiver<Arc<crate::store::Change>>,
-    /// Deployments (by uid) whose last sync changed nothing, with when time alone can change them
-    /// ([`deadline_check`]): not synced again before then unless they or their ReplicaSets change.
-    settled: HashMap<String, Option<Instant>>,
-    /// ReplicaSets (by uid) whose last sync changed nothing and that wait on no timer: not synced
-    /// again until they or their pods change.
-    replica_sets_settled: std::collections::HashSet<String>,
+    /// The ReplicaSets, Deployments and pods by owner, and which of them the next pass syncs.
+    workloads: Workloads,
     endpoints: crate::services::EndpointsController,
     next_ip: u32,
     pods: ResourceInfo,
@@ -536,7 +622,18 @@ impl Controllers {
         let daemonsets = store
             .resource("apps", "v1", "daemonsets")
             .expect("built in");
-        let changes = store.follow();
+        let (listed, changes) = store.list_and_follow(&[&pods, &replicasets, &deployments]);
+        let mut workloads = Workloads::default();
+        for object in listed.iter().flatten() {
+            let storage = if object["kind"] == "Pod" {
+                "pods"
+            } else if object["kind"] == "ReplicaSet" {
+                "replicasets.apps"
+            } else {
+                "deployments.apps"
+            };
+            workloads.note(storage, object, false);
+        }
         for index in 1..=node_count.max(1) {
             let node = sandbox_node(index);
             let _ = store.create(&nodes, None, node.clone(), &controller_writes());
@@ -556,8 +653,7 @@ impl Controllers {
             started: HashMap::new(),
             templates: ComparableTemplates::default(),
             changes,
-            settled: HashMap::new(),
-            replica_sets_settled: Default::default(),
+            workloads,
             endpoints: Default::default(),
             next_ip: 10,
             pods,
@@ -577,7 +673,7 @@ impl Controllers {
 
     /// One pass of every controller; returns whether anything changed.
     pub fn reconcile(&mut self) -> bool {
-        self.forget_changed();
+        self.take_changes();
         let mut changed = false;
         changed |= self.kubelet();
         changed |= self.replicasets();
@@ -617,35 +713,16 @@ impl Controllers {
         changed
     }
 
-    /// Drops the memos that the changes committed since the last pass invalidate: a pod's change
-    /// unsettles its controller, a ReplicaSet's change itself and its Deployment.
-    fn forget_changed(&mut self) {
+    /// Takes the changes committed since the last pass into the indexes, marking what they
+    /// concern for this pass: a pod's change its controller, a ReplicaSet's itself and its
+    /// Deployment, a Service's or an Endpoints' the Service.
+    fn take_changes(&mut self) {
         while let Ok(change) = self.changes.try_recv() {
-            let objects = std::iter::once(&change.object).chain(change.previous.as_ref());
-            match change.resource.as_str() {
-                "pods" => {
-                    for pod in objects {
-                        if let Some(owner) = controller_uid(pod) {
-                            self.replica_sets_settled.remove(owner);
-                        }
-                    }
-                }
-                "replicasets.apps" => {
-                    self.replica_sets_settled.remove(uid_of(&change.object));
-                    for rs in objects {
-                        if let Some(owner) = controller_uid(rs) {
-                            self.settled.remove(owner);
-                        }
-                    }
-                }
-                "deployments.apps" => {
-                    self.settled.remove(uid_of(&change.object));
-                }
-                _ => {}
-            }
-            if change.change == crate::store::ChangeType::Deleted {
+            let gone = change.change == crate::store::ChangeType::Deleted;
+            if gone {
                 self.templates.forget(uid_of(&change.object));
             }
+            self.workloads.note(&change.resource, &change.object, gone);
             self.endpoints.note(&change);
         }
     }
@@ -958,22 +1035,18 @@ impl Controllers {
 
     fn replicasets(&mut self) -> bool {
         let mut changed = false;
-        let pods = self.all(&self.pods);
-        let pods_by_owner = by_controller(&pods);
-        let all_rs = self.all(&self.replicasets);
-        for rs in all_rs.iter() {
-            if self.replica_sets_settled.contains(uid_of(rs))
-                || rs["metadata"]["deletionTimestamp"].is_string()
-            {
+        let work = Workloads::take(&mut self.workloads.dirty_rs, &self.workloads.replica_sets);
+        for rs in work.iter() {
+            let rs = &**rs;
+            if rs["metadata"]["deletionTimestamp"].is_string() {
                 continue;
             }
             let rs_uid = uid(rs);
-            let owned_all = pods_by_owner.get(rs_uid.as_str());
+            let owned_all = self.workloads.children(&rs_uid);
             let mut acted = false;
             let owned: Vec<&Value> = owned_all
-                .into_iter()
-                .flatten()
-                .copied()
+                .iter()
+                .map(|p| &**p)
                 .filter(|p| !p["metadata"]["deletionTimestamp"].is_string())
                 .collect();
             let desired = int(&rs["spec"]["replicas"]);
@@ -1086,9 +1159,7 @@ impl Controllers {
             }
             acted |= self.write_status(&self.replicasets, rs, status);
             if acted || waits {
-                self.replica_sets_settled.remove(&rs_uid);
-            } else {
-                self.replica_sets_settled.insert(rs_uid);
+                self.workloads.dirty_rs.insert(rs_uid);
             }
             changed |= acted;
         }
@@ -1410,31 +1481,31 @@ impl Controllers {
 
     fn deployments(&mut self) -> bool {
         let mut changed = false;
-        let all_rs = self.all(&self.replicasets);
-        // Grouped only once a Deployment needs a sync: most passes find every one settled.
-        let mut rs_by_owner = None;
-        let deployments = self.all(&self.deployments);
         let now = Instant::now();
-        for deploy in deployments {
-            if let Some(check) = self.settled.get(uid_of(&deploy))
-                && check.is_none_or(|at| at > now)
-            {
-                continue;
+        let workloads = &mut self.workloads;
+        workloads.deadlines.retain(|d_uid, at| {
+            let due = *at <= now;
+            if due {
+                workloads.dirty_deployments.insert(d_uid.clone());
             }
+            !due
+        });
+        let work = Workloads::take(
+            &mut self.workloads.dirty_deployments,
+            &self.workloads.deployments,
+        );
+        for deploy in work {
             if deploy["metadata"]["deletionTimestamp"].is_string() {
                 continue;
             }
             let d_uid = uid(&deploy);
-            let owned = rs_by_owner
-                .get_or_insert_with(|| by_controller(&all_rs))
-                .get(d_uid.as_str())
-                .cloned()
-                .unwrap_or_default();
+            let owned_rs = self.workloads.children(&d_uid);
+            let owned = owned_rs.iter().map(|rs| &**rs).collect();
             let acted = self.sync_deployment(&deploy, owned);
             if acted {
-                self.settled.remove(&d_uid);
-            } else {
-                self.settled.insert(d_uid, deadline_check(&deploy));
+                self.workloads.dirty_deployments.insert(d_uid);
+            } else if let Some(at) = deadline_check(&deploy) {
+                self.workloads.deadlines.insert(d_uid, at);
             }
             changed |= acted;
         }

@@ -12,8 +12,10 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{broadcast, mpsc};
 
-/// How many changes are kept for watches that resume from a resourceVersion.
-pub const HISTORY_LIMIT: usize = 10_000;
+/// How many changes are kept for watches that resume from a resourceVersion: enough that a
+/// client relisting thousands of objects while the controllers write can resume watching from
+/// its list (a shorter history sends it back to list again).
+pub const HISTORY_LIMIT: usize = 100_000;
 
 /// Kind of a change, as a watch event type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -490,6 +492,30 @@ impl Store {
         receiver
     }
 
+    /// The objects of `infos` as stored (as [`Store::list_shared`]) and every change committed
+    /// after that list (as [`Store::follow`]), taken together so none falls between them.
+    pub fn list_and_follow(
+        &self,
+        infos: &[&ResourceInfo],
+    ) -> (Vec<Vec<Arc<Value>>>, mpsc::UnboundedReceiver<Arc<Change>>) {
+        let mut inner = self.lock();
+        let listed = infos
+            .iter()
+            .map(|info| {
+                let resource = info.storage_key();
+                inner
+                    .objects
+                    .range((resource.clone(), String::new(), String::new())..)
+                    .take_while(|((r, _, _), _)| *r == resource)
+                    .map(|(_, o)| o.clone())
+                    .collect()
+            })
+            .collect();
+        let (sender, receiver) = mpsc::unbounded_channel();
+        inner.followers.push(sender);
+        (listed, receiver)
+    }
+
     /// A signal that fires when [`Store::compact`] runs.
     pub fn resets(&self) -> broadcast::Receiver<()> {
         self.resets.subscribe()
@@ -572,10 +598,10 @@ impl Store {
         (items, inner.rv)
     }
 
-    /// The objects of a built-in kind as stored, shared rather than copied: for the built-in
-    /// controllers, which read every workload on every pass. Unlike [`Store::list`], objects are
-    /// not converted to `info`'s version nor given a CRD schema's defaults; only one stored
-    /// without its `apiVersion` or `kind` is copied to be given them.
+    /// The objects of a built-in kind as stored (every object is stored with its `apiVersion`
+    /// and `kind`), shared rather than copied: for the built-in controllers. Unlike
+    /// [`Store::list`], objects are not converted to `info`'s version nor given a CRD schema's
+    /// defaults.
     pub fn list_shared(&self, info: &ResourceInfo) -> Vec<Arc<Value>> {
         let inner = self.lock();
         let resource = info.storage_key();
@@ -583,13 +609,7 @@ impl Store {
             .objects
             .range((resource.clone(), String::new(), String::new())..)
             .take_while(|((r, _, _), _)| *r == resource)
-            .map(|(_, o)| {
-                if o["apiVersion"].is_string() && o["kind"].is_string() {
-                    o.clone()
-                } else {
-                    Arc::new(Self::present(info, Value::clone(o)))
-                }
-            })
+            .map(|(_, o)| o.clone())
             .collect()
     }
 
