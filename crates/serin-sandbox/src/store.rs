@@ -377,12 +377,28 @@ fn valid_name(name: &str) -> bool {
 }
 
 /// The object without the fields the server rewrites on every write, to detect no-op writes.
-fn comparable(object: &Value) -> Value {
-    let mut copy = object.clone();
-    if let Some(m) = copy["metadata"].as_object_mut() {
-        m.remove("resourceVersion");
+/// Whether two versions of an object are the same but for their resourceVersion (a write that
+/// changes nothing else is not committed). Compared in place: the objects are not copied.
+fn same_but_version(a: &Value, b: &Value) -> bool {
+    fn entries(map: &Map<String, Value>) -> impl Iterator<Item = (&String, &Value)> {
+        map.iter().filter(|(key, _)| *key != "resourceVersion")
     }
-    copy
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    a.len() == b.len()
+        && a.iter()
+            .all(|(key, value)| match (b.get(key), key.as_str()) {
+                (None, _) => false,
+                (Some(Value::Object(theirs)), "metadata") => match value.as_object() {
+                    Some(ours) => {
+                        entries(ours).count() == entries(theirs).count()
+                            && entries(ours).all(|(k, v)| theirs.get(k) == Some(v))
+                    }
+                    None => false,
+                },
+                (Some(theirs), _) => value == theirs,
+            })
 }
 
 /// Kinds whose status is the server's to set: a status sent on create is dropped.
@@ -1185,7 +1201,7 @@ impl Store {
             let generation = meta(&old)["generation"].as_i64().unwrap_or(0) + 1;
             meta_mut(&mut object).insert("generation".into(), json!(generation));
         }
-        if comparable(&object) == comparable(&old) {
+        if same_but_version(&object, &old) {
             return Ok(Self::present(info, old));
         }
         if dry_run {
@@ -1908,4 +1924,31 @@ fn pod_quota_admission(inner: &Inner, pods: &ResourceInfo, pod: &Value) -> Resul
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_resource_version_may_differ_for_a_write_to_change_nothing() {
+        let stored = json!({"metadata": {"name": "a", "resourceVersion": "7", "labels": {"x": "1"}},
+            "spec": {"replicas": 1}});
+        let resent = json!({"spec": {"replicas": 1},
+            "metadata": {"labels": {"x": "1"}, "name": "a", "resourceVersion": "6"}});
+        let without_version = json!({"metadata": {"name": "a", "labels": {"x": "1"}},
+            "spec": {"replicas": 1}});
+        assert!(same_but_version(&stored, &resent));
+        assert!(same_but_version(&stored, &without_version));
+        let relabelled = json!({"metadata": {"name": "a", "resourceVersion": "7", "labels": {"x": "2"}},
+            "spec": {"replicas": 1}});
+        let rescaled = json!({"metadata": {"name": "a", "resourceVersion": "7", "labels": {"x": "1"}},
+            "spec": {"replicas": 2}});
+        let with_status = json!({"metadata": {"name": "a", "resourceVersion": "7", "labels": {"x": "1"}},
+            "spec": {"replicas": 1}, "status": {}});
+        for changed in [relabelled, rescaled, with_status] {
+            assert!(!same_but_version(&stored, &changed), "{changed}");
+            assert!(!same_but_version(&changed, &stored), "{changed}");
+        }
+    }
 }
