@@ -1520,7 +1520,6 @@ impl Controllers {
         let replicas = spec["replicas"].as_i64().unwrap_or(1);
         let template = &spec["template"];
         let wanted = self.templates.of(deploy);
-        let hash = alphabet_hash(&wanted.to_string());
         let new_rs = owned.iter().find(|rs| self.templates.of(rs) == wanted);
         let revision = |rs: &Value| -> i64 {
             rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
@@ -1550,7 +1549,7 @@ impl Controllers {
         }
         let mut created_new = None;
         let mut bumped = false;
-        let new_rs: Value = match new_rs {
+        let new_rs: std::borrow::Cow<Value> = match new_rs {
             // Rolled back to an older template: its ReplicaSet becomes the newest revision again.
             Some(rs) if revision(rs) < max_revision => {
                 let revision_patch = json!({"metadata": {"annotations": {
@@ -1566,13 +1565,14 @@ impl Controllers {
                 ) {
                     Ok((rs, _)) => {
                         bumped = true;
-                        rs
+                        std::borrow::Cow::Owned(rs)
                     }
                     Err(_) => return false,
                 }
             }
-            Some(rs) => (*rs).clone(),
+            Some(rs) => std::borrow::Cow::Borrowed(*rs),
             None => {
+                let hash = alphabet_hash(&wanted.to_string());
                 let rs_name = format!("{}-{hash}", name(deploy));
                 let mut labels = template["metadata"]["labels"].clone();
                 labels["pod-template-hash"] = json!(hash);
@@ -1607,7 +1607,7 @@ impl Controllers {
                 ) {
                     Ok(rs) => {
                         created_new = Some(name(&rs));
-                        rs
+                        std::borrow::Cow::Owned(rs)
                     }
                     Err(_) => return false,
                 }
@@ -1719,26 +1719,30 @@ impl Controllers {
         }
 
         // Status from the ReplicaSets as they are now.
-        let deploy_now = match self.store.get(&self.deployments, &namespace, &name(deploy)) {
-            Ok(d) => d,
-            Err(_) => return changed,
+        let Some(deploy_now) = self
+            .store
+            .get_shared(&self.deployments, &namespace, &name(deploy))
+        else {
+            return changed;
         };
         let mut names: Vec<String> = owned.iter().map(|rs| name(rs)).collect();
         names.push(new_name.clone());
         names.sort();
         names.dedup();
-        let current_rs: Vec<Value> = names
+        let current_rs: Vec<Arc<Value>> = names
             .iter()
-            .filter_map(|rs_name| self.store.get(&self.replicasets, &namespace, rs_name).ok())
+            .filter_map(|rs_name| {
+                self.store
+                    .get_shared(&self.replicasets, &namespace, rs_name)
+            })
             .filter(|rs| controller_uid(rs) == Some(d_uid.as_str()))
             .collect();
         let sum =
             |field: &str| -> i64 { current_rs.iter().map(|rs| int(&rs["status"][field])).sum() };
-        let new_now = current_rs
+        let new_now: &Value = current_rs
             .iter()
             .find(|rs| name(rs) == new_name)
-            .cloned()
-            .unwrap_or(new_rs.clone());
+            .map_or(&*new_rs, |rs| &**rs);
         let total_replicas = sum("replicas");
         let updated = int(&new_now["status"]["replicas"]);
         let ready = sum("readyReplicas");
@@ -1861,15 +1865,18 @@ impl Controllers {
         status["conditions"] = json!([available_condition, progressing]);
         let new_revision =
             new_now["metadata"]["annotations"]["deployment.kubernetes.io/revision"].clone();
-        let mut updated = deploy_now.clone();
-        if new_revision.is_string() {
+        let revision_moved = new_revision.is_string()
+            && deploy_now["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
+                != new_revision;
+        if !revision_moved && deploy_now["status"] == status {
+            return changed;
+        }
+        let mut updated = Value::clone(&deploy_now);
+        if revision_moved {
             if !updated["metadata"]["annotations"].is_object() {
                 updated["metadata"]["annotations"] = json!({});
             }
             updated["metadata"]["annotations"]["deployment.kubernetes.io/revision"] = new_revision;
-        }
-        if updated["metadata"] == deploy_now["metadata"] && deploy_now["status"] == status {
-            return changed;
         }
         updated["status"] = status;
         let written = self
@@ -1917,15 +1924,24 @@ pub fn spawn(
         let mut controllers = Controllers::new(store.clone(), runtime, nodes);
         let mut changes = store.subscribe();
         loop {
-            // Settle: run passes until nothing changes (bounded, so a flapping object cannot spin).
-            for _ in 0..20 {
-                let started = Instant::now();
-                let changed = controllers.reconcile();
-                metrics.controller_pass(started.elapsed());
-                if !changed {
-                    break;
+            // Settle: run passes until nothing changes (bounded, so a flapping object cannot spin),
+            // on a blocking thread, so the API server's requests and watches keep the runtime's.
+            let pass_metrics = metrics.clone();
+            let settled = tokio::task::spawn_blocking(move || {
+                for _ in 0..20 {
+                    let started = Instant::now();
+                    let changed = controllers.reconcile();
+                    pass_metrics.controller_pass(started.elapsed());
+                    if !changed {
+                        break;
+                    }
                 }
-            }
+                controllers
+            });
+            controllers = match settled.await {
+                Ok(controllers) => controllers,
+                Err(_) => return,
+            };
             // A pass reads every workload object, so it runs once for all the changes that queued
             // meanwhile, and not at all for objects no controller reads (Canaries, Events, ...):
             // otherwise a busy client makes the passes O(changes × objects).
