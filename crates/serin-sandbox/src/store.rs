@@ -201,6 +201,18 @@ struct Inner {
     gc: GcIndex,
 }
 
+impl Inner {
+    /// The stored objects of `info`'s kind, shared.
+    fn shared(&self, info: &ResourceInfo) -> Vec<Arc<Value>> {
+        let resource = info.storage_key();
+        self.objects
+            .range((resource.clone(), String::new(), String::new())..)
+            .take_while(|((r, _, _), _)| *r == resource)
+            .map(|(_, o)| o.clone())
+            .collect()
+    }
+}
+
 /// Changes a watch may fall behind by before it ends with 410 Gone.
 const WATCH_BUFFER: usize = 16_384;
 
@@ -515,18 +527,7 @@ impl Store {
         infos: &[&ResourceInfo],
     ) -> (Vec<Vec<Arc<Value>>>, mpsc::UnboundedReceiver<Arc<Change>>) {
         let mut inner = self.lock();
-        let listed = infos
-            .iter()
-            .map(|info| {
-                let resource = info.storage_key();
-                inner
-                    .objects
-                    .range((resource.clone(), String::new(), String::new())..)
-                    .take_while(|((r, _, _), _)| *r == resource)
-                    .map(|(_, o)| o.clone())
-                    .collect()
-            })
-            .collect();
+        let listed = infos.iter().map(|info| inner.shared(info)).collect();
         let (sender, receiver) = mpsc::unbounded_channel();
         inner.followers.push(sender);
         (listed, receiver)
@@ -619,14 +620,7 @@ impl Store {
     /// [`Store::list`], objects are not converted to `info`'s version nor given a CRD schema's
     /// defaults.
     pub fn list_shared(&self, info: &ResourceInfo) -> Vec<Arc<Value>> {
-        let inner = self.lock();
-        let resource = info.storage_key();
-        inner
-            .objects
-            .range((resource.clone(), String::new(), String::new())..)
-            .take_while(|((r, _, _), _)| *r == resource)
-            .map(|(_, o)| o.clone())
-            .collect()
+        self.lock().shared(info)
     }
 
     /// One page of a list (`limit`, `continue`): at most `limit` objects after the token's position,
