@@ -624,15 +624,10 @@ impl Controllers {
             .expect("built in");
         let (listed, changes) = store.list_and_follow(&[&pods, &replicasets, &deployments]);
         let mut workloads = Workloads::default();
-        for object in listed.iter().flatten() {
-            let storage = if object["kind"] == "Pod" {
-                "pods"
-            } else if object["kind"] == "ReplicaSet" {
-                "replicasets.apps"
-            } else {
-                "deployments.apps"
-            };
-            workloads.note(storage, object, false);
+        for (info, objects) in [&pods, &replicasets, &deployments].iter().zip(&listed) {
+            for object in objects {
+                workloads.note(&info.storage_key(), object, false);
+            }
         }
         for index in 1..=node_count.max(1) {
             let node = sandbox_node(index);
