@@ -603,31 +603,26 @@ start_sandbox() {
 # a command the operator is started through (e2e/fixtures/read-only-root.sh).
 start_operator() {
   [[ -x $OPERATOR_BIN ]] || fail "$OPERATOR_BIN is missing: run cargo build -p serin-operator"
-  local port attempt deadline logged log=${OPERATOR_LOG:-$WORK/operator.log}
-  # The free port can be taken by another process before the operator binds it: then try another.
-  for ((attempt = 1; ; attempt++)); do
-    port=$(free_port)
-    # Appended: a scenario that restarts the operator keeps every run's log.
-    logged=$(stat -c %s "$log" 2>/dev/null || echo 0)
-    env -u http_proxy -u no_proxy -u HTTPS_PROXY -u https_proxy \
-      KUBECONFIG="$KUBECONFIG" HTTP_PROXY="$PROXY_URL" NO_PROXY=127.0.0.1,localhost \
-      "${OPERATOR_WRAPPER[@]}" "$OPERATOR_BIN" --namespace "$NS" --metrics-server "${E2E_OPERATOR_METRICS_SERVER:-$PROMETHEUS_URL}" \
-      --admin-address "127.0.0.1:$port" "$@" >>"$log" 2>&1 &
-    OPERATOR_PID=$!
-    deadline=$(($(date +%s) + 30))
-    until curl -sf --noproxy '*' --max-time 2 "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do
-      if ! kill -0 "$OPERATOR_PID" 2>/dev/null; then
-        if ((attempt < 5)) && tail -c "+$((logged + 1))" "$log" | grep -q "Address already in use"; then
-          log "admin port $port was taken meanwhile; trying another"
-          continue 2
-        fi
-        cat "$log" >&2
-        fail "the operator exited"
-      fi
-      (($(date +%s) < deadline)) || fail "the operator was not ready within 30s"
-      sleep 0.2
-    done
-    break
+  local port="" deadline logged log=${OPERATOR_LOG:-$WORK/operator.log}
+  # Appended: a scenario that restarts the operator keeps every run's log.
+  logged=$(stat -c %s "$log" 2>/dev/null || echo 0)
+  # Port 0: the operator binds a port nobody holds and names it in its log, so a scenario running
+  # beside this one can never take it between picking and binding.
+  env -u http_proxy -u no_proxy -u HTTPS_PROXY -u https_proxy \
+    KUBECONFIG="$KUBECONFIG" HTTP_PROXY="$PROXY_URL" NO_PROXY=127.0.0.1,localhost \
+    "${OPERATOR_WRAPPER[@]}" "$OPERATOR_BIN" --namespace "$NS" --metrics-server "${E2E_OPERATOR_METRICS_SERVER:-$PROMETHEUS_URL}" \
+    --admin-address 127.0.0.1:0 "$@" >>"$log" 2>&1 &
+  OPERATOR_PID=$!
+  deadline=$(($(date +%s) + 30))
+  until [[ -n $port ]] && curl -sf --noproxy '*' --max-time 2 "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do
+    if ! kill -0 "$OPERATOR_PID" 2>/dev/null; then
+      cat "$log" >&2
+      fail "the operator exited"
+    fi
+    (($(date +%s) < deadline)) || fail "the operator was not ready within 30s"
+    [[ -n $port ]] || port=$(tail -c "+$((logged + 1))" "$log" |
+      sed -nE 's/.*admin server listening on 127\.0\.0\.1:([0-9]+).*/\1/p' | head -n 1)
+    sleep 0.2
   done
   OPERATOR_ADMIN=127.0.0.1:$port
   log "operator ready (admin $OPERATOR_ADMIN, log $log)"

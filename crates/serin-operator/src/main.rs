@@ -40,7 +40,8 @@ struct Flags {
     /// This replica's identity in the Lease (default: the host name and the process id).
     #[arg(long, env = "POD_NAME")]
     leader_election_identity: Option<String>,
-    /// Address of the admin server (`/healthz`, `/readyz`, `/metrics`).
+    /// Address of the admin server (`/healthz`, `/readyz`, `/metrics`); port 0 lets the system
+    /// pick one, which the log's "admin server listening on" line names.
     #[arg(long, default_value = "0.0.0.0:8080")]
     admin_address: SocketAddr,
     /// Prefixes of the target labels copied to the primary (comma list; empty or `*` copies all).
@@ -306,6 +307,9 @@ async fn admin_server(
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .with_context(|| format!("binding the admin server to {address}"))?;
+    // With port 0 the system picks the port; the log line is how a supervisor learns it.
+    let bound = listener.local_addr().unwrap_or(address);
+    tracing::info!("admin server listening on {bound}");
     let app = axum::Router::new()
         .route("/healthz", axum::routing::get(|| async { "ok" }))
         .route(
