@@ -601,7 +601,7 @@ pub(crate) fn write_event(
         "source": {"component": component}, "reportingComponent": component,
         "firstTimestamp": now, "lastTimestamp": now, "count": 1,
     });
-    let _ = store.create(events, Some(&ns(object)), event, &controller_writes());
+    let _ = store.create_shared(events, Some(&ns(object)), event, &controller_writes());
 }
 
 impl Controllers {
@@ -729,7 +729,7 @@ impl Controllers {
         let mut updated = object.clone();
         updated["status"] = status;
         self.store
-            .update(
+            .update_shared(
                 info,
                 &ns(object),
                 &name(object),
@@ -765,7 +765,7 @@ impl Controllers {
                 self.runtime.stop(&pod);
                 let mut released = Value::clone(&pod);
                 released["metadata"]["finalizers"] = json!([]);
-                let _ = self.store.update(
+                let _ = self.store.update_shared(
                     &self.pods,
                     &ns(&pod),
                     &name(&pod),
@@ -972,7 +972,7 @@ impl Controllers {
     fn bind(&self, pod: &Value, node: &str) -> bool {
         let mut scheduled = pod.clone();
         scheduled["spec"]["nodeName"] = json!(node);
-        let Ok(bound) = self.store.update(
+        let Ok(bound) = self.store.update_shared(
             &self.pods,
             &ns(pod),
             &name(pod),
@@ -1181,7 +1181,7 @@ impl Controllers {
         });
         let pod = self
             .store
-            .create(&self.pods, Some(&ns(owner)), pod, &controller_writes())
+            .create_shared(&self.pods, Some(&ns(owner)), pod, &controller_writes())
             .map_err(|refused| format!("Error creating: {}", refused.message))?;
         record_event(
             &self.store,
@@ -1544,12 +1544,14 @@ impl Controllers {
         }
         let mut created_new = None;
         let mut bumped = false;
-        let new_rs: std::borrow::Cow<Value> = match new_rs {
+        // Holds a ReplicaSet written in this sync, which `new_rs` then borrows.
+        let written: Arc<Value>;
+        let new_rs: &Value = match new_rs {
             // Rolled back to an older template: its ReplicaSet becomes the newest revision again.
             Some(rs) if revision(rs) < max_revision => {
                 let revision_patch = json!({"metadata": {"annotations": {
                     "deployment.kubernetes.io/revision": (max_revision + 1).to_string()}}});
-                match self.store.patch(
+                match self.store.patch_shared(
                     &self.replicasets,
                     &namespace,
                     &name(rs),
@@ -1560,12 +1562,13 @@ impl Controllers {
                 ) {
                     Ok((rs, _)) => {
                         bumped = true;
-                        std::borrow::Cow::Owned(rs)
+                        written = rs;
+                        &written
                     }
                     Err(_) => return false,
                 }
             }
-            Some(rs) => std::borrow::Cow::Borrowed(*rs),
+            Some(rs) => rs,
             None => {
                 let hash = alphabet_hash(&wanted.to_string());
                 let rs_name = format!("{}-{hash}", name(deploy));
@@ -1594,7 +1597,7 @@ impl Controllers {
                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name(deploy), "uid": d_uid, "controller": true, "blockOwnerDeletion": true}]},
                     "spec": {"replicas": 0, "minReadySeconds": spec["minReadySeconds"].as_i64().unwrap_or(0), "selector": selector, "template": rs_template}
                 });
-                match self.store.create(
+                match self.store.create_shared(
                     &self.replicasets,
                     Some(&namespace),
                     rs,
@@ -1602,13 +1605,14 @@ impl Controllers {
                 ) {
                     Ok(rs) => {
                         created_new = Some(name(&rs));
-                        std::borrow::Cow::Owned(rs)
+                        written = rs;
+                        &written
                     }
                     Err(_) => return false,
                 }
             }
         };
-        let new_name = name(&new_rs);
+        let new_name = name(new_rs);
         let old: Vec<&Value> = owned
             .iter()
             .copied()
@@ -1625,7 +1629,7 @@ impl Controllers {
                 return false;
             }
             let scaled = store
-                .patch(
+                .patch_shared(
                     info,
                     &ns(rs),
                     &name(rs),
@@ -1661,12 +1665,12 @@ impl Controllers {
             } else {
                 let old_pods_left = old.iter().any(|rs| int(&rs["status"]["replicas"]) > 0);
                 if !old_pods_left {
-                    changed |= scale(&self.store, &self.replicasets, &new_rs, replicas);
+                    changed |= scale(&self.store, &self.replicasets, new_rs, replicas);
                 }
             }
         } else if !paused || old.is_empty() {
             // Scale the new ReplicaSet up within replicas + maxSurge pods in total.
-            let new_current = rs_replicas(&new_rs);
+            let new_current = rs_replicas(new_rs);
             let max_total = replicas + surge;
             let new_target = if new_current > replicas {
                 replicas
@@ -1675,10 +1679,10 @@ impl Controllers {
             } else {
                 new_current
             };
-            changed |= scale(&self.store, &self.replicasets, &new_rs, new_target.max(0));
+            changed |= scale(&self.store, &self.replicasets, new_rs, new_target.max(0));
             // Scale old ones down only as far as replicas - maxUnavailable stay available, counting
             // the new ReplicaSet's pods that are not available yet.
-            let new_unavailable = (new_target - available_of(&new_rs)).max(0);
+            let new_unavailable = (new_target - available_of(new_rs)).max(0);
             let mut budget = old_total + new_target - (replicas - unavailable) - new_unavailable;
             let mut oldest_first = old.clone();
             oldest_first.sort_by_key(|rs| revision(rs));
@@ -1737,7 +1741,7 @@ impl Controllers {
         let new_now: &Value = current_rs
             .iter()
             .find(|rs| name(rs) == new_name)
-            .map_or(&*new_rs, |rs| &**rs);
+            .map_or(new_rs, |rs| &**rs);
         let total_replicas = sum("replicas");
         let updated = int(&new_now["status"]["replicas"]);
         let ready = sum("readyReplicas");
@@ -1876,7 +1880,7 @@ impl Controllers {
         updated["status"] = status;
         let written = self
             .store
-            .update(
+            .update_shared(
                 &self.deployments,
                 &namespace,
                 &name(deploy),

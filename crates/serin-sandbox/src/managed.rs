@@ -288,26 +288,23 @@ pub struct Writer {
 }
 
 /// Records a non-apply write: the leaves it changed or set move to the writer's `Update` entry,
-/// and removed leaves leave every entry. `basis` is the ownership before the write.
-pub fn record_update(
-    old: Option<&Value>,
-    new: &mut Value,
-    builtin: bool,
-    mut basis: Vec<Entry>,
-    writer: &Writer,
-) {
-    let before = old.map(|o| leaves(o, builtin)).unwrap_or_default();
-    let after = leaves(new, builtin);
-    let changed: BTreeSet<FieldPath> = after
-        .iter()
-        .filter(|(path, value)| before.get(*path) != Some(*value))
-        .map(|(path, _)| path.clone())
-        .collect();
-    let removed: BTreeSet<FieldPath> = before
-        .keys()
-        .filter(|path| !after.contains_key(*path))
-        .cloned()
-        .collect();
+/// and removed leaves leave every entry. The ownership before the write is `new`'s own
+/// `managedFields` (the stored ones, unless the write sent its own).
+pub fn record_update(old: Option<&Value>, new: &mut Value, builtin: bool, writer: &Writer) {
+    let mut changed = BTreeSet::new();
+    let mut removed = BTreeSet::new();
+    match old {
+        Some(old) => changed_leaves(old, new, builtin, &mut changed, &mut removed),
+        None => changed.extend(leaves(new, builtin).into_keys()),
+    }
+    if changed.is_empty()
+        && removed.is_empty()
+        && old.is_some_and(|o| o["metadata"]["managedFields"] == new["metadata"]["managedFields"])
+    {
+        // Nothing moves and the recorded ownership is the stored one: it stays as it is.
+        return;
+    }
+    let mut basis = entries(new);
     if !changed.is_empty() || !removed.is_empty() {
         for entry in &mut basis {
             entry
@@ -336,6 +333,99 @@ pub fn record_update(
         entry.time = writer.now.clone();
     }
     set_entries(new, basis);
+}
+
+/// The leaves of `new` whose value differs from `old`'s (`changed`) and the leaves of `old` that
+/// `new` lacks (`removed`), as comparing [`leaves`] of both would give; equal subtrees are
+/// skipped without flattening them, so a write that changes one field costs one comparison of
+/// the rest.
+fn changed_leaves(
+    old: &Value,
+    new: &Value,
+    builtin: bool,
+    changed: &mut BTreeSet<FieldPath>,
+    removed: &mut BTreeSet<FieldPath>,
+) {
+    let empty = Map::new();
+    let old_fields = old.as_object().unwrap_or(&empty);
+    let new_fields = new.as_object().unwrap_or(&empty);
+    let mut path = Vec::new();
+    let mut diff_field = |prefix: &[String], field: &str, a: Option<&Value>, b: Option<&Value>| {
+        path.clear();
+        path.extend(prefix.iter().cloned());
+        path.push(format!("f:{field}"));
+        diff_subtree(a, b, field, builtin, &mut path, changed, removed);
+    };
+    let top_level = old_fields
+        .keys()
+        .chain(new_fields.keys().filter(|k| !old_fields.contains_key(*k)));
+    for name in top_level {
+        match name.as_str() {
+            "apiVersion" | "kind" => {}
+            "metadata" => {
+                for owned in OWNED_METADATA {
+                    diff_field(
+                        &["f:metadata".to_string()],
+                        owned,
+                        old_fields.get("metadata").and_then(|m| m.get(owned)),
+                        new_fields.get("metadata").and_then(|m| m.get(owned)),
+                    );
+                }
+            }
+            _ => diff_field(&[], name, old_fields.get(name), new_fields.get(name)),
+        }
+    }
+}
+
+/// [`changed_leaves`] below `path`, the leaf path of `field` whose values are `old` and `new`.
+fn diff_subtree(
+    old: Option<&Value>,
+    new: Option<&Value>,
+    field: &str,
+    builtin: bool,
+    path: &mut FieldPath,
+    changed: &mut BTreeSet<FieldPath>,
+    removed: &mut BTreeSet<FieldPath>,
+) {
+    if old == new {
+        return;
+    }
+    match (old, new) {
+        (Some(Value::Object(a)), Some(Value::Object(b))) if !a.is_empty() && !b.is_empty() => {
+            for name in a.keys().chain(b.keys().filter(|k| !a.contains_key(*k))) {
+                path.push(format!("f:{name}"));
+                diff_subtree(
+                    a.get(name),
+                    b.get(name),
+                    name,
+                    builtin,
+                    path,
+                    changed,
+                    removed,
+                );
+                path.pop();
+            }
+        }
+        _ => {
+            // Lists (keyed or atomic) and leaves: compare their flattened leaves.
+            let mut flat = |value: Option<&Value>| {
+                let mut out = BTreeMap::new();
+                if let Some(value) = value {
+                    collect(value, field, builtin, path, &mut out);
+                }
+                out
+            };
+            let before = flat(old);
+            let after = flat(new);
+            changed.extend(
+                after
+                    .iter()
+                    .filter(|(p, v)| before.get(*p) != Some(*v))
+                    .map(|(p, _)| p.clone()),
+            );
+            removed.extend(before.into_keys().filter(|p| !after.contains_key(p)));
+        }
+    }
 }
 
 /// Records a server-side apply by `writer` of `applied` onto `live`, whose merge is `merged`:
@@ -526,6 +616,68 @@ mod tests {
         assert_eq!(second["spec"], json!(null), "emptied parents go too");
     }
 
+    /// What `changed_leaves` must agree with: both objects flattened and compared.
+    fn flattened_difference(
+        old: &Value,
+        new: &Value,
+    ) -> (BTreeSet<FieldPath>, BTreeSet<FieldPath>) {
+        let before = leaves(old, true);
+        let after = leaves(new, true);
+        let changed = after
+            .iter()
+            .filter(|(p, v)| before.get(*p) != Some(*v))
+            .map(|(p, _)| p.clone())
+            .collect();
+        let removed = before
+            .into_keys()
+            .filter(|p| !after.contains_key(p))
+            .collect();
+        (changed, removed)
+    }
+
+    #[test]
+    fn the_changed_leaves_are_those_of_comparing_both_objects_flattened() {
+        let old = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"app": "web", "gone": "x"}, "resourceVersion": "3",
+                "annotations": {"a": "1"}},
+            "spec": {"containers": [{"name": "app", "image": "web:1", "ports": [{"containerPort": 80}]},
+                {"name": "side", "image": "side:1"}], "nodeName": "n1", "tolerations": [], "extra": {}},
+            "status": {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False"}]}
+        });
+        let mut variants = Vec::new();
+        let mut v = old.clone();
+        v["status"]["phase"] = json!("Running");
+        variants.push(v);
+        let mut v = old.clone();
+        v["spec"]["containers"][1]["image"] = json!("side:2");
+        v["metadata"]["labels"]
+            .as_object_mut()
+            .unwrap()
+            .remove("gone");
+        variants.push(v);
+        let mut v = old.clone();
+        v["spec"]["containers"] = json!([{"name": "app", "image": "web:1"}, {"name": "new"}]);
+        v["spec"]["extra"] = json!({"now": "set"});
+        v["spec"]["tolerations"] = json!([{"key": "k"}]);
+        variants.push(v);
+        let mut v = old.clone();
+        v.as_object_mut().unwrap().remove("status");
+        v["metadata"].as_object_mut().unwrap().remove("annotations");
+        v["metadata"]["resourceVersion"] = json!("4");
+        v["data"] = json!({"k": "v"});
+        variants.push(v);
+        variants.push(old.clone());
+        for (i, new) in variants.iter().enumerate() {
+            let mut changed = BTreeSet::new();
+            let mut removed = BTreeSet::new();
+            changed_leaves(&old, new, true, &mut changed, &mut removed);
+            let differs = !changed.is_empty() || !removed.is_empty();
+            assert_eq!(differs, i + 1 < variants.len(), "{new}");
+            assert_eq!((changed, removed), flattened_difference(&old, new), "{new}");
+        }
+    }
+
     #[test]
     fn an_update_takes_the_fields_it_changes() {
         let live = json!({"metadata": {"name": "lock"}, "spec": {}});
@@ -538,14 +690,7 @@ mod tests {
         .unwrap();
         let mut renewed = applied.clone();
         renewed["spec"]["renewTime"] = json!("t2");
-        let basis = entries(&applied);
-        record_update(
-            Some(&applied),
-            &mut renewed,
-            true,
-            basis,
-            &writer("renewer"),
-        );
+        record_update(Some(&applied), &mut renewed, true, &writer("renewer"));
         let all = entries(&renewed);
         let renewer = all.iter().find(|e| e.manager == "renewer").unwrap();
         assert_eq!(renewer.operation, "Update");

@@ -434,7 +434,8 @@ async fn route(
             return Err(auth::forbidden(&identity, &request));
         }
     }
-    let registry = state.store.registry();
+    // Copied only for the discovery paths that read it, not for every request.
+    let registry = || state.store.registry();
     let reading = *method == Method::GET;
     match segments.as_slice() {
         ["version"] if reading => return Ok(json_response(200, &discovery::version())),
@@ -443,17 +444,21 @@ async fn route(
         }
         ["api"] if reading => {
             if discovery::wants_aggregated(accept) {
-                return Ok(aggregated_response(&discovery::aggregated(&registry, true)));
+                return Ok(aggregated_response(&discovery::aggregated(
+                    &registry(),
+                    true,
+                )));
             }
             return Ok(json_response(200, &discovery::api_versions(&state.address)));
         }
         ["apis"] if reading => {
             if discovery::wants_aggregated(accept) {
                 return Ok(aggregated_response(&discovery::aggregated(
-                    &registry, false,
+                    &registry(),
+                    false,
                 )));
             }
-            return Ok(json_response(200, &discovery::api_group_list(&registry)));
+            return Ok(json_response(200, &discovery::api_group_list(&registry())));
         }
         // What each identity other than the admin was allowed to do, for checking that an
         // installation's RBAC is enough and no more (the sandbox's own path, admin only).
@@ -497,17 +502,17 @@ async fn route(
                 .ok_or_else(ApiError::unknown_path);
         }
         ["api", version] if reading => {
-            return discovery::api_resource_list(&registry, "", version)
+            return discovery::api_resource_list(&registry(), "", version)
                 .map(|d| json_response(200, &d))
                 .ok_or_else(ApiError::unknown_path);
         }
         ["apis", group] if reading => {
-            return discovery::api_group(&registry, group)
+            return discovery::api_group(&registry(), group)
                 .map(|d| json_response(200, &d))
                 .ok_or_else(ApiError::unknown_path);
         }
         ["apis", group, version] if reading => {
-            return discovery::api_resource_list(&registry, group, version)
+            return discovery::api_resource_list(&registry(), group, version)
                 .map(|d| json_response(200, &d))
                 .ok_or_else(ApiError::unknown_path);
         }

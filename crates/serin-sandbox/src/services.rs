@@ -527,7 +527,7 @@ impl EndpointsController {
                     updated["subsets"] = subsets;
                     updated["metadata"]["annotations"][MANAGED_ANNOTATION] =
                         json!(crate::store::now_rfc3339());
-                    store.update(&endpoints, namespace, name, updated, Part::Main, writes)
+                    store.update_shared(&endpoints, namespace, name, updated, Part::Main, writes)
                 }
                 None => {
                     let mut object = json!({"metadata": {"name": name, "labels": service["metadata"]["labels"],
@@ -540,7 +540,7 @@ impl EndpointsController {
                     if subsets != json!([]) {
                         object["subsets"] = subsets;
                     }
-                    store.create(&endpoints, Some(namespace), object, writes)
+                    store.create_shared(&endpoints, Some(namespace), object, writes)
                 }
             };
             match written {

@@ -776,8 +776,8 @@ impl Store {
         info: &ResourceInfo,
         change: ChangeType,
         mut object: Value,
-        previous: Option<Value>,
-    ) -> Value {
+        previous: Option<Arc<Value>>,
+    ) -> Arc<Value> {
         inner.rv += 1;
         let rv = inner.rv;
         meta_mut(&mut object).insert("resourceVersion".into(), json!(rv.to_string()));
@@ -802,7 +802,7 @@ impl Store {
             resource: info.storage_key(),
             change,
             object: object.clone(),
-            previous: replaced.or_else(|| previous.map(Arc::new)),
+            previous: replaced.or(previous),
             at: std::time::SystemTime::now(),
         });
         inner.history.push_back(record.clone());
@@ -818,7 +818,7 @@ impl Store {
             let _ = feed.send(record.clone());
         }
         let _ = self.changes.send(record);
-        Self::present(info, Value::clone(&object))
+        object
     }
 
     /// Creates an object from a request body (`namespace` from the URL).
@@ -829,6 +829,19 @@ impl Store {
         body: Value,
         options: &WriteOptions,
     ) -> Result<Value, ApiError> {
+        self.create_shared(info, namespace, body, options)
+            .map(|created| Self::present(info, Value::clone(&created)))
+    }
+
+    /// Like [`Store::create`], returning the stored object shared rather than a presented copy
+    /// (for the sandbox's own controllers, which write built-in kinds as stored).
+    pub fn create_shared(
+        &self,
+        info: &ResourceInfo,
+        namespace: Option<&str>,
+        body: Value,
+        options: &WriteOptions,
+    ) -> Result<Arc<Value>, ApiError> {
         self.create_tracked(info, namespace, body, options, Tracking::Update)
     }
 
@@ -839,18 +852,15 @@ impl Store {
         body: Value,
         options: &WriteOptions,
         tracking: Tracking,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Arc<Value>, ApiError> {
         let dry_run = options.dry_run;
         let mut inner = self.lock();
-        let applied = body.clone();
+        let applied = (tracking == Tracking::Applied).then(|| body.clone());
         let mut object = Self::prepare_create(&inner, info, namespace, body)?;
         let writer = options.writer(info, Part::Main);
-        match tracking {
-            Tracking::Update => {
-                let basis = managed::entries(&object);
-                managed::record_update(None, &mut object, info.builtin, basis, &writer);
-            }
-            Tracking::Applied => {
+        match applied {
+            None => managed::record_update(None, &mut object, info.builtin, &writer),
+            Some(applied) => {
                 managed::set_entries(&mut object, Vec::new());
                 let empty = json!({"metadata": {}});
                 managed::record_apply(&empty, &applied, &mut object, info.builtin, true, &writer)?;
@@ -869,7 +879,7 @@ impl Store {
             ));
         }
         if dry_run {
-            return Ok(Self::present(info, object));
+            return Ok(Arc::new(object));
         }
         let created = self.commit(&mut inner, info, ChangeType::Added, object, None);
         self.after_write(&mut inner, info, &created);
@@ -1047,6 +1057,20 @@ impl Store {
         part: Part,
         options: &WriteOptions,
     ) -> Result<Value, ApiError> {
+        self.update_shared(info, namespace, name, body, part, options)
+            .map(|updated| Self::present(info, Value::clone(&updated)))
+    }
+
+    /// Like [`Store::update`], returning the stored object shared rather than a presented copy.
+    pub fn update_shared(
+        &self,
+        info: &ResourceInfo,
+        namespace: &str,
+        name: &str,
+        body: Value,
+        part: Part,
+        options: &WriteOptions,
+    ) -> Result<Arc<Value>, ApiError> {
         let mut inner = self.lock();
         let old = Self::existing(&inner, info, namespace, name)?;
         self.write_update(&mut inner, info, old, body, part, options, Tracking::Update)
@@ -1057,11 +1081,11 @@ impl Store {
         info: &ResourceInfo,
         namespace: &str,
         name: &str,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Arc<Value>, ApiError> {
         inner
             .objects
             .get(&Self::key(info, namespace, name))
-            .map(|o| (**o).clone())
+            .cloned()
             .ok_or_else(|| {
                 ApiError::not_found(&info.qualified_plural(), &info.group, &info.plural, name)
             })
@@ -1073,12 +1097,12 @@ impl Store {
         &self,
         inner: &mut Inner,
         info: &ResourceInfo,
-        old: Value,
+        old: Arc<Value>,
         new: Value,
         part: Part,
         options: &WriteOptions,
         tracking: Tracking,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Arc<Value>, ApiError> {
         let dry_run = options.dry_run;
         let name = name_of(&old).to_string();
         if !new.is_object() {
@@ -1109,7 +1133,7 @@ impl Store {
         }
         let mut object = match part {
             Part::Status => {
-                let mut object = old.clone();
+                let mut object = Value::clone(&old);
                 object["status"] = new.get("status").cloned().unwrap_or(Value::Null);
                 // The workload controllers record revisions as annotations through /status, which
                 // takes annotations for these kinds (and never bumps generation).
@@ -1188,18 +1212,17 @@ impl Store {
         }
         if tracking == Tracking::Update {
             let writer = options.writer(info, part);
-            let basis = managed::entries(&object);
-            managed::record_update(Some(&old), &mut object, info.builtin, basis, &writer);
+            managed::record_update(Some(&old), &mut object, info.builtin, &writer);
         }
         if part == Part::Main && bumps_generation(info.generation, &old, &object) {
             let generation = meta(&old)["generation"].as_i64().unwrap_or(0) + 1;
             meta_mut(&mut object).insert("generation".into(), json!(generation));
         }
         if same_but_version(&object, &old) {
-            return Ok(Self::present(info, old));
+            return Ok(old);
         }
         if dry_run {
-            return Ok(Self::present(info, object));
+            return Ok(Arc::new(object));
         }
         if meta(&object)["deletionTimestamp"].is_string() && !has_finalizers(&object) {
             let removed = self.commit(inner, info, ChangeType::Deleted, object, Some(old));
@@ -1224,6 +1247,22 @@ impl Store {
         part: Part,
         options: &WriteOptions,
     ) -> Result<(Value, bool), ApiError> {
+        self.patch_shared(info, namespace, name, patch_type, body, part, options)
+            .map(|(patched, created)| (Self::present(info, Value::clone(&patched)), created))
+    }
+
+    /// Like [`Store::patch`], returning the stored object shared rather than a presented copy.
+    #[allow(clippy::too_many_arguments)]
+    pub fn patch_shared(
+        &self,
+        info: &ResourceInfo,
+        namespace: &str,
+        name: &str,
+        patch_type: PatchType,
+        body: &Value,
+        part: Part,
+        options: &WriteOptions,
+    ) -> Result<(Arc<Value>, bool), ApiError> {
         let mut inner = self.lock();
         let old = match Self::existing(&inner, info, namespace, name) {
             Ok(old) => old,
@@ -1241,7 +1280,7 @@ impl Store {
         };
         // The patch sees the live resourceVersion (kubectl's JSON patches replace it, which makes
         // them conditional); a patch that leaves it alone is unconditional.
-        let mut patched = Self::present(info, old.clone());
+        let mut patched = Self::present(info, Value::clone(&old));
         match patch_type {
             PatchType::Merge => patch::merge_patch(&mut patched, body),
             PatchType::Json => {
@@ -1287,7 +1326,7 @@ impl Store {
         }
         let tracking = if patch_type == PatchType::Apply {
             let writer = options.writer(info, part);
-            let live = Self::present(info, old.clone());
+            let live = Self::present_shared(info, &old);
             managed::record_apply(
                 &live,
                 body,
@@ -1345,22 +1384,23 @@ impl Store {
             ));
         }
         if dry_run {
-            return Ok(Self::present(info, old));
+            return Ok(Self::present(info, Value::clone(&old)));
         }
-        Ok(self.delete_object(&mut inner, info, old, options.propagation.as_deref()))
+        let deleted = self.delete_object(&mut inner, info, old, options.propagation.as_deref());
+        Ok(Self::present(info, Value::clone(&deleted)))
     }
 
     fn delete_object(
         &self,
         inner: &mut Inner,
         info: &ResourceInfo,
-        old: Value,
+        old: Arc<Value>,
         propagation: Option<&str>,
-    ) -> Value {
+    ) -> Arc<Value> {
         let marked = meta(&old)["deletionTimestamp"].is_string();
         let is_namespace = info.group.is_empty() && info.kind == "Namespace";
         let is_crd = info.kind == "CustomResourceDefinition";
-        let mut object = old.clone();
+        let mut object = Value::clone(&old);
         let finalizer = match propagation {
             Some("Foreground") => Some("foregroundDeletion"),
             Some("Orphan") => Some("orphan"),
@@ -1382,7 +1422,7 @@ impl Store {
         }
         if has_finalizers(&object) || is_namespace || is_crd {
             if marked {
-                return Self::present(info, old);
+                return old;
             }
             let m = meta_mut(&mut object);
             m.insert("deletionTimestamp".into(), json!(now_rfc3339()));
@@ -1477,7 +1517,7 @@ impl Store {
                 info,
                 ChangeType::Modified,
                 updated,
-                Some(crd.clone()),
+                Some(Arc::new(crd.clone())),
             );
         }
     }
@@ -1558,7 +1598,13 @@ impl Store {
                 {
                     refs.retain(|r| !r["uid"].as_str().is_some_and(|u| orphaning.contains(u)));
                 }
-                self.commit(inner, &info, ChangeType::Modified, updated, Some(object));
+                self.commit(
+                    inner,
+                    &info,
+                    ChangeType::Modified,
+                    updated,
+                    Some(Arc::new(object)),
+                );
                 acted = true;
                 continue;
             }
@@ -1600,12 +1646,24 @@ impl Store {
             updated["spec"]["finalizers"] = json!([]);
         }
         if has_finalizers(&updated) {
-            self.commit(inner, info, ChangeType::Modified, updated, Some(object));
+            self.commit(
+                inner,
+                info,
+                ChangeType::Modified,
+                updated,
+                Some(Arc::new(object)),
+            );
         } else {
             if info.kind == "CustomResourceDefinition" {
                 inner.registry.set_crd(name_of(&object), Vec::new());
             }
-            self.commit(inner, info, ChangeType::Deleted, updated, Some(object));
+            self.commit(
+                inner,
+                info,
+                ChangeType::Deleted,
+                updated,
+                Some(Arc::new(object)),
+            );
         }
     }
 
@@ -1699,7 +1757,13 @@ impl Store {
                             .is_some_and(|u| orphaning_owners.contains(u))
                     });
                 }
-                self.commit(inner, &info, ChangeType::Modified, updated, Some(object));
+                self.commit(
+                    inner,
+                    &info,
+                    ChangeType::Modified,
+                    updated,
+                    Some(Arc::new(object)),
+                );
                 acted = true;
             }
             for (info, object) in to_delete {
@@ -1758,7 +1822,13 @@ impl Store {
                 }
             }
             for (info, object, updated) in status_updates {
-                self.commit(inner, &info, ChangeType::Modified, updated, Some(object));
+                self.commit(
+                    inner,
+                    &info,
+                    ChangeType::Modified,
+                    updated,
+                    Some(Arc::new(object)),
+                );
             }
             for (info, object, finalizer) in to_finish {
                 self.finish_finalizer(inner, &info, object, finalizer);
@@ -1773,14 +1843,20 @@ impl Store {
             let mut updated = object.clone();
             meta_mut(&mut updated).insert("deletionTimestamp".into(), json!(now_rfc3339()));
             meta_mut(&mut updated).insert("deletionGracePeriodSeconds".into(), json!(0));
-            self.commit(inner, info, ChangeType::Modified, updated, Some(object));
+            self.commit(
+                inner,
+                info,
+                ChangeType::Modified,
+                updated,
+                Some(Arc::new(object)),
+            );
         } else {
             self.commit(
                 inner,
                 info,
                 ChangeType::Deleted,
                 object.clone(),
-                Some(object),
+                Some(Arc::new(object)),
             );
         }
     }
