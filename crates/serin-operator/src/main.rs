@@ -1,6 +1,8 @@
 //! `serin-operator`: watches Canaries and runs their releases. Flags follow Flagger's where they
 //! apply; the admin server answers `/healthz`, `/readyz` and `/metrics`.
 
+mod memory;
+
 use anyhow::Context as _;
 use clap::Parser;
 use std::net::SocketAddr;
@@ -69,8 +71,19 @@ struct Flags {
     cluster_name: Option<String>,
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
+    memory::limit_arenas();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("serin-operator: starting the async runtime: {error}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(run_main())
+}
+
+async fn run_main() -> std::process::ExitCode {
     let flags = Flags::parse();
     let format = match flags.log_format.as_str() {
         "json" => serin_controller::LogFormat::Json,
@@ -181,6 +194,7 @@ async fn operate(flags: Flags) -> anyhow::Result<()> {
         }
     };
     // Returning drops the controller with its reconciles in flight: a lost lease abandons them.
+    let trimming = tokio::spawn(memory::trim_periodically());
     let stopped_by = tokio::select! {
         _ = serin_controller::run(Arc::new(ctx), flags.namespace) => None,
         _ = tokio::signal::ctrl_c() => Some("interrupt"),
@@ -193,6 +207,7 @@ async fn operate(flags: Flags) -> anyhow::Result<()> {
     if let Some(signal) = stopped_by {
         tracing::info!("stopping ({signal})");
     }
+    trimming.abort();
     admin.abort();
     Ok(())
 }
