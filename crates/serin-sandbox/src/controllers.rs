@@ -7,7 +7,7 @@ use crate::registry::ResourceInfo;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::store::{DeleteOptions, Part, PatchType, Store, WriteOptions, now_rfc3339};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -509,13 +509,104 @@ impl Workloads {
     }
 }
 
+/// How often the kubelet asks the runtime about every pod it started (probes, exits), as the
+/// kubelet's own relist does every second; pods that changed are looked at on every pass.
+const RUNTIME_POLL: Duration = Duration::from_secs(1);
+
+/// The kubelet's and the scheduler's view of the pods, kept from the store's changes so a pass
+/// looks at the pods that changed instead of at every pod.
+#[derive(Default)]
+struct PodIndex {
+    pods: HashMap<String, Arc<Value>>,
+    /// Pods changed since the kubelet last looked at them.
+    dirty: HashSet<String>,
+    /// Pods that left the store since the last pass, for the runtime to stop.
+    gone: Vec<String>,
+    /// Pods waiting for a node: none yet, not being deleted, not finished.
+    unscheduled: HashSet<String>,
+    /// How many pods occupy each node.
+    per_node: HashMap<String, usize>,
+    /// The occupying pods with anti-affinity terms, which can keep pods off their node.
+    repelling: HashSet<String>,
+}
+
+impl PodIndex {
+    fn note(&mut self, pod: &Arc<Value>, gone: bool) {
+        let pod_uid = uid(pod);
+        let previous = if gone {
+            self.pods.remove(&pod_uid)
+        } else {
+            self.pods.insert(pod_uid.clone(), pod.clone())
+        };
+        if let Some(previous) = previous {
+            self.count(&pod_uid, &previous, false);
+        }
+        if gone {
+            self.dirty.remove(&pod_uid);
+            self.gone.push(pod_uid);
+        } else {
+            self.count(&pod_uid, pod, true);
+            self.dirty.insert(pod_uid);
+        }
+    }
+
+    /// Adds `pod` to the scheduler's counts, or takes it out of them.
+    fn count(&mut self, pod_uid: &str, pod: &Value, add: bool) {
+        if crate::scheduler::occupies_node(pod) {
+            let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
+            if add {
+                *self.per_node.entry(node.to_string()).or_default() += 1;
+            } else if let Some(count) = self.per_node.get_mut(node) {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    self.per_node.remove(node);
+                }
+            }
+            if crate::scheduler::has_pod_anti_affinity(pod) {
+                if add {
+                    self.repelling.insert(pod_uid.to_string());
+                } else {
+                    self.repelling.remove(pod_uid);
+                }
+            }
+        }
+        let unscheduled = pod["spec"]["nodeName"].is_null()
+            && !pod["metadata"]["deletionTimestamp"].is_string()
+            && !matches!(pod["status"]["phase"].as_str(), Some("Succeeded" | "Failed"));
+        if unscheduled {
+            if add {
+                self.unscheduled.insert(pod_uid.to_string());
+            } else {
+                self.unscheduled.remove(pod_uid);
+            }
+        }
+    }
+
+    /// The pods with these uids, by namespace and name.
+    fn sorted<'a>(&self, uids: impl Iterator<Item = &'a String>) -> Vec<Arc<Value>> {
+        let mut pods: Vec<Arc<Value>> = uids.filter_map(|u| self.pods.get(u).cloned()).collect();
+        fn key(pod: &Value) -> (&str, &str) {
+            let meta = &pod["metadata"];
+            (
+                meta["namespace"].as_str().unwrap_or_default(),
+                meta["name"].as_str().unwrap_or_default(),
+            )
+        }
+        pods.sort_by(|a, b| key(a).cmp(&key(b)));
+        pods
+    }
+}
+
 /// The controllers' state between passes.
 pub struct Controllers {
     store: Arc<Store>,
     runtime: Arc<dyn PodRuntime>,
     ready_at: HashMap<String, Instant>,
     /// Pods the runtime was asked to start, by uid, so it can stop the ones that vanish.
-    started: HashMap<String, Value>,
+    started: HashMap<String, Arc<Value>>,
+    pod_index: PodIndex,
+    /// When the kubelet next asks the runtime about every started pod.
+    next_runtime_poll: Instant,
     templates: ComparableTemplates,
     /// Every change committed to the store since the last pass: it tells which memos below no
     /// longer hold, so a pass looks again only at what changed instead of at every object.
@@ -624,9 +715,13 @@ impl Controllers {
             .expect("built in");
         let (listed, changes) = store.list_and_follow(&[&pods, &replicasets, &deployments]);
         let mut workloads = Workloads::default();
+        let mut pod_index = PodIndex::default();
         for (info, objects) in [&pods, &replicasets, &deployments].iter().zip(&listed) {
             for object in objects {
                 workloads.note(&info.storage_key(), object, false);
+                if info.storage_key() == "pods" {
+                    pod_index.note(object, false);
+                }
             }
         }
         for index in 1..=node_count.max(1) {
@@ -646,6 +741,8 @@ impl Controllers {
             runtime,
             ready_at: HashMap::new(),
             started: HashMap::new(),
+            pod_index,
+            next_runtime_poll: Instant::now(),
             templates: ComparableTemplates::default(),
             changes,
             workloads,
@@ -718,6 +815,9 @@ impl Controllers {
                 self.templates.forget(uid_of(&change.object));
             }
             self.workloads.note(&change.resource, &change.object, gone);
+            if change.resource == "pods" {
+                self.pod_index.note(&change.object, gone);
+            }
             self.endpoints.note(&change);
         }
     }
@@ -740,24 +840,26 @@ impl Controllers {
             .is_ok()
     }
 
+    /// The kubelet: looks at the pods that changed, those waiting to become Ready and, every
+    /// [`RUNTIME_POLL`], every pod it started, whose runtime may have news of it.
     fn kubelet(&mut self) -> bool {
         let mut changed = false;
-        let pods = self.all(&self.pods);
-        let live: std::collections::HashSet<&str> = pods.iter().map(|p| uid_of(p)).collect();
-        self.ready_at.retain(|u, _| live.contains(u.as_str()));
         // A pod deleted without finalizers leaves the store at once; its runtime still has to stop it.
-        let vanished: Vec<String> = self
-            .started
-            .keys()
-            .filter(|u| !live.contains(u.as_str()))
-            .cloned()
-            .collect();
-        for gone in vanished {
+        for gone in std::mem::take(&mut self.pod_index.gone) {
+            self.ready_at.remove(&gone);
             if let Some(pod) = self.started.remove(&gone) {
                 self.runtime.stop(&pod);
             }
         }
-        changed |= self.schedule_pending(&pods);
+        changed |= self.schedule_pending();
+        let mut visit = std::mem::take(&mut self.pod_index.dirty);
+        visit.extend(self.ready_at.keys().cloned());
+        let now = Instant::now();
+        if now >= self.next_runtime_poll {
+            visit.extend(self.started.keys().cloned());
+            self.next_runtime_poll = now + RUNTIME_POLL;
+        }
+        let pods = self.pod_index.sorted(visit.iter());
         for pod in pods {
             let pod_uid = uid(&pod);
             if pod["metadata"]["deletionTimestamp"].is_string() {
@@ -793,6 +895,7 @@ impl Controllers {
                 continue;
             }
             if pod["status"]["phase"] == "Running" {
+                self.ready_at.remove(&pod_uid);
                 if let Some(health) = self.runtime.health(&pod) {
                     let status = with_health(&pod["status"], &health, &now_rfc3339());
                     changed |= self.write_status(&self.pods, &pod, status);
@@ -815,7 +918,7 @@ impl Controllers {
                 Some(at) => PodStart::ReadyAfter(at.saturating_duration_since(Instant::now())),
                 None => {
                     let start = self.runtime.start(&pod);
-                    self.started.insert(pod_uid.clone(), Value::clone(&pod));
+                    self.started.insert(pod_uid.clone(), pod.clone());
                     if let PodStart::ReadyAfter(delay) = &start {
                         self.ready_at
                             .insert(pod_uid.clone(), Instant::now() + *delay);
@@ -885,14 +988,10 @@ impl Controllers {
     /// other so each decision sees the pods bound before it (by priority, then age). A pod no node
     /// takes stays Pending with `PodScheduled=False` and one `FailedScheduling` event per distinct
     /// reason; it is tried again on every pass, so a removed taint or a deleted pod lets it run.
-    fn schedule_pending(&self, pods: &[Arc<Value>]) -> bool {
-        let mut pending: Vec<&Value> = pods
-            .iter()
-            .map(|p| &**p)
-            .filter(|p| p["spec"]["nodeName"].is_null())
-            .filter(|p| !p["metadata"]["deletionTimestamp"].is_string())
-            .filter(|p| !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed")))
-            .collect();
+    fn schedule_pending(&self) -> bool {
+        let index = &self.pod_index;
+        let pending_pods = index.sorted(index.unscheduled.iter());
+        let mut pending: Vec<&Value> = pending_pods.iter().map(|p| &**p).collect();
         if pending.is_empty() {
             return false;
         }
@@ -911,25 +1010,17 @@ impl Controllers {
         };
         let nodes = copies(self.all(&self.nodes));
         let namespaces = copies(self.all(&self.namespaces));
-        // What the decisions read, kept current as this pass binds pods: the pods per node, and
-        // the occupying pods with anti-affinity (all a pod without affinity terms needs); every
-        // pod only when a pending pod has terms of its own (a bound pod is copied, the others
-        // shared).
-        let occupying = || pods.iter().filter(|p| crate::scheduler::occupies_node(p));
-        let mut per_node: HashMap<String, usize> = HashMap::new();
-        for pod in occupying() {
-            let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
-            *per_node.entry(node.to_string()).or_default() += 1;
-        }
-        let mut repelling: Vec<Arc<Value>> = occupying()
-            .filter(|p| crate::scheduler::has_pod_anti_affinity(p))
-            .cloned()
-            .collect();
+        // What the decisions read, copied from the index and kept current as this pass binds
+        // pods: the pods per node, and the occupying pods with anti-affinity (all a pod without
+        // affinity terms needs); every pod only when a pending pod has terms of its own (a bound
+        // pod is copied, the others shared).
+        let mut per_node = index.per_node.clone();
+        let mut repelling = index.sorted(index.repelling.iter());
         let with_terms = pending
             .iter()
             .any(|p| crate::scheduler::has_pod_affinity(p));
         let mut placed: Vec<Arc<Value>> = if with_terms {
-            pods.to_vec()
+            index.sorted(index.pods.keys())
         } else {
             Vec::new()
         };
