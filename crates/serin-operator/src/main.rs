@@ -73,7 +73,10 @@ struct Flags {
 
 fn main() -> std::process::ExitCode {
     memory::limit_arenas();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("serin-operator: starting the async runtime: {error}");

@@ -41,6 +41,12 @@ pub trait PodRuntime: Send + Sync {
     }
     /// The pod is gone (deleted, or no longer in the store).
     fn stop(&self, _pod: &Value) {}
+    /// Whether a started pod's health or end can change with no change to its object (a runtime
+    /// that runs or probes processes): the kubelet then asks about every started pod once a
+    /// second. `true` by default.
+    fn changes_pods_on_its_own(&self) -> bool {
+        true
+    }
     /// The sandbox's mesh proxy listens at `proxy` (called once, before any pod starts), so a
     /// runtime can send its pods' outgoing traffic through it as a sidecar would.
     fn mesh_proxy_started(&self, _proxy: std::net::SocketAddr) {}
@@ -144,6 +150,12 @@ pub struct DelayRuntime {
 impl PodRuntime for DelayRuntime {
     fn start(&self, _pod: &Value) -> PodStart {
         PodStart::ReadyAfter(self.delay)
+    }
+
+    // Readiness comes from the delay and a run-to-completion pod ends as soon as it runs: both
+    // follow a change the kubelet sees anyway.
+    fn changes_pods_on_its_own(&self) -> bool {
+        false
     }
 
     fn terminated(&self, pod: &Value) -> Option<Termination> {
@@ -572,7 +584,10 @@ impl PodIndex {
         }
         let unscheduled = pod["spec"]["nodeName"].is_null()
             && !pod["metadata"]["deletionTimestamp"].is_string()
-            && !matches!(pod["status"]["phase"].as_str(), Some("Succeeded" | "Failed"));
+            && !matches!(
+                pod["status"]["phase"].as_str(),
+                Some("Succeeded" | "Failed")
+            );
         if unscheduled {
             if add {
                 self.unscheduled.insert(pod_uid.to_string());
@@ -584,16 +599,19 @@ impl PodIndex {
 
     /// The pods with these uids, by namespace and name.
     fn sorted<'a>(&self, uids: impl Iterator<Item = &'a String>) -> Vec<Arc<Value>> {
-        let mut pods: Vec<Arc<Value>> = uids.filter_map(|u| self.pods.get(u).cloned()).collect();
-        fn key(pod: &Value) -> (&str, &str) {
-            let meta = &pod["metadata"];
-            (
-                meta["namespace"].as_str().unwrap_or_default(),
-                meta["name"].as_str().unwrap_or_default(),
-            )
-        }
-        pods.sort_by(|a, b| key(a).cmp(&key(b)));
-        pods
+        let mut pods: Vec<(&str, &str, &Arc<Value>)> = uids
+            .filter_map(|u| self.pods.get(u))
+            .map(|pod| {
+                let meta = &pod["metadata"];
+                (
+                    meta["namespace"].as_str().unwrap_or_default(),
+                    meta["name"].as_str().unwrap_or_default(),
+                    pod,
+                )
+            })
+            .collect();
+        pods.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        pods.into_iter().map(|(_, _, pod)| pod.clone()).collect()
     }
 }
 
@@ -855,7 +873,7 @@ impl Controllers {
         let mut visit = std::mem::take(&mut self.pod_index.dirty);
         visit.extend(self.ready_at.keys().cloned());
         let now = Instant::now();
-        if now >= self.next_runtime_poll {
+        if now >= self.next_runtime_poll && self.runtime.changes_pods_on_its_own() {
             visit.extend(self.started.keys().cloned());
             self.next_runtime_poll = now + RUNTIME_POLL;
         }

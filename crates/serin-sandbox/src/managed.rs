@@ -254,17 +254,25 @@ pub fn set_entries(object: &mut Value, entries: Vec<Entry>) {
     let rendered: Vec<Value> = entries
         .into_iter()
         .filter(|e| !e.fields.is_empty())
-        .map(|e| {
-            let mut entry = json!({
-                "manager": e.manager, "operation": e.operation, "apiVersion": e.api_version,
-                "time": e.time, "fieldsType": "FieldsV1", "fieldsV1": trie_of(&e.fields),
-            });
-            if let Some(sub) = e.subresource {
-                entry["subresource"] = json!(sub);
-            }
-            entry
-        })
+        .map(render)
         .collect();
+    put_entries(object, rendered);
+}
+
+/// One entry as `metadata.managedFields` holds it.
+fn render(entry: Entry) -> Value {
+    let mut rendered = json!({
+        "manager": entry.manager, "operation": entry.operation, "apiVersion": entry.api_version,
+        "time": entry.time, "fieldsType": "FieldsV1", "fieldsV1": trie_of(&entry.fields),
+    });
+    if let Some(sub) = entry.subresource {
+        rendered["subresource"] = json!(sub);
+    }
+    rendered
+}
+
+/// Sets `metadata.managedFields` to `rendered`, or removes it when there is none.
+fn put_entries(object: &mut Value, rendered: Vec<Value>) {
     let Some(metadata) = object["metadata"].as_object_mut() else {
         return;
     };
@@ -305,34 +313,57 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, builtin: bool, writer
         return;
     }
     let mut basis = entries(new);
-    if !changed.is_empty() || !removed.is_empty() {
-        for entry in &mut basis {
-            entry
-                .fields
-                .retain(|p| !changed.contains(p) && !removed.contains(p));
-        }
-        let position = basis
-            .iter()
-            .position(|e| e.same_owner(&writer.manager, "Update", writer.subresource));
-        let entry = match position {
-            Some(i) => &mut basis[i],
-            None => {
-                basis.push(Entry {
-                    manager: writer.manager.clone(),
-                    operation: "Update".into(),
-                    api_version: String::new(),
-                    time: String::new(),
-                    subresource: writer.subresource.map(String::from),
-                    fields: BTreeSet::new(),
-                });
-                basis.last_mut().expect("just pushed")
-            }
-        };
-        entry.fields.extend(changed);
-        entry.api_version = writer.api_version.clone();
-        entry.time = writer.now.clone();
+    if changed.is_empty() && removed.is_empty() {
+        set_entries(new, basis);
+        return;
     }
-    set_entries(new, basis);
+    // Entries this write leaves as they were keep their recorded JSON instead of being rendered
+    // again from their paths.
+    let mut recorded = match new["metadata"].get_mut("managedFields") {
+        Some(Value::Array(list)) if list.len() == basis.len() => std::mem::take(list),
+        _ => Vec::new(),
+    };
+    let mut touched = vec![recorded.is_empty(); basis.len()];
+    for (entry, touched) in basis.iter_mut().zip(&mut touched) {
+        let owned = entry.fields.len();
+        entry
+            .fields
+            .retain(|p| !changed.contains(p) && !removed.contains(p));
+        *touched |= entry.fields.len() != owned;
+    }
+    let position = basis
+        .iter()
+        .position(|e| e.same_owner(&writer.manager, "Update", writer.subresource));
+    let writer_at = match position {
+        Some(i) => i,
+        None => {
+            basis.push(Entry {
+                manager: writer.manager.clone(),
+                operation: "Update".into(),
+                api_version: String::new(),
+                time: String::new(),
+                subresource: writer.subresource.map(String::from),
+                fields: BTreeSet::new(),
+            });
+            touched.push(true);
+            basis.len() - 1
+        }
+    };
+    touched[writer_at] = true;
+    let entry = &mut basis[writer_at];
+    entry.fields.extend(changed);
+    entry.api_version = writer.api_version.clone();
+    entry.time = writer.now.clone();
+    let rendered = basis
+        .into_iter()
+        .enumerate()
+        .filter(|(_, e)| !e.fields.is_empty())
+        .map(|(i, e)| match recorded.get_mut(i) {
+            Some(as_recorded) if !touched[i] => std::mem::take(as_recorded),
+            _ => render(e),
+        })
+        .collect();
+    put_entries(new, rendered);
 }
 
 /// The leaves of `new` whose value differs from `old`'s (`changed`) and the leaves of `old` that
@@ -676,6 +707,40 @@ mod tests {
             assert_eq!(differs, i + 1 < variants.len(), "{new}");
             assert_eq!((changed, removed), flattened_difference(&old, new), "{new}");
         }
+    }
+
+    #[test]
+    fn an_update_leaves_the_entries_it_does_not_touch_as_recorded() {
+        let live = json!({"metadata": {"name": "lock"}, "spec": {}});
+        let applied = apply(
+            &live,
+            json!({"spec": {"holderIdentity": "a"}}),
+            "mgr-a",
+            false,
+        )
+        .unwrap();
+        let mut renewed = applied.clone();
+        renewed["spec"]["renewTime"] = json!("t1");
+        record_update(Some(&applied), &mut renewed, true, &writer("renewer"));
+        let mut again = renewed.clone();
+        again["spec"]["renewTime"] = json!("t2");
+        let later = Writer {
+            now: "2026-11-23T00:00:00Z".into(),
+            ..writer("renewer")
+        };
+        record_update(Some(&renewed), &mut again, true, &later);
+        let fields = |o: &Value| o["metadata"]["managedFields"].as_array().unwrap().clone();
+        assert_eq!(
+            fields(&again)[0],
+            fields(&applied)[0],
+            "mgr-a's entry is untouched"
+        );
+        assert_eq!(fields(&again)[1]["manager"], "renewer");
+        assert_eq!(fields(&again)[1]["time"], "2026-11-23T00:00:00Z");
+        assert_eq!(
+            fields(&again)[1]["fieldsV1"],
+            json!({"f:spec": {"f:renewTime": {}}})
+        );
     }
 
     #[test]
