@@ -233,20 +233,21 @@ pub fn entries(object: &Value) -> Vec<Entry> {
     let Some(list) = object["metadata"]["managedFields"].as_array() else {
         return Vec::new();
     };
-    list.iter()
-        .map(|e| {
-            let mut fields = BTreeSet::new();
-            paths_of(&e["fieldsV1"], &mut Vec::new(), &mut fields);
-            Entry {
-                manager: e["manager"].as_str().unwrap_or_default().into(),
-                operation: e["operation"].as_str().unwrap_or("Update").into(),
-                api_version: e["apiVersion"].as_str().unwrap_or_default().into(),
-                time: e["time"].as_str().unwrap_or_default().into(),
-                subresource: e["subresource"].as_str().map(String::from),
-                fields,
-            }
-        })
-        .collect()
+    list.iter().map(parse_entry).collect()
+}
+
+/// One recorded `metadata.managedFields` entry.
+fn parse_entry(e: &Value) -> Entry {
+    let mut fields = BTreeSet::new();
+    paths_of(&e["fieldsV1"], &mut Vec::new(), &mut fields);
+    Entry {
+        manager: e["manager"].as_str().unwrap_or_default().into(),
+        operation: e["operation"].as_str().unwrap_or("Update").into(),
+        api_version: e["apiVersion"].as_str().unwrap_or_default().into(),
+        time: e["time"].as_str().unwrap_or_default().into(),
+        subresource: e["subresource"].as_str().map(String::from),
+        fields,
+    }
 }
 
 /// Writes `entries` (those owning something) to the object's `metadata.managedFields`.
@@ -312,58 +313,79 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, builtin: bool, writer
         // Nothing moves and the recorded ownership is the stored one: it stays as it is.
         return;
     }
-    let mut basis = entries(new);
     if changed.is_empty() && removed.is_empty() {
+        let basis = entries(new);
         set_entries(new, basis);
         return;
     }
-    // Entries this write leaves as they were keep their recorded JSON instead of being rendered
-    // again from their paths.
-    let mut recorded = match new["metadata"].get_mut("managedFields") {
-        Some(Value::Array(list)) if list.len() == basis.len() => std::mem::take(list),
+    // Only the writer's entry and the entries owning a path this write changes or removes are
+    // parsed and rendered again; the others keep their recorded JSON.
+    let recorded = match new["metadata"].get_mut("managedFields") {
+        Some(Value::Array(list)) => std::mem::take(list),
         _ => Vec::new(),
     };
-    let mut touched = vec![recorded.is_empty(); basis.len()];
-    for (entry, touched) in basis.iter_mut().zip(&mut touched) {
-        let owned = entry.fields.len();
+    let mut rendered = Vec::with_capacity(recorded.len() + 1);
+    let mut mine: Option<(usize, Entry)> = None;
+    for item in recorded {
+        let is_mine = mine.is_none()
+            && item["manager"].as_str() == Some(writer.manager.as_str())
+            && item["operation"].as_str().unwrap_or("Update") == "Update"
+            && item["subresource"].as_str() == writer.subresource;
+        let trie = &item["fieldsV1"];
+        let owns_moved = changed
+            .iter()
+            .chain(&removed)
+            .any(|path| trie_holds(trie, path));
+        if !is_mine && !owns_moved {
+            if trie.as_object().is_some_and(|t| !t.is_empty()) {
+                rendered.push(item);
+            }
+            continue;
+        }
+        let mut entry = parse_entry(&item);
         entry
             .fields
             .retain(|p| !changed.contains(p) && !removed.contains(p));
-        *touched |= entry.fields.len() != owned;
-    }
-    let position = basis
-        .iter()
-        .position(|e| e.same_owner(&writer.manager, "Update", writer.subresource));
-    let writer_at = match position {
-        Some(i) => i,
-        None => {
-            basis.push(Entry {
-                manager: writer.manager.clone(),
-                operation: "Update".into(),
-                api_version: String::new(),
-                time: String::new(),
-                subresource: writer.subresource.map(String::from),
-                fields: BTreeSet::new(),
-            });
-            touched.push(true);
-            basis.len() - 1
+        if is_mine {
+            mine = Some((rendered.len(), entry));
+            rendered.push(Value::Null);
+        } else if !entry.fields.is_empty() {
+            rendered.push(render(entry));
         }
-    };
-    touched[writer_at] = true;
-    let entry = &mut basis[writer_at];
+    }
+    let (at, mut entry) = mine.unwrap_or_else(|| {
+        rendered.push(Value::Null);
+        let entry = Entry {
+            manager: writer.manager.clone(),
+            operation: "Update".into(),
+            api_version: String::new(),
+            time: String::new(),
+            subresource: writer.subresource.map(String::from),
+            fields: BTreeSet::new(),
+        };
+        (rendered.len() - 1, entry)
+    });
     entry.fields.extend(changed);
     entry.api_version = writer.api_version.clone();
     entry.time = writer.now.clone();
-    let rendered = basis
-        .into_iter()
-        .enumerate()
-        .filter(|(_, e)| !e.fields.is_empty())
-        .map(|(i, e)| match recorded.get_mut(i) {
-            Some(as_recorded) if !touched[i] => std::mem::take(as_recorded),
-            _ => render(e),
-        })
-        .collect();
+    if entry.fields.is_empty() {
+        rendered.remove(at);
+    } else {
+        rendered[at] = render(entry);
+    }
     put_entries(new, rendered);
+}
+
+/// Whether the fieldsV1 `trie` owns the leaf `path`.
+fn trie_holds(trie: &Value, path: &FieldPath) -> bool {
+    let mut node = trie;
+    for step in path {
+        match node.get(step) {
+            Some(child) => node = child,
+            None => return false,
+        }
+    }
+    node.as_object().is_none_or(Map::is_empty)
 }
 
 /// The leaves of `new` whose value differs from `old`'s (`changed`) and the leaves of `old` that
@@ -706,6 +728,99 @@ mod tests {
             let differs = !changed.is_empty() || !removed.is_empty();
             assert_eq!(differs, i + 1 < variants.len(), "{new}");
             assert_eq!((changed, removed), flattened_difference(&old, new), "{new}");
+        }
+    }
+
+    /// A write recorded the plain way: every entry parsed, the moved paths taken out of all of
+    /// them, the writer's entry given the changed ones, every entry rendered again.
+    fn recorded_by_parsing_everything(old: &Value, new: &Value, writer: &Writer) -> Value {
+        let (changed, removed) = flattened_difference(old, new);
+        let mut basis = entries(new);
+        for entry in &mut basis {
+            entry
+                .fields
+                .retain(|p| !changed.contains(p) && !removed.contains(p));
+        }
+        match basis
+            .iter_mut()
+            .find(|e| e.same_owner(&writer.manager, "Update", writer.subresource))
+        {
+            Some(entry) => {
+                entry.fields.extend(changed);
+                entry.api_version = writer.api_version.clone();
+                entry.time = writer.now.clone();
+            }
+            None => basis.push(Entry {
+                manager: writer.manager.clone(),
+                operation: "Update".into(),
+                api_version: writer.api_version.clone(),
+                time: writer.now.clone(),
+                subresource: writer.subresource.map(String::from),
+                fields: changed,
+            }),
+        }
+        let mut out = new.clone();
+        set_entries(&mut out, basis);
+        out
+    }
+
+    #[test]
+    fn an_update_records_what_parsing_every_entry_would() {
+        let live = json!({"metadata": {"name": "lock", "labels": {"a": "1"}}, "spec": {}});
+        let base = apply(
+            &live,
+            json!({"metadata": {"labels": {"a": "1"}}, "spec": {"holderIdentity": "a", "size": 1}}),
+            "mgr-a",
+            false,
+        )
+        .unwrap();
+        let mut owned = base.clone();
+        owned["spec"]["renewTime"] = json!("t1");
+        record_update(Some(&base), &mut owned, true, &writer("renewer"));
+        let status_writer = Writer {
+            subresource: Some("status"),
+            ..writer("renewer")
+        };
+        type Edit = Box<dyn Fn(&mut Value)>;
+        let edits: Vec<(Edit, Writer)> = vec![
+            (
+                Box::new(|o| o["spec"]["renewTime"] = json!("t2")),
+                writer("renewer"),
+            ),
+            (
+                Box::new(|o| o["spec"]["holderIdentity"] = json!("b")),
+                writer("renewer"),
+            ),
+            (
+                Box::new(|o| {
+                    o["spec"].as_object_mut().unwrap().remove("size");
+                }),
+                writer("renewer"),
+            ),
+            (
+                Box::new(|o| o["spec"]["renewTime"] = json!("t3")),
+                writer("third"),
+            ),
+            (
+                Box::new(|o| o["status"] = json!({"ok": true})),
+                status_writer,
+            ),
+            (
+                Box::new(|o| {
+                    o["spec"].as_object_mut().unwrap().remove("renewTime");
+                }),
+                writer("mgr-a"),
+            ),
+        ];
+        for (i, (edit, who)) in edits.iter().enumerate() {
+            let mut written = owned.clone();
+            edit(&mut written);
+            let expected = recorded_by_parsing_everything(&owned, &written, who);
+            record_update(Some(&owned), &mut written, true, who);
+            assert_eq!(
+                written["metadata"]["managedFields"], expected["metadata"]["managedFields"],
+                "edit {i}"
+            );
         }
     }
 

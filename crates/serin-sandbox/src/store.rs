@@ -1133,13 +1133,31 @@ impl Store {
         }
         let mut object = match part {
             Part::Status => {
-                let mut object = Value::clone(&old);
-                object["status"] = new.get("status").cloned().unwrap_or(Value::Null);
+                // The body is already a copy: it becomes the stored object but for its status,
+                // copying from the stored object only the fields that differ.
+                let mut object = new;
+                let status = object
+                    .as_object_mut()
+                    .and_then(|fields| fields.remove("status"));
                 // The workload controllers record revisions as annotations through /status, which
                 // takes annotations for these kinds (and never bumps generation).
-                if info.builtin && matches!(info.kind.as_str(), "Deployment" | "ReplicaSet") {
-                    match meta(&new).get("annotations") {
-                        Some(a) => meta_mut(&mut object).insert("annotations".into(), a.clone()),
+                let annotated =
+                    info.builtin && matches!(info.kind.as_str(), "Deployment" | "ReplicaSet");
+                let annotations = annotated
+                    .then(|| meta(&object).get("annotations").cloned())
+                    .flatten();
+                if let (Some(fields), Some(stored)) = (object.as_object_mut(), old.as_object()) {
+                    fields.retain(|key, _| key != "status" && stored.contains_key(key));
+                    for (key, value) in stored {
+                        if key != "status" && fields.get(key) != Some(value) {
+                            fields.insert(key.clone(), value.clone());
+                        }
+                    }
+                }
+                object["status"] = status.unwrap_or(Value::Null);
+                if annotated {
+                    match annotations {
+                        Some(a) => meta_mut(&mut object).insert("annotations".into(), a),
                         None => meta_mut(&mut object).remove("annotations"),
                     };
                 }
