@@ -26,7 +26,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-/// The sizes run by default; 10,000 took 10 to 14 minutes in four runs and 10 GiB for the sandbox.
+/// The sizes run by default; 10,000 took 7 to 9 minutes in four runs and 10 GiB for the sandbox.
 const SIZES: [usize; 3] = [100, 1_000, 10_000];
 const IDLE_WINDOW: Duration = Duration::from_secs(30);
 const NAMESPACE: &str = "bench";

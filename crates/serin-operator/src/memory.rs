@@ -19,16 +19,26 @@ pub fn limit_arenas() {
     }
 }
 
-/// Returns freed heap memory to the system, every [`TRIM_EVERY`], for as long as it runs.
+/// Freed memory below this stays with the allocator: giving back a little only makes the next
+/// allocations fault their pages in again.
+#[cfg_attr(not(all(target_os = "linux", target_env = "gnu")), allow(dead_code))]
+const TRIM_AT_LEAST: usize = 16 << 20;
+
+/// Returns freed heap memory to the system, every [`TRIM_EVERY`], for as long as it runs, when
+/// there is enough of it: at least [`TRIM_AT_LEAST`] and a quarter of what is in use.
 pub async fn trim_periodically() {
     let mut every = tokio::time::interval(TRIM_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         every.tick().await;
         #[cfg(all(target_os = "linux", target_env = "gnu"))]
-        // SAFETY: malloc_trim only releases free pages of the allocator's own heap.
+        // SAFETY: mallinfo2 reads the allocator's counters; malloc_trim only releases free pages
+        // of its own heap.
         unsafe {
-            libc::malloc_trim(0);
+            let heap = libc::mallinfo2();
+            if heap.fordblks >= TRIM_AT_LEAST.max(heap.uordblks / 4) {
+                libc::malloc_trim(0);
+            }
         }
     }
 }

@@ -552,6 +552,11 @@ impl Store {
         }
     }
 
+    /// A copy of a stored object as the resource's version shows it.
+    fn presented(info: &ResourceInfo, object: &Value) -> Value {
+        Self::present(info, object.clone())
+    }
+
     /// The stored object as the resource's version shows it (with its `apiVersion` and `kind`).
     pub fn present(info: &ResourceInfo, object: Value) -> Value {
         let mut object = crate::convert::to_version(info, object);
@@ -760,7 +765,7 @@ impl Store {
             .history
             .iter()
             .filter(|c| c.rv > from && c.resource == resource)
-            .map(|c| (c.change, Self::present(info, Value::clone(&c.object))))
+            .map(|c| (c.change, Self::presented(info, &c.object)))
             .collect();
         Ok(WatchStart {
             initial,
@@ -830,7 +835,7 @@ impl Store {
         options: &WriteOptions,
     ) -> Result<Value, ApiError> {
         self.create_shared(info, namespace, body, options)
-            .map(|created| Self::present(info, Value::clone(&created)))
+            .map(|created| Self::presented(info, &created))
     }
 
     /// Like [`Store::create`], returning the stored object shared rather than a presented copy
@@ -1058,7 +1063,7 @@ impl Store {
         options: &WriteOptions,
     ) -> Result<Value, ApiError> {
         self.update_shared(info, namespace, name, body, part, options)
-            .map(|updated| Self::present(info, Value::clone(&updated)))
+            .map(|updated| Self::presented(info, &updated))
     }
 
     /// Like [`Store::update`], returning the stored object shared rather than a presented copy.
@@ -1266,7 +1271,7 @@ impl Store {
         options: &WriteOptions,
     ) -> Result<(Value, bool), ApiError> {
         self.patch_shared(info, namespace, name, patch_type, body, part, options)
-            .map(|(patched, created)| (Self::present(info, Value::clone(&patched)), created))
+            .map(|(patched, created)| (Self::presented(info, &patched), created))
     }
 
     /// Like [`Store::patch`], returning the stored object shared rather than a presented copy.
@@ -1298,7 +1303,7 @@ impl Store {
         };
         // The patch sees the live resourceVersion (kubectl's JSON patches replace it, which makes
         // them conditional); a patch that leaves it alone is unconditional.
-        let mut patched = Self::present(info, Value::clone(&old));
+        let mut patched = Self::presented(info, &old);
         match patch_type {
             PatchType::Merge => patch::merge_patch(&mut patched, body),
             PatchType::Json => {
@@ -1402,10 +1407,10 @@ impl Store {
             ));
         }
         if dry_run {
-            return Ok(Self::present(info, Value::clone(&old)));
+            return Ok(Self::presented(info, &old));
         }
         let deleted = self.delete_object(&mut inner, info, old, options.propagation.as_deref());
-        Ok(Self::present(info, Value::clone(&deleted)))
+        Ok(Self::presented(info, &deleted))
     }
 
     fn delete_object(
