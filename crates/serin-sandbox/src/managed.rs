@@ -306,16 +306,13 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, builtin: bool, writer
         Some(old) => changed_leaves(old, new, builtin, &mut changed, &mut removed),
         None => changed.extend(leaves(new, builtin).into_keys()),
     }
-    if changed.is_empty()
-        && removed.is_empty()
-        && old.is_some_and(|o| o["metadata"]["managedFields"] == new["metadata"]["managedFields"])
-    {
-        // Nothing moves and the recorded ownership is the stored one: it stays as it is.
-        return;
-    }
     if changed.is_empty() && removed.is_empty() {
-        let basis = entries(new);
-        set_entries(new, basis);
+        // Nothing moves: the recorded ownership stays, normalised only when the write sent its own.
+        let stored = old.map(|o| &o["metadata"]["managedFields"]);
+        if stored != Some(&new["metadata"]["managedFields"]) {
+            let basis = entries(new);
+            set_entries(new, basis);
+        }
         return;
     }
     // Only the writer's entry and the entries owning a path this write changes or removes are
