@@ -11,6 +11,7 @@ pub mod canary;
 pub mod crd;
 pub mod duration;
 pub mod hooks;
+pub mod limits;
 pub mod mesh;
 pub mod metric_template;
 pub mod schema;

@@ -2,6 +2,7 @@
 //! and what to write instead.
 
 use crate::duration::{parse_go_duration, parse_pause_duration};
+use crate::limits::{MAX_QUERY_TEMPLATE_BYTES, MAX_WEBHOOK_TIMEOUT, bytes};
 use crate::mesh::{HttpMatchRequest, StringMatch};
 use crate::{
     AlertProvider, AnalysisSpelling, Canary, CanaryAnalysis, CanaryMetric, CanarySpec, CanaryStep,
@@ -104,6 +105,38 @@ impl Report {
         }
     }
 
+    /// A webhook's per-attempt timeout: a duration no longer than [`MAX_WEBHOOK_TIMEOUT`], so that
+    /// one Canary's silent hook cannot hold a call for hours.
+    fn webhook_timeout(&mut self, path: &str, value: Option<&str>) {
+        let Some(text) = value else { return };
+        match parse_go_duration(text) {
+            Err(_) => self.add(path, interval_hint(text)),
+            Ok(timeout) if timeout > MAX_WEBHOOK_TIMEOUT => self.add(
+                path,
+                format!(
+                    "{text:?} is above the maximum of {}; a webhook waits at most that long for one answer: write {} or less",
+                    humanize(MAX_WEBHOOK_TIMEOUT),
+                    humanize(MAX_WEBHOOK_TIMEOUT)
+                ),
+            ),
+            Ok(_) => {}
+        }
+    }
+
+    /// A query template no longer than [`MAX_QUERY_TEMPLATE_BYTES`].
+    fn query_length(&mut self, path: &str, query: &str) {
+        if query.len() > MAX_QUERY_TEMPLATE_BYTES {
+            self.add(
+                path,
+                format!(
+                    "the query is {} long, over the limit of {}: shorten it",
+                    bytes(query.len()),
+                    bytes(MAX_QUERY_TEMPLATE_BYTES)
+                ),
+            );
+        }
+    }
+
     /// A metric's interval goes into PromQL as a range (`[1m]`), where Prometheus takes whole
     /// numbers with h, m, s or ms but no fractions or smaller units.
     fn metric_interval(&mut self, path: &str, value: Option<&str>) {
@@ -201,6 +234,16 @@ pub fn validate(canary: &Canary) -> Vec<FieldError> {
     let mut report = Report::default();
     validate_spec(&canary.spec, &mut report);
     report.errors
+}
+
+/// A whole number of minutes or seconds as a duration is written: `5m`, `90s`.
+fn humanize(duration: std::time::Duration) -> String {
+    let seconds = duration.as_secs();
+    if seconds.is_multiple_of(60) {
+        format!("{}m", seconds / 60)
+    } else {
+        format!("{seconds}s")
+    }
 }
 
 fn interval_hint(text: &str) -> String {
@@ -1083,6 +1126,7 @@ fn validate_metrics(metrics: &[CanaryMetric], base: &str, r: &mut Report) {
                 format!("{mp}.query"),
                 "empty query; write a PromQL query or use templateRef",
             ),
+            (None, Some(q)) => r.query_length(&format!("{mp}.query"), q),
             (None, None) if !m.name.is_empty() && !BUILTIN_METRICS.contains(&m.name.as_str()) => {
                 r.add(
                     format!("{mp}.name"),
@@ -1155,7 +1199,7 @@ fn validate_webhooks(webhooks: &[CanaryWebhook], base: &str, r: &mut Report) {
             );
         }
         r.url(&format!("{hp}.url"), &hook.url);
-        r.interval(&format!("{hp}.timeout"), hook.timeout.as_deref());
+        r.webhook_timeout(&format!("{hp}.timeout"), hook.timeout.as_deref());
         r.range(&format!("{hp}.retries"), hook.retries, 0, 100, "2");
     }
 }
@@ -1254,6 +1298,7 @@ pub fn validate_metric_template(template: &MetricTemplate) -> Vec<FieldError> {
     if template.spec.query.trim().is_empty() {
         r.add("spec.query", "empty; write the query, e.g. sum(rate(...{namespace=\"{{ namespace }}\"}[{{ interval }}]))");
     }
+    r.query_length("spec.query", &template.spec.query);
     r.errors
 }
 

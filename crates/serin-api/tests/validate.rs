@@ -1130,6 +1130,36 @@ fn webhook_timeouts_and_retries_are_in_range() {
     );
 }
 
+#[test]
+fn a_webhook_waits_at_most_five_minutes_for_an_answer() {
+    assert_valid(json!({"webhooks": [hook(json!({"timeout": "5m"}))]}));
+    assert_valid(json!({"webhooks": [hook(json!({"timeout": "4m59s"}))]}));
+    for too_long in ["5m1s", "301s", "1000h"] {
+        let errs = errors(json!({"webhooks": [hook(json!({"timeout": too_long}))]}));
+        let [error] = errs.as_slice() else {
+            panic!("{too_long}: {errs:?}");
+        };
+        assert_eq!(error.path, "spec.analysis.webhooks[0].timeout");
+        assert!(
+            error.message.contains("above the maximum of 5m") && error.message.contains(too_long),
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn an_inline_query_may_be_64_kib_and_no_longer() {
+    let limit = serin_api::limits::MAX_QUERY_TEMPLATE_BYTES;
+    let metric = |query: String| json!({"metrics": [{"name": "custom", "query": query, "thresholdRange": {"max": 1}}]});
+    assert_valid(metric("x".repeat(limit)));
+    let errs = errors(metric("x".repeat(limit + 1)));
+    let [error] = errs.as_slice() else {
+        panic!("{errs:?}");
+    };
+    assert_eq!(error.path, "spec.analysis.metrics[0].query");
+    assert!(error.message.contains("65536 bytes (64 KiB)"), "{error}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // alerts and session affinity
 
@@ -1263,6 +1293,12 @@ fn metric_templates_name_a_known_provider_with_an_address_and_a_query() {
     );
     assert!(template(json!({"provider": {"insecureSkipVerify": false}})).is_empty());
     assert_eq!(template(json!({"query": " \n"})), ["spec.query"]);
+    let limit = serin_api::limits::MAX_QUERY_TEMPLATE_BYTES;
+    assert!(template(json!({"query": "x".repeat(limit)})).is_empty());
+    assert_eq!(
+        template(json!({"query": "x".repeat(limit + 1)})),
+        ["spec.query"]
+    );
 }
 
 fn alert_provider(patch: Value) -> Vec<String> {

@@ -1,8 +1,11 @@
 //! A Prometheus client that reads instant queries the way Flagger does: one value per query, the last
-//! series winning, an empty result or NaN meaning "no values", and a 5 s timeout.
+//! series winning, an empty result or NaN meaning "no values", and a 5 s timeout. An address may be
+//! chosen by a tenant, so the answer is read with a size limit and redirects are not followed.
 
-use prometheus_http_query::response::Data;
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use prometheus_http_query::response::{Data, PromqlResult};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serin_api::limits::{MAX_METRIC_ANSWER_BYTES, bytes};
 use serin_core::plan::MetricReading;
 use std::time::Duration;
 
@@ -54,6 +57,15 @@ pub enum QueryError {
     /// The answer was not an instant vector with numeric values.
     #[error("unexpected Prometheus answer: {0}")]
     Unexpected(String),
+    /// The answer was longer than [`MAX_METRIC_ANSWER_BYTES`]; reading stopped there.
+    #[error(
+        "Prometheus at {address} answered with more than {}: Serin reads at most that much; make the query return one series (e.g. wrap it in sum(...))",
+        bytes(MAX_METRIC_ANSWER_BYTES)
+    )]
+    TooLarge {
+        /// The address queried.
+        address: String,
+    },
     /// The address cannot be used.
     #[error(
         "the Prometheus address {0:?} is not supported: use an http:// or https:// URL such as http://prometheus.istio-system:9090"
@@ -111,6 +123,14 @@ impl Default for ClientOptions {
             timeout: QUERY_TIMEOUT,
         }
     }
+}
+
+/// Prometheus' answer envelope: `{"status": "success", "data": ...}` or an error.
+#[derive(serde::Deserialize)]
+#[serde(tag = "status", rename_all = "lowercase")]
+enum Envelope {
+    Success { data: PromqlResult },
+    Error(prometheus_http_query::error::PrometheusError),
 }
 
 /// A Prometheus API endpoint.
@@ -247,6 +267,8 @@ impl PrometheusClient {
             None => {}
         }
         let http = reqwest::Client::builder()
+            // A redirect could send the template's credentials to another host.
+            .redirect(reqwest::redirect::Policy::none())
             .timeout(options.timeout)
             .connect_timeout(CONNECT_TIMEOUT.min(options.timeout))
             .danger_accept_invalid_certs(options.insecure_skip_verify)
@@ -294,9 +316,90 @@ impl PrometheusClient {
             .fold(self.client.query(query), |request, (name, value)| {
                 request.header(name.clone(), value.clone())
             });
-        match request.get().await {
-            Ok(answer) => Ok(answer.into_inner().0),
-            Err(error) => Err(self.query_error(error)),
+        // reqwest's timeout covers the body too; this one also bounds reading it here.
+        let answer = async {
+            let response = request.get_raw().await.map_err(|e| self.query_error(e))?;
+            self.read_answer(response).await
+        };
+        tokio::time::timeout(self.timeout, answer)
+            .await
+            .unwrap_or_else(|_| Err(self.no_answer_in_time()))
+    }
+
+    fn no_answer_in_time(&self) -> QueryError {
+        QueryError::Unreachable {
+            address: self.address.clone(),
+            reason: format!("no answer within {:?}", self.timeout),
+        }
+    }
+
+    /// Reads an answer of at most [`MAX_METRIC_ANSWER_BYTES`] as Prometheus' JSON envelope.
+    async fn read_answer(&self, response: reqwest::Response) -> Result<Data, QueryError> {
+        let status = response.status();
+        let is_json = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| {
+                let media = v.split(';').next().unwrap_or_default().trim();
+                media.eq_ignore_ascii_case("application/json")
+            });
+        if !is_json {
+            return Err(if status.is_success() {
+                QueryError::Unexpected(format!(
+                    "Prometheus at {} answered {status} with a body that is not JSON: check the address and its path prefix",
+                    self.address
+                ))
+            } else {
+                self.status_error(status)
+            });
+        }
+        let body = http::Response::from(response).into_body();
+        let collected = Limited::new(body, MAX_METRIC_ANSWER_BYTES).collect().await;
+        let body = match collected {
+            Ok(collected) => collected.to_bytes(),
+            Err(error) if error.is::<LengthLimitError>() => {
+                return Err(QueryError::TooLarge {
+                    address: self.address.clone(),
+                });
+            }
+            Err(error) => {
+                return Err(match error.downcast_ref::<reqwest::Error>() {
+                    Some(e) if e.is_timeout() => self.no_answer_in_time(),
+                    _ => QueryError::Unreachable {
+                        address: self.address.clone(),
+                        reason: format!("reading the answer failed: {}", causes(&*error)),
+                    },
+                });
+            }
+        };
+        match serde_json::from_slice::<Envelope>(&body) {
+            Ok(Envelope::Success { data }) => Ok(data.into_inner().0),
+            Ok(Envelope::Error(rejection)) => Err(QueryError::Rejected(rejection.to_string())),
+            Err(_) if !status.is_success() => Err(self.status_error(status)),
+            Err(error) => Err(QueryError::Unexpected(format!(
+                "Prometheus at {} answered JSON that is not a query result ({error})",
+                self.address
+            ))),
+        }
+    }
+
+    fn status_error(&self, status: reqwest::StatusCode) -> QueryError {
+        let hint = match status.as_u16() {
+            401 | 403 => {
+                "check the credentials (the MetricTemplate's provider.secretRef Secret: token, or username and password)"
+            }
+            300..=399 => {
+                "Serin does not follow redirects for metric queries; write the address Prometheus answers on"
+            }
+            _ => {
+                "check the metrics server address (--metrics-server or the MetricTemplate's provider.address) and its path prefix"
+            }
+        };
+        QueryError::Status {
+            address: self.address.clone(),
+            status: status.as_u16(),
+            hint,
         }
     }
 
@@ -310,28 +413,13 @@ impl PrometheusClient {
         let Some(request) = request else {
             return QueryError::Unexpected(error.to_string());
         };
-        let address = self.address.clone();
         if request.is_timeout() {
-            return QueryError::Unreachable {
-                address,
-                reason: format!("no answer within {:?}", self.timeout),
-            };
+            return self.no_answer_in_time();
         }
         if let Some(status) = request.status() {
-            let hint = match status.as_u16() {
-                401 | 403 => {
-                    "check the credentials (the MetricTemplate's provider.secretRef Secret: token, or username and password)"
-                }
-                _ => {
-                    "check the metrics server address (--metrics-server or the MetricTemplate's provider.address) and its path prefix"
-                }
-            };
-            return QueryError::Status {
-                address,
-                status: status.as_u16(),
-                hint,
-            };
+            return self.status_error(status);
         }
+        let address = self.address.clone();
         // reqwest's own message repeats the URL with the query; its causes say what went wrong.
         let reason = std::error::Error::source(request)
             .map(causes)

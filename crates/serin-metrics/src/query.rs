@@ -3,7 +3,10 @@
 //! Templates use Flagger's placeholders — `{{ name }}`, `{{ namespace }}`, `{{ target }}`,
 //! `{{ service }}`, `{{ ingress }}`, `{{ route }}`, `{{ interval }}` and `{{ variables.KEY }}` —
 //! and, as in Flagger (`missingkey=error`), anything else is an error rather than an empty string.
+//! Only placeholders are filled in: templates are written by tenants, and a template language with
+//! loops and expressions would let one of them spend the operator's memory and threads.
 
+use serin_api::limits::{MAX_QUERY_TEMPLATE_BYTES, MAX_RENDERED_QUERY_BYTES, bytes, quoted};
 use std::collections::BTreeMap;
 
 /// The values a query's placeholders take for one canary and metric.
@@ -40,62 +43,98 @@ pub enum RenderError {
         "unknown placeholder {{{{ {0} }}}}: use name, namespace, target, service, ingress, route, interval or variables.<key>"
     )]
     UnknownPlaceholder(String),
+    /// Something between `{{` and `}}` that is not a placeholder (a loop, an expression, a filter).
+    #[error(
+        "{{{{ {0} }}}} is not a placeholder: a query takes only {{{{ name }}}}, {{{{ namespace }}}}, {{{{ target }}}}, {{{{ service }}}}, {{{{ ingress }}}}, {{{{ route }}}}, {{{{ interval }}}} and {{{{ variables.<key> }}}}; write the rest of the query as plain text"
+    )]
+    NotAPlaceholder(String),
     /// The template is not valid template syntax (e.g. `{{` without `}}`).
     #[error("the query template is invalid ({0}): write placeholders as {{{{ name }}}}")]
     Invalid(String),
+    /// The template itself is longer than [`MAX_QUERY_TEMPLATE_BYTES`].
+    #[error("the query is {} long, over the limit of {}: shorten it", bytes(*.0), bytes(MAX_QUERY_TEMPLATE_BYTES))]
+    TemplateTooLong(usize),
+    /// Filling in the placeholders would make the query longer than [`MAX_RENDERED_QUERY_BYTES`].
+    #[error(
+        "the rendered query would be over the limit of {}: shorten the query or the templateVariables it repeats",
+        bytes(MAX_RENDERED_QUERY_BYTES)
+    )]
+    RenderedTooLong,
 }
 
-const PLACEHOLDERS: [&str; 7] = [
-    "name",
-    "namespace",
-    "target",
-    "service",
-    "ingress",
-    "route",
-    "interval",
-];
-
-/// Renders `template` for `context`, strictly.
+/// Renders `template` for `context`, strictly: each `{{ placeholder }}` (Flagger's names, and Go
+/// templates' `{{-`/`-}}` white-space trimming) is replaced by its value, and anything else between
+/// `{{` and `}}` is an error. The work is linear in the template and bounded by
+/// [`MAX_QUERY_TEMPLATE_BYTES`] and [`MAX_RENDERED_QUERY_BYTES`], since templates come from tenants.
 pub fn render(template: &str, context: &QueryContext) -> Result<String, RenderError> {
-    let mut env = minijinja::Environment::new();
-    env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
-    // PromQL is not HTML, and the builtin queries' final newline is part of Flagger's text.
-    env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
-    let syntax = minijinja::syntax::SyntaxConfig::builder()
-        .keep_trailing_newline(true)
-        .build()
-        .expect("the default delimiters are valid");
-    env.set_syntax(syntax);
-    let invalid = |e: minijinja::Error| RenderError::Invalid(e.to_string());
-    let compiled = env.template_from_str(template).map_err(invalid)?;
-    let values = minijinja::context! {
-        name => &context.name,
-        namespace => &context.namespace,
-        target => &context.target,
-        service => &context.service,
-        ingress => &context.ingress,
-        route => &context.route,
-        interval => &context.interval,
-        variables => context.variables.clone(),
-    };
-    compiled.render(values).map_err(|e| {
-        if e.kind() != minijinja::ErrorKind::UndefinedError {
-            return invalid(e);
+    if template.len() > MAX_QUERY_TEMPLATE_BYTES {
+        return Err(RenderError::TemplateTooLong(template.len()));
+    }
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    let mut trim_next = false;
+    let push = |out: &mut String, piece: &str| {
+        if out.len() + piece.len() > MAX_RENDERED_QUERY_BYTES {
+            return Err(RenderError::RenderedTooLong);
         }
-        // minijinja says only "undefined value"; the template's free names tell which one.
-        let mut used: Vec<String> = compiled.undeclared_variables(true).into_iter().collect();
-        used.sort();
-        used.into_iter()
-            .find_map(|used| match used.strip_prefix("variables.") {
-                Some(key) if !context.variables.contains_key(key) => {
-                    Some(RenderError::MissingVariable(key.to_string()))
-                }
-                None if !PLACEHOLDERS.contains(&used.as_str()) && used != "variables" => {
-                    Some(RenderError::UnknownPlaceholder(used))
-                }
-                _ => None,
-            })
-            .unwrap_or_else(|| invalid(e))
+        out.push_str(piece);
+        Ok(())
+    };
+    while let Some(open) = rest.find("{{") {
+        let mut text = &rest[..open];
+        if trim_next {
+            text = text.trim_start();
+        }
+        let after = &rest[open + 2..];
+        let Some(close) = after.find("}}") else {
+            return Err(RenderError::Invalid(format!(
+                "{{{{ at byte {} has no closing }}}}",
+                template.len() - rest.len() + open
+            )));
+        };
+        let mut inner = &after[..close];
+        // Go's trim markers need white space after `{{-` and before `-}}`.
+        let trim_before = inner.starts_with("- ") || inner.starts_with("-\t");
+        if trim_before {
+            inner = &inner[1..];
+            text = text.trim_end();
+        }
+        trim_next = inner.ends_with(" -") || inner.ends_with("\t-");
+        if trim_next {
+            inner = &inner[..inner.len() - 1];
+        }
+        push(&mut out, text)?;
+        push(&mut out, placeholder(inner.trim(), context)?)?;
+        rest = &after[close + 2..];
+    }
+    push(&mut out, if trim_next { rest.trim_start() } else { rest })?;
+    Ok(out)
+}
+
+/// The value of one placeholder (the text between `{{` and `}}`, trimmed).
+fn placeholder<'a>(name: &str, context: &'a QueryContext) -> Result<&'a str, RenderError> {
+    let is_word = |text: &str| {
+        !text.is_empty() && text.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    };
+    if let Some(key) = name.strip_prefix("variables.")
+        && is_word(key)
+    {
+        return context
+            .variables
+            .get(key)
+            .map(String::as_str)
+            .ok_or_else(|| RenderError::MissingVariable(key.to_string()));
+    }
+    Ok(match name {
+        "name" => &context.name,
+        "namespace" => &context.namespace,
+        "target" => &context.target,
+        "service" => &context.service,
+        "ingress" => &context.ingress,
+        "route" => &context.route,
+        "interval" => &context.interval,
+        _ if is_word(name) => return Err(RenderError::UnknownPlaceholder(name.to_string())),
+        _ => return Err(RenderError::NotAPlaceholder(quoted(name))),
     })
 }
 
@@ -305,5 +344,91 @@ mod tests {
             render("sum({{ target ", &podinfo()).unwrap_err(),
             RenderError::Invalid(_)
         ));
+    }
+
+    #[test]
+    fn go_trim_markers_trim_the_white_space_around_a_placeholder() {
+        assert_eq!(
+            render(
+                "a  {{- target -}}  b {{- name }} {{ interval -}}\n",
+                &podinfo()
+            )
+            .unwrap(),
+            "apodinfobpodinfo 1m"
+        );
+        // Without white space after the dash it is not a marker (and not a placeholder).
+        assert!(matches!(
+            render("{{-target}}", &podinfo()).unwrap_err(),
+            RenderError::NotAPlaceholder(_)
+        ));
+    }
+
+    #[test]
+    fn loops_expressions_and_filters_are_refused_without_being_evaluated() {
+        for bomb in [
+            r#"{% for i in [0]*20 %}{{ "x"*100000000 }}{% endfor %}"#,
+            "{{ range(100000) | join }}",
+            "{{ name | upper }}",
+            "{{ variables.a + variables.b }}",
+        ] {
+            let error = render(bomb, &podinfo()).unwrap_err();
+            assert!(
+                matches!(error, RenderError::NotAPlaceholder(_)),
+                "{bomb}: {error:?}"
+            );
+            assert!(
+                error.to_string().contains("is not a placeholder"),
+                "{error}"
+            );
+        }
+        // A long expression is quoted cut short in the message.
+        let long = format!("{{{{ {} }}}}", "x * ".repeat(1000));
+        assert!(render(&long, &podinfo()).unwrap_err().to_string().len() < 600);
+    }
+
+    #[test]
+    fn the_template_may_be_64_kib_and_no_longer() {
+        let at_limit = "x".repeat(MAX_QUERY_TEMPLATE_BYTES);
+        assert_eq!(
+            render(&at_limit, &podinfo()).unwrap().len(),
+            MAX_QUERY_TEMPLATE_BYTES
+        );
+        let over = "x".repeat(MAX_QUERY_TEMPLATE_BYTES + 1);
+        let error = render(&over, &podinfo()).unwrap_err();
+        assert_eq!(
+            error,
+            RenderError::TemplateTooLong(MAX_QUERY_TEMPLATE_BYTES + 1)
+        );
+        assert!(
+            error.to_string().contains("65536 bytes (64 KiB)"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_rendered_query_may_be_64_kib_and_no_longer() {
+        let mut context = podinfo();
+        // 64 placeholders of a 1 KiB value: exactly the limit, then one byte more.
+        context.variables.insert("kib".into(), "v".repeat(1024));
+        let template = "{{ variables.kib }}".repeat(64);
+        assert_eq!(
+            render(&template, &context).unwrap().len(),
+            MAX_RENDERED_QUERY_BYTES
+        );
+        let error = render(&format!("{template}!"), &context).unwrap_err();
+        assert_eq!(error, RenderError::RenderedTooLong);
+        assert!(
+            error.to_string().contains("65536 bytes (64 KiB)"),
+            "{error}"
+        );
+        // A template of 3,000 placeholders of a 1 MiB variable stops at the limit, not at 3 GB.
+        context
+            .variables
+            .insert("mib".into(), "v".repeat(1024 * 1024));
+        let amplified = "{{ variables.mib }}".repeat(3000);
+        assert_eq!(
+            render(&amplified, &context).unwrap_err(),
+            RenderError::RenderedTooLong
+        );
     }
 }
