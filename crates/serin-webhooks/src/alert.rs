@@ -225,9 +225,13 @@ impl Notifier {
         let usable = Url::parse(address)
             .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some());
         if !usable {
+            let source_field = match secret_address.filter(|a| !a.is_empty()) {
+                Some(_) => "the Secret's address key",
+                None => "spec.address",
+            };
             return Err(AlertError::InvalidAddress {
                 provider: provider.to_string(),
-                address: address.to_string(),
+                source_field: source_field.into(),
             });
         }
         let proxy = match spec.proxy.as_deref().filter(|p| !p.is_empty()) {
@@ -235,7 +239,7 @@ impl Notifier {
             Some(proxy) => {
                 return Err(AlertError::InvalidProxy {
                     provider: provider.to_string(),
-                    proxy: proxy.to_string(),
+                    proxy: crate::transport::without_credentials(proxy),
                 });
             }
             None => None,
@@ -347,7 +351,7 @@ impl WebhookClient {
         let url_text = notifier.post_url();
         let url = Url::parse(&url_text).map_err(|_| AlertError::InvalidAddress {
             provider: notifier.provider.clone(),
-            address: url_text.clone(),
+            source_field: "the provider's address".into(),
         })?;
         let sent = self
             .transport
@@ -362,7 +366,7 @@ impl WebhookClient {
             .await;
         let failed = |reason: String| AlertError::PostFailed {
             provider: notifier.provider.clone(),
-            url: url_text.clone(),
+            url: crate::transport::host_only(&url_text),
             reason,
         };
         match sent {
@@ -447,8 +451,11 @@ mod tests {
         let error = Notifier::from_provider("ops", &spec, None, None)
             .unwrap_err()
             .to_string();
+        // The address is a credential: the message says where it is, not what it is.
         assert!(
-            error.contains("hooks.slack.com/x") && error.contains("https://"),
+            error.contains("the address in spec.address")
+                && error.contains("https://")
+                && !error.contains("hooks.slack.com/x"),
             "{error}"
         );
     }

@@ -1,9 +1,10 @@
 //! Calling a Canary's webhooks: Flagger's payload, per-attempt timeout, retries and the ≤ 202 rule.
 
-use crate::transport::{PostError, Response, trimmed_body};
+use crate::transport::{PostError, Response, shown_url, trimmed_body};
 use crate::{WebhookClient, WebhookError};
 use reqwest::{StatusCode, Url};
 use serde::{Deserialize, Serialize};
+use serin_api::limits::MAX_WEBHOOK_TIMEOUT;
 use serin_api::{Canary, CanaryStatus, CanaryWebhook, HookType, Phase};
 use serin_core::{Check, EventType, Outcome, Verdict};
 use sha2::{Digest, Sha256};
@@ -88,7 +89,8 @@ pub fn canary_checksum(status: Option<&CanaryStatus>) -> String {
 }
 
 /// A webhook's per-attempt timeout: its `timeout`, or 10s when unset or shorter than two
-/// characters (Flagger's rule).
+/// characters (Flagger's rule), and never more than [`MAX_WEBHOOK_TIMEOUT`] (validation refuses
+/// longer ones; a Canary written before that rule still waits no longer).
 pub fn hook_timeout(hook: &CanaryWebhook) -> Result<Duration, WebhookError> {
     let text = hook.timeout.as_deref().unwrap_or("");
     if text.chars().count() < 2 {
@@ -97,6 +99,7 @@ pub fn hook_timeout(hook: &CanaryWebhook) -> Result<Duration, WebhookError> {
     serin_api::duration::parse_go_duration(text)
         .ok()
         .filter(|d| !d.is_zero())
+        .map(|d| d.min(MAX_WEBHOOK_TIMEOUT))
         .ok_or_else(|| WebhookError::InvalidTimeout {
             hook: hook.name.clone(),
             timeout: text.to_string(),
@@ -123,12 +126,20 @@ pub enum AttemptFailure {
     Transport(String),
     /// A retryable status (429, or 5xx other than 501).
     Status(StatusCode),
+    /// The call with its retries and waits reached its limit (the client's `call_limit`,
+    /// [`serin_api::limits::MAX_WEBHOOK_CALL`] by default) before an attempt succeeded.
+    CallLimit(Duration),
 }
 
 impl std::fmt::Display for AttemptFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             AttemptFailure::Timeout(t) => write!(f, "no answer within {}s", t.as_secs_f64()),
+            AttemptFailure::CallLimit(limit) => write!(
+                f,
+                "the call ran out of the {}s one webhook call may take with its retries",
+                limit.as_secs()
+            ),
             AttemptFailure::Transport(error) => f.write_str(error),
             // Flagger (retryablehttp) writes no status suffix for 429.
             AttemptFailure::Status(StatusCode::TOO_MANY_REQUESTS) => {
@@ -213,11 +224,25 @@ impl WebhookClient {
         // Flagger's disableTLS skips certificate verification (InsecureSkipVerify).
         let verify_tls = hook.disable_tls != Some(true);
         let attempts = u32::try_from(hook.retries.unwrap_or(0).max(0)).unwrap_or(0) + 1;
+        let shown = shown_url(&url);
+        let gave_up = |attempts: u32, last: AttemptFailure| WebhookError::GaveUp {
+            hook: hook.name.clone(),
+            url: shown.clone(),
+            attempts,
+            last,
+        };
+        // Retries of a long timeout could otherwise keep one call going for hours.
+        let limit = self.options.call_limit;
+        let deadline = tokio::time::Instant::now() + limit;
         let mut last = AttemptFailure::Transport("not attempted".into());
         for attempt in 1..=attempts {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return Err(gave_up(attempt - 1, AttemptFailure::CallLimit(limit)));
+            }
             let sent = self
                 .transport
-                .post(&url, payload, None, timeout, verify_tls, None)
+                .post(&url, payload, None, timeout.min(left), verify_tls, None)
                 .await;
             let mut wait = self.backoff(attempt);
             match sent {
@@ -239,24 +264,23 @@ impl WebhookClient {
                 Ok(response) => {
                     return Err(WebhookError::Rejected {
                         hook: hook.name.clone(),
-                        url: hook.url.clone(),
+                        url: shown,
                         status: response.status,
                         body: trimmed_body(&response.body, BODY_EXCERPT_CHARS),
                     });
                 }
                 Err(PostError::Transport(error)) => last = AttemptFailure::Transport(error),
+                Err(PostError::Timeout) if timeout > left => {
+                    return Err(gave_up(attempt, AttemptFailure::CallLimit(limit)));
+                }
                 Err(PostError::Timeout) => last = AttemptFailure::Timeout(timeout),
             }
             if attempt < attempts {
-                tokio::time::sleep(wait).await;
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                tokio::time::sleep(wait.min(left)).await;
             }
         }
-        Err(WebhookError::GaveUp {
-            hook: hook.name.clone(),
-            url: hook.url.clone(),
-            attempts,
-            last,
-        })
+        Err(gave_up(attempts, last))
     }
 
     /// Wait before the attempt after `attempt`: min × 2^(attempt−1), capped at max (retryablehttp's
@@ -355,9 +379,12 @@ impl WebhookClient {
             .filter(|h| h.hook_type() == Some(HookType::Event))
             .cloned()
             .collect();
+        // The operator's own event webhook URL comes from a Secret: its failures name the host only.
+        let mut secret_url = false;
         if hooks.is_empty()
             && let Some(url) = fallback_url.filter(|u| !u.is_empty())
         {
+            secret_url = true;
             hooks.push(CanaryWebhook {
                 name: "event-webhook".into(),
                 type_: Some("event".into()),
@@ -375,9 +402,13 @@ impl WebhookClient {
                 &event.message,
                 timestamp_millis,
             );
+            let mut result = self.call(hook, &payload).await;
+            if secret_url {
+                result = result.map_err(WebhookError::with_host_only);
+            }
             runs.push(HookRun {
                 hook: hook.name.clone(),
-                result: self.call(hook, &payload).await,
+                result,
             });
         }
         runs
@@ -424,6 +455,15 @@ mod tests {
         assert_eq!(
             hook_timeout(&hook(Some("500ms"))).unwrap(),
             Duration::from_millis(500)
+        );
+        // Validation refuses more than 5m; a Canary written before that still waits no longer.
+        assert_eq!(
+            hook_timeout(&hook(Some("1000h"))).unwrap(),
+            MAX_WEBHOOK_TIMEOUT
+        );
+        assert_eq!(
+            hook_timeout(&hook(Some("5m"))).unwrap(),
+            Duration::from_secs(300)
         );
         let error = hook_timeout(&hook(Some("soon"))).unwrap_err().to_string();
         assert!(

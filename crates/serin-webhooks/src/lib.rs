@@ -19,6 +19,8 @@ pub mod alert;
 pub mod hook;
 mod transport;
 
+pub use transport::{host_only, shown_url};
+
 pub use alert::{
     AlertMessage, Field, Notifier, ProviderKind, alert_fields, recipients, severity_accepts,
 };
@@ -50,6 +52,9 @@ pub struct ClientOptions {
     pub retry_wait_min: Duration,
     /// Longest wait between retries, also the cap on `Retry-After` (Flagger: 30s).
     pub retry_wait_max: Duration,
+    /// Longest one call may take with its retries and waits
+    /// ([`serin_api::limits::MAX_WEBHOOK_CALL`]).
+    pub call_limit: Duration,
 }
 
 impl ClientOptions {
@@ -59,6 +64,7 @@ impl ClientOptions {
             proxy: ProxySetting::Direct,
             retry_wait_min: Duration::from_secs(1),
             retry_wait_max: Duration::from_secs(30),
+            call_limit: serin_api::limits::MAX_WEBHOOK_CALL,
         }
     }
 
@@ -155,6 +161,7 @@ pub enum WebhookError {
             AttemptFailure::Timeout(_) => "; make the hook answer sooner or raise spec.analysis.webhooks[].timeout",
             AttemptFailure::Transport(_) => "; check that the URL is reachable from the operator",
             AttemptFailure::Status(_) => "; the hook is failing, or raise spec.analysis.webhooks[].retries",
+            AttemptFailure::CallLimit(_) => "; lower spec.analysis.webhooks[].retries or timeout",
         }
     )]
     GaveUp {
@@ -170,15 +177,49 @@ pub enum WebhookError {
 }
 
 impl WebhookError {
-    /// Whether the last attempt ran out of time.
+    /// Whether the last attempt, or the call as a whole, ran out of time.
     pub fn is_timeout(&self) -> bool {
         matches!(
             self,
             WebhookError::GaveUp {
-                last: AttemptFailure::Timeout(_),
+                last: AttemptFailure::Timeout(_) | AttemptFailure::CallLimit(_),
                 ..
             }
         )
+    }
+
+    /// The same error showing only the scheme and host of the URL called: for addresses that are
+    /// themselves secrets (the operator's `--event-webhook`, chat services' webhook URLs).
+    pub fn with_host_only(self) -> Self {
+        match self {
+            WebhookError::Rejected {
+                hook,
+                url,
+                status,
+                body,
+            } => WebhookError::Rejected {
+                hook,
+                url: transport::host_only(&url),
+                status,
+                body,
+            },
+            WebhookError::GaveUp {
+                hook,
+                url,
+                attempts,
+                last,
+            } => WebhookError::GaveUp {
+                hook,
+                url: transport::host_only(&url),
+                attempts,
+                last,
+            },
+            WebhookError::InvalidUrl { hook, .. } => WebhookError::InvalidUrl {
+                hook,
+                url: "(hidden)".into(),
+            },
+            other => other,
+        }
     }
 }
 
@@ -203,17 +244,18 @@ pub enum AlertError {
         /// The AlertProvider's name.
         provider: String,
     },
-    /// The address is not an absolute http(s) URL.
+    /// The address is not an absolute http(s) URL. The address itself is not shown: a chat
+    /// service's webhook URL is a credential.
     #[error(
-        "AlertProvider {provider}: address {address:?} is not an absolute URL; write the service's webhook URL, e.g. https://hooks.slack.com/services/..."
+        "AlertProvider {provider}: the address in {source_field} is not an absolute URL; write the service's webhook URL, e.g. https://hooks.slack.com/services/..."
     )]
     InvalidAddress {
         /// The AlertProvider's name.
         provider: String,
-        /// The address as given.
-        address: String,
+        /// Where the address came from: `spec.address`, or the Secret's `address` key.
+        source_field: String,
     },
-    /// `spec.proxy` cannot be read.
+    /// `spec.proxy` cannot be read (shown without its user and password).
     #[error(
         "AlertProvider {provider}: proxy {proxy:?} cannot be read; write http://host:port in spec.proxy"
     )]
@@ -230,7 +272,7 @@ pub enum AlertError {
     PostFailed {
         /// The AlertProvider's name.
         provider: String,
-        /// The URL posted to.
+        /// The scheme and host posted to; the rest of a chat webhook URL is a credential.
         url: String,
         /// What went wrong.
         reason: String,

@@ -8,7 +8,62 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Largest response body read; enough for any error text worth showing a user.
-const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
+const MAX_RESPONSE_BYTES: usize = serin_api::limits::MAX_WEBHOOK_ANSWER_BYTES;
+
+/// `url` as messages and logs show it: without a user and password, with `?…` for a query (where
+/// tokens travel) and no fragment.
+pub fn shown_url(url: &reqwest::Url) -> String {
+    let mut shown = url.clone();
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    shown.set_fragment(None);
+    let had_query = shown.query().is_some_and(|q| !q.is_empty());
+    shown.set_query(None);
+    let mut text = shown.to_string();
+    if had_query {
+        text.push_str("?…");
+    }
+    text
+}
+
+/// Only the scheme, host and port of `url`, then `/…` when it has more: for URLs that are
+/// themselves credentials (chat webhooks, the operator's event webhook). Text that is not a URL
+/// shows as `(hidden)`.
+pub fn host_only(url: &str) -> String {
+    let Ok(parsed) = reqwest::Url::parse(url) else {
+        return "(hidden)".into();
+    };
+    let Some(host) = parsed.host_str() else {
+        return "(hidden)".into();
+    };
+    let port = parsed.port().map(|p| format!(":{p}")).unwrap_or_default();
+    let more = parsed.path() != "/" || parsed.query().is_some();
+    format!(
+        "{}://{host}{port}/{}",
+        parsed.scheme(),
+        if more { "…" } else { "" }
+    )
+}
+
+/// A proxy address without its user and password.
+pub(crate) fn without_credentials(proxy: &str) -> String {
+    match reqwest::Url::parse(proxy) {
+        Ok(mut url) if !url.username().is_empty() || url.password().is_some() => {
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            url.to_string()
+        }
+        Ok(_) => proxy.to_string(),
+        // Not a URL: whatever comes before an `@` may still be a user and password.
+        Err(_) => match (proxy.find("://"), proxy.rfind('@')) {
+            (Some(scheme), Some(at)) if at > scheme => {
+                format!("{}…{}", &proxy[..scheme + 3], &proxy[at..])
+            }
+            (None, Some(at)) => format!("…{}", &proxy[at..]),
+            _ => proxy.to_string(),
+        },
+    }
+}
 
 /// What the receiver answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,8 +149,13 @@ impl Transport {
         let client = match explicit_proxy {
             // A provider's proxy needs a client of its own; alerts are rare enough to build it per post.
             Some(proxy) => {
-                let proxy = reqwest::Proxy::all(proxy)
-                    .map_err(|e| PostError::Transport(format!("proxy {proxy:?}: {}", chain(&e))))?;
+                let proxy = reqwest::Proxy::all(proxy).map_err(|e| {
+                    PostError::Transport(format!(
+                        "proxy {:?}: {}",
+                        without_credentials(proxy),
+                        chain(&e)
+                    ))
+                })?;
                 with_proxy = builder(&ProxySetting::Direct)
                     .proxy(proxy)
                     .build()
@@ -110,13 +170,15 @@ impl Transport {
             request = request.bearer_auth(token);
         }
         let where_to = match explicit_proxy {
-            Some(proxy) => format!("proxy {proxy}"),
+            Some(proxy) => format!("proxy {}", without_credentials(proxy)),
             None => match url.port() {
                 Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
                 None => url.host_str().unwrap_or_default().to_string(),
             },
         };
         let failed = |error: reqwest::Error| {
+            // reqwest names the whole URL in its message; `where_to` says enough.
+            let error = error.without_url();
             if error.is_timeout() {
                 PostError::Timeout
             } else if error.is_connect()

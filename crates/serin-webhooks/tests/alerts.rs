@@ -198,9 +198,10 @@ async fn a_providers_proxy_receives_the_post_in_absolute_form() {
 }
 
 #[tokio::test]
-async fn a_failed_post_names_the_provider_url_status_and_body() {
+async fn a_failed_post_names_the_provider_host_status_and_body_but_not_the_secret_path() {
     let receiver = Receiver::start(404, "no_team").await;
-    let url = receiver.url("/hook");
+    // A chat webhook URL is a credential: its path must not reach a log line or a status.
+    let url = receiver.url("/services/T0SECRET/B0SECRET/XXSECRETXX");
     let notifier =
         Notifier::from_provider("team-chat", &provider("slack", url.clone()), None, None).unwrap();
     let error = WebhookClient::new(ClientOptions::direct())
@@ -210,11 +211,46 @@ async fn a_failed_post_names_the_provider_url_status_and_body() {
         .to_string();
     assert!(
         error.contains("team-chat")
-            && error.contains(&url)
+            && error.contains(&format!("http://{}/…", receiver.address))
             && error.contains("404")
             && error.contains("no_team"),
         "{error}"
     );
+    assert!(!error.contains("SECRET"), "{error}");
+    // Unreachable: the transport's error must not name the URL either.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = closed.local_addr().unwrap();
+    drop(closed);
+    let unreachable = format!("http://{address}/services/T0SECRET");
+    let notifier =
+        Notifier::from_provider("team-chat", &provider("slack", unreachable), None, None).unwrap();
+    let error = WebhookClient::new(ClientOptions::direct())
+        .post_alert(&notifier, &message(Severity::Info, "hi", false))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("cannot connect"), "{error}");
+    assert!(!error.contains("SECRET"), "{error}");
+}
+
+#[test]
+fn an_unusable_address_from_a_secret_is_not_quoted() {
+    let error = Notifier::from_provider(
+        "team-chat",
+        &provider("slack", "https://hooks.slack.com/x".into()),
+        Some("hooks.slack.com/services/T0SECRET"),
+        None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(error.contains("the Secret's address key"), "{error}");
+    assert!(!error.contains("SECRET"), "{error}");
+    let mut with_proxy = provider("slack", "https://hooks.slack.com/x".into());
+    with_proxy.proxy = Some("http://user:pa55SECRET@proxy:3128 nonsense".into());
+    let error = Notifier::from_provider("team-chat", &with_proxy, None, None)
+        .unwrap_err()
+        .to_string();
+    assert!(!error.contains("pa55SECRET"), "{error}");
 }
 
 #[test]

@@ -181,6 +181,88 @@ async fn without_event_hooks_the_operators_event_webhook_is_called() {
 }
 
 #[tokio::test]
+async fn the_operators_event_webhook_url_is_shown_by_its_host_only() {
+    // The operator's --event-webhook comes from a Secret: a failure names its host, not its path.
+    let receiver = Receiver::start(500, "down").await;
+    let canary = canary(json!({"webhooks": []}));
+    let event = Event {
+        type_: EventType::Normal,
+        reason: "Synced",
+        message: "Advance podinfo.test canary weight 10".into(),
+    };
+    let url = receiver.url("/hooks/T0SECRET?token=SECRETTOKEN");
+    let runs = client().send_event(&canary, &event, 5, Some(&url)).await;
+    let error = runs[0].result.as_ref().unwrap_err().to_string();
+    assert!(
+        error.contains(&format!("http://{}/…", receiver.address)),
+        "{error}"
+    );
+    assert!(!error.contains("SECRET"), "{error}");
+    // A Canary's own hook keeps its path, without the query where tokens travel.
+    let error = client()
+        .call(&hook("gate", url.clone()), &payload())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains(&format!("http://{}/hooks/T0SECRET?…", receiver.address)),
+        "{error}"
+    );
+    assert!(!error.contains("SECRETTOKEN"), "{error}");
+}
+
+#[tokio::test]
+async fn an_answer_of_1_mib_is_read_and_one_byte_more_is_refused() {
+    let limit = serin_api::limits::MAX_WEBHOOK_ANSWER_BYTES;
+    let at_limit = Receiver::start(200, &"a".repeat(limit)).await;
+    let response = client()
+        .call(&hook("big", at_limit.url("/")), &payload())
+        .await
+        .unwrap();
+    assert_eq!(response.body.len(), limit);
+    let over = Receiver::start(200, &"a".repeat(limit + 1)).await;
+    let error = client()
+        .call(&hook("big", over.url("/")), &payload())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains(&format!("longer than {limit} bytes")),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn retries_of_a_silent_hook_stop_at_the_call_limit() {
+    let receiver = Receiver::scripted(&[], 200, "", Duration::from_secs(30)).await;
+    let mut silent = hook("silent", receiver.url("/"));
+    silent.timeout = Some("400ms".into());
+    silent.retries = Some(100);
+    let client = WebhookClient::new(ClientOptions {
+        retry_wait_min: Duration::from_millis(20),
+        retry_wait_max: Duration::from_millis(100),
+        call_limit: Duration::from_millis(1500),
+        ..ClientOptions::direct()
+    });
+    let started = Instant::now();
+    let error = client.call(&silent, &payload()).await.unwrap_err();
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(1400) && elapsed < Duration::from_millis(2500),
+        "{elapsed:?}"
+    );
+    assert!(error.is_timeout(), "{error:?}");
+    let text = error.to_string();
+    assert!(
+        text.contains("the call ran out of the 1s one webhook call may take")
+            && text.contains("lower spec.analysis.webhooks[].retries or timeout"),
+        "{text}"
+    );
+    let attempts = receiver.seen().len();
+    assert!((3..=4).contains(&attempts), "{attempts} attempts");
+}
+
+#[tokio::test]
 async fn only_200_201_and_202_succeed() {
     let payload = payload();
     for status in [200, 201, 202] {
