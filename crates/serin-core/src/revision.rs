@@ -198,6 +198,20 @@ pub fn data_checksum<T: Serialize>(data: &T) -> String {
     hex(&Sha256::digest(&json)[..8])
 }
 
+/// Checksum of a Secret's data, keyed with the Secret's uid: hex of the first 8 bytes of
+/// HMAC-SHA256. `status.trackedConfigs` is readable by whoever may read the Canary, often more
+/// people than may read the Secret; without the uid (which only Secret readers see) a checksum
+/// cannot be used to test guesses of the Secret's content. A Secret deleted and created again with
+/// the same data gets a new uid, so its checksum changes and a release starts.
+pub fn secret_checksum<T: Serialize>(uid: &str, data: &T) -> String {
+    use hmac::{KeyInit, Mac};
+    let json = serde_json::to_vec(data).expect("config data always serializes");
+    let mut mac = hmac::Hmac::<Sha256>::new_from_slice(uid.as_bytes())
+        .expect("HMAC takes a key of any length");
+    mac.update(&json);
+    hex(&mac.finalize().into_bytes()[..8])
+}
+
 /// Checksums of the configs a pod spec uses, keyed as in `status.trackedConfigs`.
 ///
 /// `config_map` and `secret` look objects up by name in the target's namespace. Objects annotated
@@ -223,7 +237,10 @@ pub fn tracked_configs<'a>(
                 {
                     None
                 }
-                Some(s) => Some(data_checksum(&s.data.clone().unwrap_or_default())),
+                Some(s) => Some(secret_checksum(
+                    s.metadata.uid.as_deref().unwrap_or_default(),
+                    &s.data.clone().unwrap_or_default(),
+                )),
                 None if reference.optional => None,
                 None => return Err(MissingConfig(reference)),
             },
@@ -354,6 +371,18 @@ mod tests {
                 .to_string()
                 .contains("create it or mark the reference optional")
         );
+    }
+
+    #[test]
+    fn a_secret_checksum_depends_on_its_uid_so_it_cannot_be_guessed_from_the_data() {
+        let data = BTreeMap::from([("password".to_string(), "hunter2".to_string())]);
+        let keyed = secret_checksum("uid-1", &data);
+        assert_eq!(keyed.len(), 16);
+        assert_eq!(keyed, secret_checksum("uid-1", &data.clone()));
+        assert_ne!(keyed, data_checksum(&data), "an unkeyed hash tells a guess apart");
+        assert_ne!(keyed, secret_checksum("uid-2", &data));
+        let other = BTreeMap::from([("password".to_string(), "hunter3".to_string())]);
+        assert_ne!(keyed, secret_checksum("uid-1", &other));
     }
 
     #[test]
