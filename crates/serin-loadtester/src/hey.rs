@@ -301,8 +301,14 @@ pub fn parse_hey_args(args: &[String]) -> Result<LoadPlan, String> {
 
     let mut headers = HeaderMap::new();
     let header_value = |flag: &str, value: &str| {
-        HeaderValue::from_str(value)
-            .map_err(|_| format!("hey flag {flag}: `{value}` is not a valid header value"))
+        HeaderValue::from_str(value).map_err(|_| {
+            // -a and -H values may be credentials, which error messages never repeat.
+            if matches!(flag, "-a" | "-H") {
+                format!("hey flag {flag}: the value given is not a valid header value")
+            } else {
+                format!("hey flag {flag}: `{value}` is not a valid header value")
+            }
+        })
     };
     headers.insert(
         HOST,
@@ -330,19 +336,20 @@ pub fn parse_hey_args(args: &[String]) -> Result<LoadPlan, String> {
             .split_once(':')
             .map(|(name, value)| (name.trim(), value.trim()))
             .filter(|(name, value)| !name.is_empty() && !value.is_empty())
-            .ok_or_else(|| format!("hey flag -H expects `Name: value`, got `{header}`"))?;
+            .ok_or_else(|| {
+                "hey flag -H expects `Name: value` (a name, a colon and a value); the value given has no name or no value".to_string()
+            })?;
+        let valid = HeaderValue::from_str(value).map_err(|_| {
+            format!("hey flag -H: the value of header `{name}` is not a valid header value")
+        })?;
         let name = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| format!("hey flag -H: `{name}` is not a valid header name"))?;
         if name == USER_AGENT {
             user_agent = Some(value.to_string());
             continue;
         }
-        if name == HOST {
-            headers.insert(HOST, header_value("-H", value)?);
-            continue;
-        }
         // Like hey, a header given twice keeps the last value.
-        headers.insert(name, header_value("-H", value)?);
+        headers.insert(name, valid);
     }
     let agent = concat!("serin-loadtester/", env!("CARGO_PKG_VERSION"));
     let user_agent = match user_agent {
@@ -521,10 +528,15 @@ mod tests {
                 .unwrap_err()
                 .contains("https targets are not supported")
         );
+        let no_colon = parse("-H Bearer-s3cret http://a/").unwrap_err();
         assert!(
-            parse("-H nocolon http://a/")
-                .unwrap_err()
-                .contains("Name: value")
+            no_colon.contains("Name: value") && !no_colon.contains("s3cret"),
+            "{no_colon}"
+        );
+        let bad_value = parse("-H Authorization:s3cr\u{1}t http://a/").unwrap_err();
+        assert!(
+            bad_value.contains("`Authorization`") && !bad_value.contains("s3cr"),
+            "{bad_value}"
         );
         assert!(
             parse("http://a/ extra")

@@ -15,40 +15,54 @@
 
 #![deny(missing_docs)]
 
+pub mod access;
 pub mod hey;
 pub mod histogram;
 pub mod load;
 pub mod payload;
 pub mod proxy;
+pub mod redact;
 pub mod shell;
 pub mod tasks;
 pub mod words;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::StatusCode;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
-use payload::parse_payload;
+use payload::{Payload, parse_payload};
 use proxy::ProxyConfig;
 use regex::Regex;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use tasks::{TaskOutcome, TaskRecord, handle_task};
+use tasks::{History, Running, TaskOutcome, TaskRecord, handle_task};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use load::LoadReport;
 
-/// How many finished tasks [`Server::task_history`] remembers.
+/// How many finished tasks [`Server::task_history`] remembers; older ones are dropped.
 pub const TASK_HISTORY_LIMIT: usize = 1000;
+
+/// The most bytes of output, of command and of canary name one task record keeps; longer text is
+/// cut to end with [`tasks::CUT_MARKER`]. With [`TASK_HISTORY_LIMIT`] this bounds the history.
+pub const RECORD_TEXT_LIMIT: usize = 4096;
+
+/// The largest request body accepted, in bytes; a larger one is answered 413. A webhook payload
+/// is a few hundred bytes.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// How many tasks may run at once unless [`Options::max_tasks`] (`--max-tasks`) says otherwise.
+pub const DEFAULT_MAX_TASKS: usize = 32;
 
 /// Settings of a load tester.
 #[derive(Clone)]
@@ -71,6 +85,30 @@ pub struct Options {
     /// The namespace a short hey target host (`http://podinfo-canary:9898/`) is expanded in, as a
     /// pod's DNS search path would (`podinfo-canary.test`). `None`: hosts are used as written.
     pub search_namespace: Option<String>,
+    /// When set, the task endpoint and the gate-moving endpoints refuse (401) requests that carry
+    /// neither `Authorization: Bearer <token>` nor `metadata.token` with this value.
+    pub token: Option<String>,
+    /// How many tasks may run at once (`--max-tasks`); another one is answered 429.
+    pub max_tasks: usize,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("timeout", &self.timeout)
+            .field("allow_shell", &self.allow_shell)
+            .field("proxy", &self.proxy)
+            .field("namespace_filter", &self.namespace_filter)
+            .field("log_sink", &self.log_sink.as_ref().map(|_| "set"))
+            .field(
+                "command_runner",
+                &self.command_runner.as_ref().map(|_| "set"),
+            )
+            .field("search_namespace", &self.search_namespace)
+            .field("token", &self.token.as_ref().map(|_| redact::MASK))
+            .field("max_tasks", &self.max_tasks)
+            .finish()
+    }
 }
 
 /// Receives the load tester's log lines.
@@ -86,6 +124,8 @@ impl Default for Options {
             log_sink: None,
             command_runner: None,
             search_namespace: None,
+            token: None,
+            max_tasks: DEFAULT_MAX_TASKS,
         }
     }
 }
@@ -94,8 +134,8 @@ impl Default for Options {
 pub(crate) struct Shared {
     pub(crate) options: Options,
     gates: Mutex<HashMap<String, bool>>,
-    pub(crate) running: Mutex<HashSet<String>>,
-    pub(crate) history: Mutex<Vec<TaskRecord>>,
+    pub(crate) running: Mutex<Running>,
+    pub(crate) history: Mutex<History>,
     pub(crate) shutdown: watch::Receiver<bool>,
     task_requests: AtomicU64,
 }
@@ -148,23 +188,15 @@ impl Server {
         format!("http://{}", self.address)
     }
 
-    /// Finished (and skipped) tasks, oldest first, up to [`TASK_HISTORY_LIMIT`].
+    /// Finished (and skipped) tasks, oldest first, up to [`TASK_HISTORY_LIMIT`], their text cut
+    /// at [`RECORD_TEXT_LIMIT`] and credentials in commands masked.
     pub fn task_history(&self) -> Vec<TaskRecord> {
-        self.shared.history.lock().unwrap().clone()
+        self.shared.history.lock().unwrap().records()
     }
 
-    /// Keys (`<name>.<namespace><cmd>`) of the `cmd` tasks running now.
+    /// Keys (`<name>.<namespace><cmd>`, credentials masked) of the `cmd` tasks running now.
     pub fn running_tasks(&self) -> Vec<String> {
-        let mut keys: Vec<String> = self
-            .shared
-            .running
-            .lock()
-            .unwrap()
-            .iter()
-            .cloned()
-            .collect();
-        keys.sort();
-        keys
+        self.shared.running.lock().unwrap().shown_keys()
     }
 
     /// Stops serving and cancels every running task (their commands are killed).
@@ -199,11 +231,11 @@ fn router(shared: Arc<Shared>) -> Router {
         )
         .route(
             "/gate/open",
-            any(|state, body| set_gate(state, body, "", true)),
+            any(|state, headers, body| set_gate(state, headers, body, "", true)),
         )
         .route(
             "/gate/close",
-            any(|state, body| set_gate(state, body, "", false)),
+            any(|state, headers, body| set_gate(state, headers, body, "", false)),
         )
         .route(
             "/rollback/check",
@@ -211,14 +243,74 @@ fn router(shared: Arc<Shared>) -> Router {
         )
         .route(
             "/rollback/open",
-            any(|state, body| set_gate(state, body, "rollback.", true)),
+            any(|state, headers, body| set_gate(state, headers, body, "rollback.", true)),
         )
         .route(
             "/rollback/close",
-            any(|state, body| set_gate(state, body, "rollback.", false)),
+            any(|state, headers, body| set_gate(state, headers, body, "rollback.", false)),
         )
         .fallback(run_task)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(shared)
+}
+
+/// The request body, or the answer to a body over [`MAX_BODY_BYTES`] (413) or one that could not
+/// be read.
+fn read_body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Box<Response>> {
+    body.map_err(|rejection| {
+        Box::new(
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            text(
+                413,
+                format!(
+                    "the request body is larger than {MAX_BODY_BYTES} bytes, the load tester's limit; a webhook payload is a few hundred bytes"
+                ),
+            )
+        } else {
+            rejection.into_response()
+        })
+    })
+}
+
+/// The payload of a request that starts work or moves a gate. With a token configured, the
+/// request must carry it in `Authorization: Bearer` or `metadata.token`, else it is answered 401
+/// before anything else is looked at; either way `metadata.token` is taken out of the payload, so
+/// no log line, record or command can show it.
+fn authorized_payload(
+    shared: &Shared,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Payload, Box<Response>> {
+    let body = read_body(body)?;
+    let parsed = parse_payload(&body);
+    if let Some(expected) = &shared.options.token {
+        let in_header =
+            access::bearer(headers).is_some_and(|given| access::same_token(expected, given));
+        let in_metadata = || {
+            parsed
+                .as_ref()
+                .ok()
+                .and_then(|payload| payload.meta("token"))
+                .is_some_and(|given| access::same_token(expected, given))
+        };
+        if !in_header && !in_metadata() {
+            tracing::warn!("refused a request without the load tester's token");
+            let mut answer = text(401, access::UNAUTHORIZED);
+            answer.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+            return Err(Box::new(answer));
+        }
+    }
+    let mut payload = parsed.map_err(|error| {
+        tracing::warn!("bad payload: {error}");
+        Box::new(text(400, error))
+    })?;
+    if let Some(metadata) = payload.metadata.as_mut() {
+        metadata.remove("token");
+    }
+    Ok(payload)
 }
 
 fn text(status: u16, body: impl Into<String>) -> Response {
@@ -232,9 +324,13 @@ fn text(status: u16, body: impl Into<String>) -> Response {
 
 async fn check_gate(
     State(shared): State<Arc<Shared>>,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
     prefix: &'static str,
 ) -> Response {
+    let body = match read_body(body) {
+        Ok(body) => body,
+        Err(answer) => return *answer,
+    };
     let payload = match parse_payload(&body) {
         Ok(payload) => payload,
         Err(error) => return text(400, error),
@@ -260,13 +356,14 @@ async fn check_gate(
 
 async fn set_gate(
     State(shared): State<Arc<Shared>>,
-    body: Bytes,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
     prefix: &'static str,
     open: bool,
 ) -> Response {
-    let payload = match parse_payload(&body) {
+    let payload = match authorized_payload(&shared, &headers, body) {
         Ok(payload) => payload,
-        Err(error) => return text(400, error),
+        Err(answer) => return *answer,
     };
     let key = format!("{prefix}{}", payload.canary());
     shared.gates.lock().unwrap().insert(key.clone(), open);
@@ -274,14 +371,15 @@ async fn set_gate(
     StatusCode::ACCEPTED.into_response()
 }
 
-async fn run_task(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+async fn run_task(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     shared.task_requests.fetch_add(1, Ordering::Relaxed);
-    let payload = match parse_payload(&body) {
+    let payload = match authorized_payload(&shared, &headers, body) {
         Ok(payload) => payload,
-        Err(error) => {
-            tracing::warn!("bad task payload: {error}");
-            return text(400, error);
-        }
+        Err(answer) => return *answer,
     };
     match handle_task(&shared, payload).await {
         Ok((status, body)) => text(status, body),
@@ -293,7 +391,7 @@ async fn run_task(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
-    let running = shared.running.lock().unwrap().len();
+    let running = shared.running.lock().unwrap().count();
     let (mut load, mut commands, mut skipped) = (0, 0, 0);
     let mut requests_sent = 0;
     for record in shared.history.lock().unwrap().iter() {

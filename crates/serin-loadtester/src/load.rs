@@ -11,7 +11,7 @@ use http::{HeaderMap, HeaderValue, Method, Request, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::future::Future;
 use std::pin::Pin;
@@ -20,6 +20,25 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior};
+
+/// The most distinct error messages a report keeps; further kinds are counted under
+/// [`OTHER_ERRORS`], so a report's size does not depend on what a target answers.
+pub const MAX_ERROR_KINDS: usize = 20;
+
+/// Where errors beyond [`MAX_ERROR_KINDS`] kinds are counted.
+pub const OTHER_ERRORS: &str = "other errors";
+
+/// Adds `count` errors of kind `error`, a kind beyond the first [`MAX_ERROR_KINDS`] going to
+/// [`OTHER_ERRORS`].
+fn add_error(errors: &mut BTreeMap<String, u64>, error: String, count: u64) {
+    let kinds = errors.len() - usize::from(errors.contains_key(OTHER_ERRORS));
+    let key = if kinds < MAX_ERROR_KINDS || errors.contains_key(&error) {
+        error
+    } else {
+        OTHER_ERRORS.to_string()
+    };
+    *errors.entry(key).or_default() += count;
+}
 
 /// What a load run did, in hey's terms.
 #[derive(Clone, Debug, Default)]
@@ -30,7 +49,8 @@ pub struct LoadReport {
     pub responses: u64,
     /// Responses by status code.
     pub status_counts: BTreeMap<u16, u64>,
-    /// Failed requests by error message (connection refused, timeout, ...).
+    /// Failed requests by error message (connection refused, timeout, ...), at most
+    /// [`MAX_ERROR_KINDS`] kinds and [`OTHER_ERRORS`].
     pub errors: BTreeMap<String, u64>,
     /// Response body bytes received.
     pub body_bytes: u64,
@@ -191,7 +211,7 @@ pub async fn run_load(plan: &LoadPlan, proxy: &ProxyConfig, limit: Duration) -> 
             *total += count;
         }
         for (error, count) in worker.errors {
-            *report.errors.entry(error).or_default() += count;
+            add_error(&mut report.errors, error, count);
         }
     }
     report.elapsed = started.elapsed();
@@ -213,7 +233,7 @@ struct WorkerStats {
     responses: u64,
     body_bytes: u64,
     statuses: Vec<u64>,
-    errors: HashMap<String, u64>,
+    errors: BTreeMap<String, u64>,
     latency: Histogram,
 }
 
@@ -290,7 +310,7 @@ async fn run_worker(
         responses: 0,
         body_bytes: 0,
         statuses: vec![0; 1000],
-        errors: HashMap::new(),
+        errors: BTreeMap::new(),
         latency: Histogram::default(),
     };
     // Like hey's time.Tick: the first request waits one period, and missed ticks are dropped.
@@ -397,7 +417,7 @@ async fn run_worker(
                 }
             }
             Exchange::Failed(error) => {
-                *stats.errors.entry(error).or_default() += 1;
+                add_error(&mut stats.errors, error, 1);
                 // A refused connection fails instantly; pausing keeps a dead target from being spun on.
                 if throttle.is_none() {
                     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -409,4 +429,27 @@ async fn run_worker(
         }
     }
     stats
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_kinds_beyond_the_limit_are_counted_together() {
+        let mut errors = BTreeMap::new();
+        for kind in 0..MAX_ERROR_KINDS {
+            add_error(&mut errors, format!("error {kind}"), 1);
+        }
+        assert_eq!(errors.len(), MAX_ERROR_KINDS);
+        assert!(!errors.contains_key(OTHER_ERRORS));
+        // A known kind still counts as itself; a new one goes to the shared entry.
+        add_error(&mut errors, "error 0".into(), 2);
+        add_error(&mut errors, "one too many".into(), 1);
+        add_error(&mut errors, "and another".into(), 4);
+        assert_eq!(errors["error 0"], 3);
+        assert_eq!(errors[OTHER_ERRORS], 5);
+        assert_eq!(errors.len(), MAX_ERROR_KINDS + 1);
+        assert!(!errors.contains_key("one too many"));
+    }
 }

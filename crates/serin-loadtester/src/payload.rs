@@ -72,6 +72,10 @@ pub fn parse_payload(body: &[u8]) -> Result<Payload, String> {
                     serde_json::Value::String(text) => text,
                     serde_json::Value::Bool(flag) => flag.to_string(),
                     serde_json::Value::Number(number) => number.to_string(),
+                    // The token's value is never repeated back, not even a wrong one.
+                    _ if key == "token" => {
+                        return Err("field `metadata.token` must be a string".into());
+                    }
                     other => {
                         return Err(format!(
                             "field `metadata.{key}` must be a string, got {other}"
@@ -140,6 +144,13 @@ mod tests {
             parse_payload(br#"{"name":"a","namespace":"b","metadata":{"cmd":[1]}}"#)
                 .unwrap_err()
                 .contains("metadata.cmd")
+        );
+        let token =
+            parse_payload(br#"{"name":"a","namespace":"b","metadata":{"token":["s3cret"]}}"#)
+                .unwrap_err();
+        assert!(
+            token.contains("metadata.token") && !token.contains("s3cret"),
+            "{token}"
         );
     }
 }

@@ -1,12 +1,15 @@
 //! The task endpoint's work: deciding what a payload asks for, de-duplicating `cmd` tasks per
-//! canary and command while they run, and running them under the task timeout.
+//! canary and command while they run, admitting at most `--max-tasks` at once, running them under
+//! the task timeout, and keeping a bounded history of what they did.
 
 use crate::hey::{LoadPlan, is_hey, parse_hey_args};
 use crate::load::{LoadReport, run_load};
 use crate::payload::Payload;
+use crate::redact::mask_credentials;
 use crate::shell::{CommandResult, run_command, run_with_runner};
 use crate::words::split_command;
-use crate::{Options, Shared, TASK_HISTORY_LIMIT};
+use crate::{Options, RECORD_TEXT_LIMIT, Shared, TASK_HISTORY_LIMIT};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 /// The task types this load tester runs.
@@ -17,7 +20,8 @@ pub const SUPPORTED_TYPES: &str = "cmd, bash, helm, helmv3, kubectl";
 pub struct TaskRecord {
     /// The canary that asked, `<name>.<namespace>`.
     pub canary: String,
-    /// The command as given in `metadata.cmd`.
+    /// The command as given in `metadata.cmd`, with its credentials masked
+    /// ([`crate::redact::mask_credentials`]).
     pub command: String,
     /// How it ended.
     pub outcome: TaskOutcome,
@@ -119,6 +123,139 @@ fn plan_cmd(command: &str, options: &Options) -> Result<Work, Refusal> {
     })
 }
 
+/// What ends a text that a task record cut short.
+pub const CUT_MARKER: &str = " [... cut]";
+
+/// Cuts `text` to at most `limit` bytes (on a character boundary), ending with [`CUT_MARKER`]
+/// when anything was cut.
+pub fn cut_text(text: &mut String, limit: usize) {
+    if text.len() <= limit {
+        return;
+    }
+    let mut end = limit.saturating_sub(CUT_MARKER.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push_str(CUT_MARKER);
+}
+
+/// The tasks running now: `cmd` tasks by key (canary and command), and blocking ones by count.
+#[derive(Default)]
+pub(crate) struct Running {
+    /// Each running `cmd` task's key, with the key as shown (credentials masked).
+    keyed: HashMap<String, String>,
+    /// Blocking tasks (bash, helm, kubectl) running now.
+    blocking: usize,
+}
+
+/// Whether a task may start.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// It took a place among the running tasks.
+    Started,
+    /// The same `cmd` task for the same canary is running.
+    Duplicate,
+    /// As many tasks as allowed are running.
+    Busy,
+}
+
+impl Running {
+    /// How many tasks run now.
+    pub(crate) fn count(&self) -> usize {
+        self.keyed.len() + self.blocking
+    }
+
+    /// Takes a place for a task (a `cmd` task with its key and shown key, a blocking one with
+    /// `None`) unless `max` tasks are running. A running duplicate is reported before the limit,
+    /// so a webhook repeating its command keeps being answered "already running".
+    pub(crate) fn admit(&mut self, key: Option<(&str, &str)>, max: usize) -> Admission {
+        if let Some((key, _)) = key
+            && self.keyed.contains_key(key)
+        {
+            return Admission::Duplicate;
+        }
+        if self.count() >= max {
+            return Admission::Busy;
+        }
+        match key {
+            Some((key, shown)) => {
+                self.keyed.insert(key.to_string(), shown.to_string());
+            }
+            None => self.blocking += 1,
+        }
+        Admission::Started
+    }
+
+    fn release(&mut self, key: Option<&str>) {
+        match key {
+            Some(key) => {
+                self.keyed.remove(key);
+            }
+            None => self.blocking = self.blocking.saturating_sub(1),
+        }
+    }
+
+    /// The shown keys of the running `cmd` tasks, sorted.
+    pub(crate) fn shown_keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.keyed.values().cloned().collect();
+        keys.sort();
+        keys
+    }
+}
+
+/// Finished tasks, at most [`TASK_HISTORY_LIMIT`], each with at most [`RECORD_TEXT_LIMIT`] bytes
+/// of canary name, of command and of output. A load run's report adds a fixed-size latency
+/// histogram (18 KiB), its status codes and at most [`crate::load::MAX_ERROR_KINDS`] + 1 error
+/// kinds, so the whole history stays under about 50 MiB in the worst case.
+#[derive(Default)]
+pub(crate) struct History {
+    records: VecDeque<TaskRecord>,
+}
+
+impl History {
+    /// Adds `record`, its text cut to [`RECORD_TEXT_LIMIT`], dropping the oldest record when the
+    /// history is full.
+    pub(crate) fn push(&mut self, mut record: TaskRecord) {
+        cut_text(&mut record.canary, RECORD_TEXT_LIMIT);
+        cut_text(&mut record.command, RECORD_TEXT_LIMIT);
+        if let TaskOutcome::Command(result) = &mut record.outcome {
+            cut_text(&mut result.output, RECORD_TEXT_LIMIT);
+        }
+        if self.records.len() >= TASK_HISTORY_LIMIT {
+            self.records.pop_front();
+        }
+        self.records.push_back(record);
+    }
+
+    /// The records, oldest first.
+    pub(crate) fn records(&self) -> Vec<TaskRecord> {
+        self.records.iter().cloned().collect()
+    }
+
+    /// The records, oldest first, without copying them.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &TaskRecord> {
+        self.records.iter()
+    }
+}
+
+fn busy(max: usize) -> Refusal {
+    refuse(
+        429,
+        format!(
+            "{max} tasks are running, the most this load tester runs at once (--max-tasks); try again when one has finished, or raise --max-tasks"
+        ),
+    )
+}
+
+/// One task: the canary that asked, and its command as given (what runs) and as shown
+/// (credentials masked, for logs, records and messages).
+struct Task {
+    canary: String,
+    command: String,
+    shown: String,
+}
+
 /// Handles a payload on the task endpoint; returns the status and body of the response.
 pub(crate) async fn handle_task(
     shared: &Arc<Shared>,
@@ -138,39 +275,44 @@ pub(crate) async fn handle_task(
     let task_type = payload.meta("type").unwrap_or("cmd").to_string();
     let allow_shell = shared.options.allow_shell;
     let has_runner = shared.options.command_runner.is_some();
-    let command = || {
-        payload.meta("cmd").map(str::to_string).ok_or_else(|| {
+    let task = || {
+        let command = payload.meta("cmd").map(str::to_string).ok_or_else(|| {
             refuse(
                 400,
                 format!(
                     "metadata.cmd not found in payload; a {task_type} task needs the command to run"
                 ),
             )
+        })?;
+        Ok::<_, Refusal>(Task {
+            canary: payload.canary(),
+            shown: mask_credentials(&command),
+            command,
         })
     };
     match task_type.as_str() {
         "cmd" => {
-            let command = command()?;
-            let work = plan_cmd(&command, &shared.options)?;
-            Ok(start_async(shared, &payload, command, work))
+            let task = task()?;
+            let work = plan_cmd(&task.command, &shared.options)?;
+            start_async(shared, &payload, task, work)
         }
         "bash" => {
-            let command = command()?;
+            let task = task()?;
             if has_runner {
-                let work = Work::Script(command.clone());
-                return run_blocking(shared, &payload, command, work).await;
+                let work = Work::Script(task.command.clone());
+                return run_blocking(shared, &payload, task, work).await;
             }
             if !allow_shell {
                 return Err(shell_refused("a bash task"));
             }
             let work = Work::External {
                 program: "bash".into(),
-                args: vec!["-c".into(), command.clone()],
+                args: vec!["-c".into(), task.command.clone()],
             };
-            run_blocking(shared, &payload, command, work).await
+            run_blocking(shared, &payload, task, work).await
         }
         "helm" | "helmv3" | "kubectl" => {
-            let command = command()?;
+            let task = task()?;
             let program = if task_type == "kubectl" {
                 "kubectl"
             } else {
@@ -180,21 +322,25 @@ pub(crate) async fn handle_task(
                 // The words as Flagger passes them (split on whitespace), quoted for the runner's
                 // shell so none of them is read as shell syntax.
                 let mut line = program.to_string();
-                for word in command.split_whitespace() {
+                for word in task.command.split_whitespace() {
                     line.push(' ');
                     line.push_str(&shell_quote(word));
                 }
-                return run_blocking(shared, &payload, command, Work::Script(line)).await;
+                return run_blocking(shared, &payload, task, Work::Script(line)).await;
             }
             if !allow_shell {
                 return Err(shell_refused(&format!("a {task_type} task")));
             }
-            let args = command.split_whitespace().map(str::to_string).collect();
+            let args = task
+                .command
+                .split_whitespace()
+                .map(str::to_string)
+                .collect();
             let work = Work::External {
                 program: program.into(),
                 args,
             };
-            run_blocking(shared, &payload, command, work).await
+            run_blocking(shared, &payload, task, work).await
         }
         "concord" | "ngrinder" => Err(refuse(
             501,
@@ -214,24 +360,29 @@ fn shell_quote(word: &str) -> String {
     format!("'{}'", word.replace('\'', "'\\''"))
 }
 
-/// Removes a task's key from the running set when the task ends, however it ends.
-struct RunningGuard {
+/// Gives a task's place among the running tasks back when the task ends, however it ends.
+struct TaskSlot {
     shared: Arc<Shared>,
-    key: String,
+    /// The `cmd` task's key; `None` for a blocking task.
+    key: Option<String>,
 }
 
-impl Drop for RunningGuard {
+impl Drop for TaskSlot {
     fn drop(&mut self) {
-        self.shared.running.lock().unwrap().remove(&self.key);
+        self.shared
+            .running
+            .lock()
+            .unwrap()
+            .release(self.key.as_deref());
     }
 }
 
 /// Writes a task's log line to the log sink, if the load tester has one.
-fn log_line(shared: &Shared, message: &str, canary: &str, command: &str, output: Option<&str>) {
+fn log_line(shared: &Shared, message: &str, canary: &str, shown: &str, output: Option<&str>) {
     if let Some(sink) = &shared.options.log_sink {
         let mut line = serde_json::json!({
             "level": "info", "ts": humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
-            "msg": message, "canary": canary, "cmd": command,
+            "msg": message, "canary": canary, "cmd": shown,
         });
         if let Some(output) = output {
             line["output"] = serde_json::json!(output);
@@ -240,7 +391,7 @@ fn log_line(shared: &Shared, message: &str, canary: &str, command: &str, output:
     }
 }
 
-fn record(shared: &Shared, canary: String, command: String, outcome: TaskOutcome) {
+fn record(shared: &Shared, task: Task, outcome: TaskOutcome) {
     let (message, output) = match &outcome {
         TaskOutcome::Load(report) => ("command finished", Some(report.summary())),
         TaskOutcome::Command(result) if result.success => {
@@ -252,60 +403,85 @@ fn record(shared: &Shared, canary: String, command: String, outcome: TaskOutcome
         ),
         TaskOutcome::Skipped => ("command skipped: already running", None),
     };
-    log_line(shared, message, &canary, &command, output.as_deref());
-    let mut history = shared.history.lock().unwrap();
-    if history.len() == TASK_HISTORY_LIMIT {
-        history.remove(0);
-    }
-    history.push(TaskRecord {
-        canary,
-        command,
+    let output = output.map(|mut output| {
+        cut_text(&mut output, RECORD_TEXT_LIMIT);
+        output
+    });
+    log_line(
+        shared,
+        message,
+        &task.canary,
+        &task.shown,
+        output.as_deref(),
+    );
+    shared.history.lock().unwrap().push(TaskRecord {
+        canary: task.canary,
+        command: task.shown,
         outcome,
     });
 }
 
-/// Starts a `cmd` task in the background unless the same canary and command is still running.
+/// Starts a `cmd` task in the background unless the same canary and command is still running,
+/// or as many tasks as allowed are.
 fn start_async(
     shared: &Arc<Shared>,
     payload: &Payload,
-    command: String,
+    task: Task,
     work: Work,
-) -> (u16, String) {
-    let canary = payload.canary();
-    let key = format!("{canary}{command}");
-    if !shared.running.lock().unwrap().insert(key.clone()) {
-        tracing::info!(%canary, "command skipped {command} is already running");
-        record(shared, canary, command, TaskOutcome::Skipped);
-        return (202, "already running; skipped\n".into());
+) -> Result<(u16, String), Refusal> {
+    let canary = task.canary.clone();
+    let key = format!("{canary}{}", task.command);
+    let shown_key = format!("{canary}{}", task.shown);
+    let max = shared.options.max_tasks;
+    let admission = shared
+        .running
+        .lock()
+        .unwrap()
+        .admit(Some((&key, &shown_key)), max);
+    match admission {
+        Admission::Started => {}
+        Admission::Duplicate => {
+            tracing::info!(%canary, "command skipped {} is already running", task.shown);
+            record(shared, task, TaskOutcome::Skipped);
+            return Ok((202, "already running; skipped\n".into()));
+        }
+        Admission::Busy => return Err(busy(max)),
     }
-    let guard = RunningGuard {
+    let slot = TaskSlot {
         shared: shared.clone(),
-        key,
+        key: Some(key),
     };
     let log_output = payload.flag("logCmdOutput");
     let shared = shared.clone();
     let mut shutdown = shared.shutdown.clone();
-    tracing::info!(%canary, "command starting {command}");
-    log_line(&shared, "command starting", &canary, &command, None);
+    tracing::info!(%canary, "command starting {}", task.shown);
+    log_line(&shared, "command starting", &canary, &task.shown, None);
     tokio::spawn(async move {
-        let _guard = guard;
+        let _slot = slot;
         tokio::select! {
-            outcome = execute(&shared, &command, work) => finish(&shared, canary, command, outcome, log_output),
+            outcome = execute(&shared, &task.shown, work) => finish(&shared, task, outcome, log_output),
             _ = shutdown.wait_for(|stopping| *stopping) => {}
         }
     });
-    (202, "started\n".into())
+    Ok((202, "started\n".into()))
 }
 
 /// Runs a blocking task type and answers 200, or 500 with Flagger's error text.
 async fn run_blocking(
     shared: &Arc<Shared>,
     payload: &Payload,
-    command: String,
+    task: Task,
     work: Work,
 ) -> Result<(u16, String), Refusal> {
-    let canary = payload.canary();
-    let outcome = execute(shared, &command, work).await;
+    let max = shared.options.max_tasks;
+    if shared.running.lock().unwrap().admit(None, max) == Admission::Busy {
+        return Err(busy(max));
+    }
+    let _slot = TaskSlot {
+        shared: shared.clone(),
+        key: None,
+    };
+    let outcome = execute(shared, &task.shown, work).await;
     let response = match &outcome {
         TaskOutcome::Command(result) if result.success => {
             let body = if payload.flag("returnCmdOutput") {
@@ -318,23 +494,17 @@ async fn run_blocking(
         TaskOutcome::Command(result) => Err(refuse(
             500,
             format!(
-                "command {command} failed: {}: {}",
-                result.output, result.exit
+                "command {} failed: {}: {}",
+                task.shown, result.output, result.exit
             ),
         )),
         _ => Ok((200, String::new())),
     };
-    finish(
-        shared,
-        canary,
-        command,
-        outcome,
-        payload.flag("logCmdOutput"),
-    );
+    finish(shared, task, outcome, payload.flag("logCmdOutput"));
     response
 }
 
-async fn execute(shared: &Shared, command: &str, work: Work) -> TaskOutcome {
+async fn execute(shared: &Shared, shown: &str, work: Work) -> TaskOutcome {
     let timeout = shared.options.timeout;
     let (outcome, timed_out) = match work {
         Work::Load(plan) => {
@@ -362,18 +532,13 @@ async fn execute(shared: &Shared, command: &str, work: Work) -> TaskOutcome {
         }
     };
     if timed_out {
-        tracing::warn!("command {command} cancelled at the timeout");
+        tracing::warn!("command {shown} cancelled at the timeout");
     }
     outcome
 }
 
-fn finish(
-    shared: &Shared,
-    canary: String,
-    command: String,
-    outcome: TaskOutcome,
-    log_output: bool,
-) {
+fn finish(shared: &Shared, task: Task, outcome: TaskOutcome, log_output: bool) {
+    let (canary, shown) = (&task.canary, &task.shown);
     match &outcome {
         TaskOutcome::Load(report) => {
             let rps = format!("{:.1}", report.requests_per_second());
@@ -381,7 +546,7 @@ fn finish(
                 %canary,
                 requests = report.requests,
                 rps,
-                "command finished {command}"
+                "command finished {shown}"
             );
             if log_output {
                 tracing::info!(%canary, "{}", report.summary());
@@ -389,9 +554,9 @@ fn finish(
         }
         TaskOutcome::Command(result) => {
             if result.success {
-                tracing::info!(%canary, "command finished {command}");
+                tracing::info!(%canary, "command finished {shown}");
             } else {
-                tracing::warn!(%canary, "command failed {command}: {}", result.exit);
+                tracing::warn!(%canary, "command failed {shown}: {}", result.exit);
             }
             if log_output {
                 tracing::info!(%canary, "{}", result.output);
@@ -399,7 +564,7 @@ fn finish(
         }
         TaskOutcome::Skipped => {}
     }
-    record(shared, canary, command, outcome);
+    record(shared, task, outcome);
 }
 
 #[cfg(test)]
@@ -494,5 +659,94 @@ mod tests {
             403
         );
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
+    }
+
+    #[test]
+    fn at_most_max_tasks_run_and_duplicates_are_still_recognised() {
+        let max = crate::DEFAULT_MAX_TASKS;
+        let mut running = Running::default();
+        for _ in 0..max - 2 {
+            assert_eq!(running.admit(None, max), Admission::Started);
+        }
+        assert_eq!(
+            running.admit(Some(("a.test hey", "a.test hey")), max),
+            Admission::Started
+        );
+        // One under the limit: the last place is taken.
+        assert_eq!(running.count(), max - 1);
+        assert_eq!(running.admit(None, max), Admission::Started);
+        // At the limit: refused, whatever the kind of task.
+        assert_eq!(running.admit(None, max), Admission::Busy);
+        assert_eq!(
+            running.admit(Some(("b.test hey", "b.test hey")), max),
+            Admission::Busy
+        );
+        // A webhook repeating a running command hears that it runs, not that the tester is busy.
+        assert_eq!(
+            running.admit(Some(("a.test hey", "a.test hey")), max),
+            Admission::Duplicate
+        );
+        running.release(None);
+        assert_eq!(
+            running.admit(Some(("b.test hey", "b.test hey")), max),
+            Admission::Started
+        );
+        running.release(Some("a.test hey"));
+        assert_eq!(running.shown_keys(), ["b.test hey"]);
+        assert_eq!(running.count(), max - 1);
+    }
+
+    fn command_record(command: &str, output: String) -> TaskRecord {
+        TaskRecord {
+            canary: "podinfo.test".into(),
+            command: command.into(),
+            outcome: TaskOutcome::Command(CommandResult {
+                success: true,
+                output,
+                exit: "exit status 0".into(),
+                timed_out: false,
+            }),
+        }
+    }
+
+    fn output(record: &TaskRecord) -> &str {
+        match &record.outcome {
+            TaskOutcome::Command(result) => &result.output,
+            _ => panic!("a command record"),
+        }
+    }
+
+    #[test]
+    fn the_history_keeps_the_last_records() {
+        let mut history = History::default();
+        for n in 0..TASK_HISTORY_LIMIT {
+            history.push(command_record(&n.to_string(), String::new()));
+        }
+        let records = history.records();
+        assert_eq!(records.len(), TASK_HISTORY_LIMIT);
+        assert_eq!(records[0].command, "0");
+        history.push(command_record("last", String::new()));
+        let records = history.records();
+        assert_eq!(records.len(), TASK_HISTORY_LIMIT);
+        assert_eq!(records[0].command, "1");
+        assert_eq!(records[TASK_HISTORY_LIMIT - 1].command, "last");
+    }
+
+    #[test]
+    fn record_text_is_cut_at_the_limit_with_a_marker() {
+        let mut history = History::default();
+        let whole = "x".repeat(RECORD_TEXT_LIMIT);
+        history.push(command_record("fits", whole.clone()));
+        // Two-byte characters, so the cut has to find a character boundary.
+        let long = "é".repeat(RECORD_TEXT_LIMIT);
+        history.push(command_record(&"c".repeat(RECORD_TEXT_LIMIT + 1), long));
+        let records = history.records();
+        assert_eq!(output(&records[0]), whole);
+        assert_eq!(records[0].command, "fits");
+        let cut = output(&records[1]);
+        assert!(cut.len() <= RECORD_TEXT_LIMIT && cut.len() > RECORD_TEXT_LIMIT - 16);
+        assert!(cut.ends_with(CUT_MARKER) && cut.starts_with("éé"), "{cut}");
+        assert!(records[1].command.len() <= RECORD_TEXT_LIMIT);
+        assert!(records[1].command.ends_with(CUT_MARKER));
     }
 }

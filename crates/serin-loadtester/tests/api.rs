@@ -63,10 +63,7 @@ fn options() -> Options {
         timeout: Duration::from_secs(10),
         allow_shell: false,
         proxy: ProxyConfig::direct(),
-        namespace_filter: None,
-        log_sink: None,
-        command_runner: None,
-        search_namespace: None,
+        ..Options::default()
     }
 }
 
@@ -678,16 +675,24 @@ async fn load_goes_through_the_http_proxy_unless_no_proxy_lists_the_host() {
 
 #[tokio::test]
 async fn namespace_filter_forbids_other_namespaces() {
-    let filter = regex::Regex::new("^test$").unwrap();
+    let filter = serin_loadtester::access::namespace_filter("test").unwrap();
     let server = start(Options {
         namespace_filter: Some(filter),
         ..options()
     })
     .await;
-    let payload = r#"{"name":"podinfo","namespace":"prod","metadata":{"cmd":"hey -n 1 -c 1 http://127.0.0.1:1/"}}"#;
-    assert_eq!(
-        call(&server, "/", payload).await,
-        (403, "Forbidden\n".into())
-    );
+    // The pattern matches whole namespaces: `test` is not a prefix filter.
+    for namespace in ["prod", "test-2", "my-test"] {
+        let payload = format!(
+            r#"{{"name":"podinfo","namespace":"{namespace}","metadata":{{"cmd":"hey -n 1 -c 1 http://127.0.0.1:1/"}}}}"#
+        );
+        assert_eq!(
+            call(&server, "/", &payload).await,
+            (403, "Forbidden\n".into()),
+            "{namespace}"
+        );
+    }
+    let allowed = r#"{"name":"podinfo","namespace":"test","metadata":{"cmd":"hey -n 1 -c 1 http://127.0.0.1:1/"}}"#;
+    assert_eq!(call(&server, "/", allowed).await.0, 202);
     server.stop().await;
 }
