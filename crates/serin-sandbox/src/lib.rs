@@ -25,6 +25,7 @@ pub mod exec;
 pub mod gateway_route;
 pub mod gateways;
 pub mod instrument;
+pub mod loadtester_pod;
 pub mod logs;
 pub mod managed;
 pub mod mesh_crds;
@@ -223,6 +224,11 @@ impl process::ApiAccess for PodCredentials {
             &token,
             namespace,
         ))
+    }
+
+    fn core_object(&self, plural: &str, namespace: &str, name: &str) -> Option<serde_json::Value> {
+        let resource = self.store.resource("", "v1", plural)?;
+        self.store.get(&resource, namespace, name).ok()
     }
 }
 

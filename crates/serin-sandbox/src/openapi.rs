@@ -12,7 +12,8 @@ use crate::registry::ResourceInfo;
 use crate::store::Store;
 use k8s_openapi::api::core::v1 as core_v1;
 use k8s_openapi::api::{
-    apps, authentication, authorization, autoscaling, batch, coordination, events, policy, rbac,
+    apps, authentication, authorization, autoscaling, batch, coordination, events, networking,
+    policy, rbac,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::schemars::JsonSchema;
@@ -59,6 +60,7 @@ fn builtins() -> Builtins {
         apps::v1::ReplicaSet,
         apps::v1::DaemonSet,
         policy::v1::PodDisruptionBudget,
+        networking::v1::NetworkPolicy,
         apps::v1::StatefulSet,
         batch::v1::Job,
         batch::v1::CronJob,

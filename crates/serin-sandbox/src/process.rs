@@ -1,6 +1,7 @@
 //! Pods whose image is Serin's operator run the `serin-operator` binary built from this workspace
 //! as a child process, as a kubelet would run the image's entrypoint: with the container's args and
-//! env (downward-API `fieldRef`s resolved), listening on the pod's loopback port, authenticated as
+//! env (downward-API `fieldRef`s, `secretKeyRef`s and `configMapKeyRef`s resolved), listening on
+//! the pod's loopback port, authenticated as
 //! the pod's ServiceAccount through a kubeconfig the sandbox issues for it (so RBAC applies), and
 //! with its output as the container's log (`kubectl logs deploy/serin`).
 
@@ -21,10 +22,14 @@ pub const OPERATOR_BINARY_ENV: &str = "SERIN_OPERATOR_BIN";
 /// is longer; the sandbox keeps deletions quick).
 const GRACE: Duration = Duration::from_secs(5);
 
-/// Hands out credentials for a ServiceAccount: a kubeconfig that authenticates as it.
+/// What the kubelet reads from the API for a pod: credentials for its ServiceAccount, and the
+/// Secrets and ConfigMaps its containers' env refers to.
 pub trait ApiAccess: Send + Sync {
     /// A kubeconfig (YAML text) for `namespace/service_account`, or why there is none.
     fn kubeconfig_for(&self, namespace: &str, service_account: &str) -> Result<String, String>;
+    /// The stored object `namespace/name` of the core resource `plural` (`secrets`,
+    /// `configmaps`), if it exists.
+    fn core_object(&self, plural: &str, namespace: &str, name: &str) -> Option<Value>;
 }
 
 /// `$SERIN_OPERATOR_BIN`, else a `serin-operator` next to the running binary (or one directory
@@ -55,20 +60,28 @@ pub struct ProcessSpec {
 }
 
 impl ProcessSpec {
-    /// The spec of `container` in `pod`, running `binary` with `kubeconfig`.
-    pub fn of(pod: &Value, container: &Value, binary: PathBuf, kubeconfig: String) -> Self {
+    /// The spec of `container` in `pod`, running `binary` with `kubeconfig`, its env resolved
+    /// from `objects` ([`resolve_env`]); the error is the kubelet's message for an env that
+    /// cannot be resolved.
+    pub fn of(
+        pod: &Value,
+        container: &Value,
+        binary: PathBuf,
+        kubeconfig: String,
+        objects: &dyn ApiAccess,
+    ) -> Result<Self, String> {
         let args = container["args"]
             .as_array()
             .into_iter()
             .flatten()
             .filter_map(|a| a.as_str().map(String::from))
             .collect();
-        ProcessSpec {
+        Ok(ProcessSpec {
             binary,
             args,
-            env: container_env(pod, container),
+            env: resolve_env(pod, container, Some(objects))?,
             kubeconfig,
-        }
+        })
     }
 
     /// The args with the admin server moved to `address`, the pod's loopback port: the port
@@ -93,31 +106,98 @@ impl ProcessSpec {
     }
 }
 
-/// The container's `env`: literal values, and `fieldRef`s to the pod's name, namespace, uid,
-/// service account and node.
+/// The container's `env` as far as it can be known without the API: literal values and
+/// downward-API `fieldRef`s; `secretKeyRef`s and `configMapKeyRef`s are left out.
 pub fn container_env(pod: &Value, container: &Value) -> Vec<(String, String)> {
-    container["env"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|e| {
-            let name = e["name"].as_str()?.to_string();
-            if let Some(value) = e["value"].as_str() {
-                return Some((name, value.to_string()));
-            }
-            let path = e["valueFrom"]["fieldRef"]["fieldPath"].as_str()?;
+    resolve_env(pod, container, None).unwrap_or_default()
+}
+
+/// The container's `env` as the kubelet resolves it: literal values, `fieldRef`s to the pod's
+/// name, namespace, uid, service account, node and IP, and, with `objects`, `secretKeyRef`s and
+/// `configMapKeyRef`s read from the pod's namespace. A Secret, ConfigMap or key that is missing
+/// and not `optional` is an error with the kubelet's message (`secret "x" not found`, `couldn't
+/// find key k in Secret ns/x`); the pod then waits with `CreateContainerConfigError`.
+pub fn resolve_env(
+    pod: &Value,
+    container: &Value,
+    objects: Option<&dyn ApiAccess>,
+) -> Result<Vec<(String, String)>, String> {
+    let namespace = pod["metadata"]["namespace"].as_str().unwrap_or("default");
+    let mut env = Vec::new();
+    for entry in container["env"].as_array().into_iter().flatten() {
+        let Some(name) = entry["name"].as_str() else {
+            continue;
+        };
+        if let Some(value) = entry["value"].as_str() {
+            env.push((name.to_string(), value.to_string()));
+            continue;
+        }
+        let from = &entry["valueFrom"];
+        if let Some(path) = from["fieldRef"]["fieldPath"].as_str() {
             let value = match path {
                 "metadata.name" => &pod["metadata"]["name"],
                 "metadata.namespace" => &pod["metadata"]["namespace"],
                 "metadata.uid" => &pod["metadata"]["uid"],
                 "spec.serviceAccountName" => &pod["spec"]["serviceAccountName"],
                 "spec.nodeName" => &pod["spec"]["nodeName"],
-                "status.podIP" => return Some((name, "127.0.0.1".to_string())),
-                _ => return None,
+                "status.podIP" => &Value::String("127.0.0.1".into()),
+                _ => continue,
             };
-            Some((name, value.as_str().unwrap_or_default().to_string()))
-        })
-        .collect()
+            env.push((
+                name.to_string(),
+                value.as_str().unwrap_or_default().to_string(),
+            ));
+            continue;
+        }
+        let Some(objects) = objects else {
+            continue;
+        };
+        let (reference, plural, kind) = if from["secretKeyRef"].is_object() {
+            (&from["secretKeyRef"], "secrets", "Secret")
+        } else if from["configMapKeyRef"].is_object() {
+            (&from["configMapKeyRef"], "configmaps", "ConfigMap")
+        } else {
+            continue;
+        };
+        let object_name = reference["name"].as_str().unwrap_or_default();
+        let key = reference["key"].as_str().unwrap_or_default();
+        let optional = reference["optional"].as_bool() == Some(true);
+        let Some(object) = objects.core_object(plural, namespace, object_name) else {
+            if optional {
+                continue;
+            }
+            return Err(format!(
+                "{} \"{object_name}\" not found",
+                kind.to_lowercase()
+            ));
+        };
+        match key_value(&object, kind, key) {
+            Some(value) => env.push((name.to_string(), value)),
+            None if optional => {}
+            None => {
+                return Err(format!(
+                    "couldn't find key {key} in {kind} {namespace}/{object_name}"
+                ));
+            }
+        }
+    }
+    Ok(env)
+}
+
+/// The value under `key` of a Secret (`data`, base64-decoded, or `stringData` as written) or a
+/// ConfigMap (`data`).
+fn key_value(object: &Value, kind: &str, key: &str) -> Option<String> {
+    if kind == "ConfigMap" {
+        return object["data"][key].as_str().map(String::from);
+    }
+    if let Some(encoded) = object["data"][key].as_str() {
+        use base64::Engine;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .ok()?;
+        return Some(String::from_utf8_lossy(&bytes).into_owned());
+    }
+    object["stringData"][key].as_str().map(String::from)
 }
 
 /// Runs `spec` until `stop`, its output going to `log`; the kubeconfig lives in `dir`. Returns when
@@ -217,7 +297,14 @@ mod tests {
                     {"name": "MODE", "value": "x"},
                     {"name": "SECRET", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]
         });
-        let spec = ProcessSpec::of(&pod, &container, "/bin/true".into(), String::new());
+        let spec = ProcessSpec::of(
+            &pod,
+            &container,
+            "/bin/true".into(),
+            String::new(),
+            &Objects(vec![secret("s", "k", "v")]),
+        )
+        .unwrap();
         assert_eq!(
             spec.args_listening_on("127.0.0.1:4000".parse().unwrap()),
             [
@@ -230,8 +317,97 @@ mod tests {
             spec.env,
             [
                 ("POD_NAME".to_string(), "serin-abc".to_string()),
-                ("MODE".into(), "x".into())
+                ("MODE".into(), "x".into()),
+                ("SECRET".into(), "v".into())
             ]
+        );
+        // Without the API the reference is left out.
+        assert_eq!(container_env(&pod, &container).len(), 2);
+    }
+
+    /// Stored objects, for [`ApiAccess::core_object`].
+    struct Objects(Vec<Value>);
+
+    impl ApiAccess for Objects {
+        fn kubeconfig_for(&self, _: &str, _: &str) -> Result<String, String> {
+            Err("no credentials in this test".into())
+        }
+        fn core_object(&self, plural: &str, namespace: &str, name: &str) -> Option<Value> {
+            let kind = if plural == "secrets" {
+                "Secret"
+            } else {
+                "ConfigMap"
+            };
+            self.0
+                .iter()
+                .find(|o| {
+                    o["kind"] == kind
+                        && o["metadata"]["namespace"] == namespace
+                        && o["metadata"]["name"] == name
+                })
+                .cloned()
+        }
+    }
+
+    fn secret(name: &str, key: &str, value: &str) -> Value {
+        use base64::Engine;
+        let encoded = base64::engine::general_purpose::STANDARD.encode(value);
+        json!({"kind": "Secret", "metadata": {"name": name, "namespace": "serin-system"},
+               "data": {key: encoded}})
+    }
+
+    #[test]
+    fn secret_and_config_map_keys_resolve_as_the_kubelet_does() {
+        let pod = json!({"metadata": {"name": "p", "namespace": "serin-system"}});
+        let objects = Objects(vec![
+            secret("lt", "token", "s3cret\n"),
+            json!({"kind": "Secret", "metadata": {"name": "typed", "namespace": "serin-system"},
+                   "stringData": {"token": "from-string-data"}}),
+            json!({"kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "serin-system"},
+                   "data": {"level": "debug"}}),
+            json!({"kind": "Secret", "metadata": {"name": "lt", "namespace": "elsewhere"},
+                   "data": {"other": "eA=="}}),
+        ]);
+        let env = |entries: Value| {
+            resolve_env(
+                &pod,
+                &json!({"env": entries}),
+                Some(&objects as &dyn ApiAccess),
+            )
+        };
+        assert_eq!(
+            env(json!([
+                {"name": "A", "valueFrom": {"secretKeyRef": {"name": "lt", "key": "token"}}},
+                {"name": "B", "valueFrom": {"secretKeyRef": {"name": "typed", "key": "token"}}},
+                {"name": "C", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "level"}}},
+                {"name": "D", "valueFrom": {"secretKeyRef": {"name": "gone", "key": "x", "optional": true}}},
+                {"name": "E", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "x", "optional": true}}}
+            ]))
+            .unwrap(),
+            [
+                ("A".to_string(), "s3cret\n".to_string()),
+                ("B".into(), "from-string-data".into()),
+                ("C".into(), "debug".into())
+            ]
+        );
+        // Only the pod's own namespace is looked in.
+        assert_eq!(
+            env(
+                json!([{"name": "A", "valueFrom": {"secretKeyRef": {"name": "gone", "key": "token"}}}])
+            ),
+            Err("secret \"gone\" not found".into())
+        );
+        assert_eq!(
+            env(
+                json!([{"name": "A", "valueFrom": {"secretKeyRef": {"name": "lt", "key": "other"}}}])
+            ),
+            Err("couldn't find key other in Secret serin-system/lt".into())
+        );
+        assert_eq!(
+            env(
+                json!([{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "none", "key": "k"}}}])
+            ),
+            Err("configmap \"none\" not found".into())
         );
     }
 }

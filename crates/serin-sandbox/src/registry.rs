@@ -348,6 +348,19 @@ pub fn builtins() -> Vec<ResourceInfo> {
             true,
             Spec,
         ),
+        // Stored and served (the load tester's chart ships one); the sandbox runs every pod on
+        // loopback without network namespaces, so nothing enforces them.
+        builtin(
+            "networking.k8s.io",
+            "v1",
+            "NetworkPolicy",
+            "networkpolicies",
+            true,
+            &["netpol"],
+            &[],
+            false,
+            Spec,
+        ),
         builtin(
             "batch",
             "v1",

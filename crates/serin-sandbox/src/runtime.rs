@@ -8,12 +8,12 @@
 //! the mesh telemetry without anyone setting `HTTP_PROXY` (see [`ServingOptions::loadtester_proxy`]).
 
 use crate::controllers::{PodHealth, PodRuntime, PodStart, Termination, runs_to_completion};
+use crate::loadtester_pod::LoadTesterApp;
 use crate::logs::{ContainerLog, PodLogs};
 use crate::podinfo::{self, PodinfoSettings};
 use crate::process::{ApiAccess, ProcessSpec};
 use serde_json::{Value, json};
 use serin_loadtester::proxy::ProxyConfig;
-use serin_loadtester::shell::CommandRunner;
 use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -86,95 +86,6 @@ enum App {
     Operator(Arc<ProcessSpec>),
     /// A gateway pod's HTTP service, routing through the mesh.
     Gateway(axum::Router),
-}
-
-/// Images that run shell tasks through the sandbox's command interpreter, as Flagger's load
-/// tester runs `bash` tasks; Serin's own image keeps refusing them (it has no shell).
-const SHELL_LOADTESTER_IMAGE: &str = "flagger-loadtester";
-
-/// How a load tester pod runs: its proxy, its flags, and, for Flagger's image, the pod context
-/// its bash tasks run in.
-#[derive(Clone)]
-struct LoadTesterApp {
-    proxy: ProxyConfig,
-    /// The pod's namespace, where short hey targets are searched.
-    namespace: String,
-    /// `-timeout` from the container's command line.
-    timeout: Option<Duration>,
-    /// `-namespace-regexp` from the container's command line.
-    namespace_filter: Option<regex::Regex>,
-    /// The pod context for the command runner (its `local_ports` list the pod's ports, mapped to
-    /// the server's port when it starts); `None`: shell tasks stay refused.
-    shell: Option<crate::exec::Context>,
-}
-
-impl LoadTesterApp {
-    fn for_pod(pod: &Value, container: &Value, proxy: ProxyConfig) -> Self {
-        let words: Vec<&str> = ["command", "args"]
-            .iter()
-            .flat_map(|field| container[*field].as_array().into_iter().flatten())
-            .filter_map(Value::as_str)
-            .collect();
-        // Go's flag package: `-name=value`, `--name=value`, `-name value`.
-        let flag = |name: &str| {
-            words.iter().enumerate().find_map(|(index, word)| {
-                let bare = word.strip_prefix("--").or_else(|| word.strip_prefix('-'))?;
-                match bare.split_once('=') {
-                    Some((key, value)) if key == name => Some(value.to_string()),
-                    None if bare == name => words.get(index + 1).map(|v| v.to_string()),
-                    _ => None,
-                }
-            })
-        };
-        let image = container["image"].as_str().unwrap_or_default();
-        let shell = image.contains(SHELL_LOADTESTER_IMAGE).then(|| {
-            let mut context = crate::exec::Context::of(pod, container, proxy.clone());
-            let mut ports: Vec<u16> = pod["spec"]["containers"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .flat_map(|c| c["ports"].as_array().into_iter().flatten())
-                .filter_map(|p| u16::try_from(p["containerPort"].as_u64()?).ok())
-                .chain([8080])
-                .collect();
-            ports.sort_unstable();
-            ports.dedup();
-            context.local_ports = ports.into_iter().map(|port| (port, 0)).collect();
-            context
-        });
-        LoadTesterApp {
-            namespace: pod["metadata"]["namespace"]
-                .as_str()
-                .unwrap_or("default")
-                .to_string(),
-            timeout: flag("timeout")
-                .and_then(|text| serin_api::duration::parse_go_duration(&text).ok()),
-            namespace_filter: flag("namespace-regexp")
-                .and_then(|text| regex::Regex::new(&text).ok()),
-            proxy,
-            shell,
-        }
-    }
-
-    /// The load tester's options when it serves on loopback `port`.
-    fn options(&self, port: u16) -> serin_loadtester::Options {
-        let runner = self.shell.clone().map(|mut context| {
-            // Every port of the pod reaches its one server, as `sandboxPorts` says.
-            for (_, served) in &mut context.local_ports {
-                *served = port;
-            }
-            Arc::new(crate::exec::PodShell { context }) as Arc<dyn CommandRunner>
-        });
-        let defaults = serin_loadtester::Options::default();
-        serin_loadtester::Options {
-            proxy: self.proxy.clone(),
-            timeout: self.timeout.unwrap_or(defaults.timeout),
-            namespace_filter: self.namespace_filter.clone(),
-            command_runner: runner,
-            search_namespace: Some(self.namespace.clone()),
-            ..defaults
-        }
-    }
 }
 
 /// Why a pod's app cannot start.
@@ -437,11 +348,15 @@ impl ServingRuntime {
             let app = if matches(&self.options.podinfo_images) {
                 App::Podinfo(PodinfoSettings::for_pod(pod, container))
             } else if matches(&self.options.loadtester_images) {
-                App::LoadTester(LoadTesterApp::for_pod(
+                let access = self.api_access.lock().unwrap().clone();
+                let app = LoadTesterApp::for_pod(
                     pod,
                     container,
                     self.loadtester_proxy(),
-                ))
+                    access.as_deref(),
+                )
+                .map_err(|refused| Refusal::Container(refused.reason, refused.message))?;
+                App::LoadTester(app)
             } else if matches(&self.options.operator_images) {
                 App::Operator(Arc::new(self.operator_process(pod, container)?))
             } else if matches(&self.options.gateway_images) {
@@ -482,19 +397,17 @@ impl ServingRuntime {
             .as_str()
             .filter(|a| !a.is_empty())
             .unwrap_or("default");
-        let access = self.api_access.lock().unwrap().clone();
-        let kubeconfig = match access {
-            Some(access) => access
-                .kubeconfig_for(namespace, account)
-                .map_err(|e| Refusal::Container("CreateContainerConfigError", e))?,
-            None => {
-                return Err(Refusal::Container(
-                    "CreateContainerConfigError",
-                    "the sandbox hands out no API credentials to pods".into(),
-                ));
-            }
+        let Some(access) = self.api_access.lock().unwrap().clone() else {
+            return Err(Refusal::Container(
+                "CreateContainerConfigError",
+                "the sandbox hands out no API credentials to pods".into(),
+            ));
         };
-        let mut spec = ProcessSpec::of(pod, container, binary, kubeconfig);
+        let kubeconfig = access
+            .kubeconfig_for(namespace, account)
+            .map_err(|e| Refusal::Container("CreateContainerConfigError", e))?;
+        let mut spec = ProcessSpec::of(pod, container, binary, kubeconfig, access.as_ref())
+            .map_err(|e| Refusal::Container("CreateContainerConfigError", e))?;
         // Its webhooks call cluster names (http://flagger-loadtester.test/), which only the mesh
         // proxy resolves: the proxy goes in the environment, as a sidecar would take the traffic.
         // The container's own settings come later and win.
@@ -1056,56 +969,6 @@ mod tests {
             explicit.loadtester_proxy().http_proxy,
             Some(("127.0.0.1".into(), 3128))
         );
-    }
-
-    #[test]
-    fn flaggers_load_tester_image_runs_shell_tasks_and_serins_does_not() {
-        let pod = |image: &str, command: Value| {
-            json!({"metadata": {"name": "lt-a-b", "namespace": "test"}, "spec": {"containers": [{
-                "name": "loadtester", "image": image, "command": command,
-                "ports": [{"name": "http", "containerPort": 8080}]
-            }]}})
-        };
-        let flagger = pod(
-            "ghcr.io/fluxcd/flagger-loadtester:0.29.0",
-            json!([
-                "./loadtester",
-                "-port=8080",
-                "-log-level=info",
-                "-timeout=1h"
-            ]),
-        );
-        let setup = LoadTesterApp::for_pod(
-            &flagger,
-            &flagger["spec"]["containers"][0],
-            ProxyConfig::direct(),
-        );
-        let options = setup.options(40123);
-        assert!(options.command_runner.is_some());
-        assert_eq!(options.timeout, Duration::from_secs(3600));
-        assert_eq!(options.search_namespace.as_deref(), Some("test"));
-        let context = setup.shell.as_ref().unwrap();
-        assert_eq!(context.namespace, "test");
-
-        let serin = pod(
-            "ghcr.io/serin-dev/serin-loadtester:0.1.0",
-            json!([
-                "serin-loadtester",
-                "--timeout",
-                "90s",
-                "--namespace-regexp=^test$"
-            ]),
-        );
-        let options = LoadTesterApp::for_pod(
-            &serin,
-            &serin["spec"]["containers"][0],
-            ProxyConfig::direct(),
-        )
-        .options(40124);
-        assert!(options.command_runner.is_none());
-        assert!(!options.allow_shell);
-        assert_eq!(options.timeout, Duration::from_secs(90));
-        assert!(options.namespace_filter.unwrap().is_match("test"));
     }
 
     #[test]

@@ -490,6 +490,13 @@ fn builtin_columns(info: &ResourceInfo) -> Option<Vec<Column>> {
             computed("Groups", 1, |b| subjects_of(b, "Group")),
             computed("ServiceAccounts", 1, |b| subjects_of(b, "ServiceAccount")),
         ],
+        ("networking.k8s.io", "NetworkPolicy") => vec![
+            name(),
+            computed("Pod-Selector", 0, |p| {
+                selector(&p["spec"]["podSelector"]["matchLabels"])
+            }),
+            age(),
+        ],
         ("coordination.k8s.io", "Lease") => vec![
             name(),
             computed("Holder", 0, |l| {
