@@ -21,6 +21,9 @@ kind: HTTPRoute
 metadata:
   name: podinfo
   namespace: $NS
+  # The route's owner hands it to the Canary podinfo (Serin takes over no object it did not make).
+  annotations:
+    serin.dev/adopt: podinfo
 spec:
   parentRefs:
     - name: public-gateway

@@ -26,3 +26,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- default "default" .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The Secret holding the event webhook URL: the one named in eventWebhookSecret, or the chart's own. */}}
+{{- define "serin.eventWebhookSecret" -}}
+{{- default (printf "%s-event-webhook" (include "serin.fullname" .)) .Values.eventWebhookSecret.name -}}
+{{- end -}}

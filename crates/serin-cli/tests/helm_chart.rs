@@ -160,18 +160,25 @@ fn the_charts_render_what_the_api_server_accepts() {
                 "selectorLabels=app",
                 "includeLabelPrefix=app.kubernetes.io",
                 "configTracking.enabled=false",
-                "eventWebhook=http://events.test/",
+                "eventWebhook=http://events.test/T0KEN",
                 "clusterName=prod",
                 "logLevel=debug",
+                "noCrossNamespaceRefs=true",
             ],
             &[
                 "- --metrics-server=http://prometheus.istio-system:9090",
                 "- --selector-labels=app",
                 "- --include-label-prefix=app.kubernetes.io",
                 "- --enable-config-tracking=false",
-                "- --event-webhook=http://events.test/",
                 "- --cluster-name=prod",
                 "- --log-level=debug",
+                "- --no-cross-namespace-refs",
+                // The event webhook URL reaches the operator from a Secret, through its environment.
+                "kind: Secret\nmetadata:\n  name: serin-event-webhook",
+                "url: \"http://events.test/T0KEN\"",
+                "- name: EVENT_WEBHOOK_URL\n              valueFrom:\n                secretKeyRef:\n                  name: serin-event-webhook\n                  key: url",
+                // Without config tracking the operator only reads ConfigMaps and Secrets.
+                "resources: [configmaps, secrets]\n    verbs: [list, watch]\n",
             ],
         ),
         (
@@ -221,6 +228,19 @@ fn the_charts_render_what_the_api_server_accepts() {
         if case == "existing account, no RBAC" {
             assert!(!rendered.contains("kind: ClusterRole"), "{rendered}");
         }
+        if case == "defaults" {
+            assert!(
+                rendered.contains(
+                    "resources: [configmaps, secrets]\n    verbs: [list, watch, create, update, patch, delete]\n"
+                ),
+                "{rendered}"
+            );
+            assert!(!rendered.contains("EVENT_WEBHOOK_URL"), "{rendered}");
+        }
+        assert!(
+            !rendered.contains("--event-webhook"),
+            "{case}: a URL on the command line\n{rendered}"
+        );
         let (ok, out, err) = k.run(&["apply", "--dry-run=server", "-f", "-"], Some(&rendered));
         assert!(
             ok,
@@ -604,4 +624,164 @@ fn kubectl_apply_k_installs_a_ready_operator() {
         "successfully rolled out",
     );
     two_ready_replicas_one_leading(&k);
+}
+
+/// The documents of `helm template` of the load tester chart into `test` with `args` (`--set`,
+/// `--set-json`), as JSON objects.
+fn loadtester_documents(helm: &Helm, args: &[&str]) -> Vec<serde_json::Value> {
+    let mut all = vec!["template", "loadtester", "charts/loadtester", "-n", "test"];
+    all.extend_from_slice(args);
+    let rendered = helm.ok(&all);
+    serde_saphyr::from_multiple(&rendered)
+        .unwrap_or_else(|e| panic!("helm template {args:?} is not YAML ({e}):\n{rendered}"))
+}
+
+fn of_kind<'a>(documents: &'a [serde_json::Value], kind: &str) -> Vec<&'a serde_json::Value> {
+    documents.iter().filter(|d| d["kind"] == kind).collect()
+}
+
+fn loadtester_container(documents: &[serde_json::Value]) -> serde_json::Value {
+    of_kind(documents, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0].clone()
+}
+
+#[test]
+fn the_load_testers_network_policy_admits_its_namespace_and_the_operators() {
+    let helm = Helm::new(None);
+    let documents = loadtester_documents(&helm, &[]);
+    let policies = of_kind(&documents, "NetworkPolicy");
+    assert_eq!(policies.len(), 1, "{documents:?}");
+    let policy = &policies[0]["spec"];
+    let deployment = of_kind(&documents, "Deployment")[0];
+    assert_eq!(
+        policy["podSelector"]["matchLabels"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+    assert_eq!(policy["policyTypes"], serde_json::json!(["Ingress"]));
+    let ingress = policy["ingress"].as_array().unwrap();
+    assert_eq!(ingress.len(), 1, "{policy}");
+    assert_eq!(
+        ingress[0]["ports"],
+        serde_json::json!([{"port": "http", "protocol": "TCP"}])
+    );
+    assert_eq!(
+        ingress[0]["from"],
+        serde_json::json!([
+            {"podSelector": {}},
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "serin-system"}}}
+        ])
+    );
+
+    let documents = loadtester_documents(
+        &helm,
+        &[
+            "--set-json",
+            r#"networkPolicy.operatorNamespaces=["serin-system","team-a"]"#,
+            "--set-json",
+            r#"networkPolicy.extraFrom=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}},{"ipBlock":{"cidr":"10.8.0.0/16"}}]"#,
+        ],
+    );
+    assert_eq!(
+        of_kind(&documents, "NetworkPolicy")[0]["spec"]["ingress"][0]["from"],
+        serde_json::json!([
+            {"podSelector": {}},
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "serin-system"}}},
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "team-a"}}},
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}},
+            {"ipBlock": {"cidr": "10.8.0.0/16"}}
+        ])
+    );
+    let documents = loadtester_documents(&helm, &["--set", "networkPolicy.enabled=false"]);
+    assert!(of_kind(&documents, "NetworkPolicy").is_empty());
+}
+
+#[test]
+fn the_load_testers_token_comes_from_a_secret_through_its_environment() {
+    let helm = Helm::new(None);
+    let container = loadtester_container(&loadtester_documents(&helm, &[]));
+    assert!(container["env"].is_null(), "{container}");
+    let container = loadtester_container(&loadtester_documents(
+        &helm,
+        &[
+            "--set",
+            "auth.secretName=loadtester-token",
+            "--set",
+            "auth.secretKey=value",
+        ],
+    ));
+    assert_eq!(
+        container["env"],
+        serde_json::json!([{"name": "LOADTESTER_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": "loadtester-token", "key": "value"}}}])
+    );
+    let args = container["args"].to_string();
+    assert!(!args.contains("token"), "{args}");
+}
+
+#[test]
+fn the_load_tester_has_a_memory_limit_and_a_task_limit() {
+    let helm = Helm::new(None);
+    let container = loadtester_container(&loadtester_documents(&helm, &[]));
+    assert_eq!(
+        container["resources"],
+        serde_json::json!({"requests": {"cpu": "10m", "memory": "64Mi"},
+                           "limits": {"cpu": "1000m", "memory": "256Mi"}})
+    );
+    let args = container["args"].as_array().unwrap();
+    assert!(
+        args.contains(&serde_json::json!("--max-tasks=32")),
+        "{args:?}"
+    );
+    let container =
+        loadtester_container(&loadtester_documents(&helm, &["--set", "cmd.maxTasks=5"]));
+    assert!(
+        container["args"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("--max-tasks=5")),
+        "{container}"
+    );
+}
+
+#[test]
+fn the_load_testers_schema_refuses_bad_values() {
+    let helm = Helm::new(None);
+    for (args, message) in [
+        (
+            ["--set", "cmd.maxTasks=0"],
+            "at '/cmd/maxTasks': minimum: got 0, want 1",
+        ),
+        (
+            ["--set", "networkPolicy.enabled=maybe"],
+            "at '/networkPolicy/enabled': got string, want boolean",
+        ),
+        (
+            ["--set", "networkPolicy.peers=x"],
+            "at '/networkPolicy': additional properties 'peers' not allowed",
+        ),
+        (
+            ["--set", "networkPolicy.operatorNamespaces[0]=Serin_System"],
+            "at '/networkPolicy/operatorNamespaces/0': 'Serin_System' does not match pattern",
+        ),
+        (
+            [
+                "--set-json",
+                r#"networkPolicy.extraFrom=[{"namespace":"x"}]"#,
+            ],
+            "at '/networkPolicy/extraFrom/0': additional properties 'namespace' not allowed",
+        ),
+        (
+            ["--set", "auth.secretName=Bad_Name"],
+            "at '/auth/secretName': 'Bad_Name' does not match pattern",
+        ),
+        (
+            ["--set", "auth.token=lt-123"],
+            "at '/auth': additional properties 'token' not allowed",
+        ),
+    ] {
+        let mut all = vec!["template", "loadtester", "charts/loadtester"];
+        all.extend_from_slice(&args);
+        let (ok, _, err) = helm.run(&all);
+        assert!(!ok, "{args:?} was accepted");
+        assert!(err.contains(message), "{args:?}: {err}");
+    }
 }

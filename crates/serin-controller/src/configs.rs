@@ -6,7 +6,7 @@ use crate::cache::Caches;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use serde_json::{Value, json};
-use serin_core::revision::{ConfigKind, config_refs, tracked_configs};
+use serin_core::revision::{ConfigKind, config_refs, data_checksum, tracked_configs};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -42,6 +42,31 @@ pub fn observe(
         |name| secrets.get(name).map(|s| &**s),
     )
     .map_err(|missing| missing.to_string())
+}
+
+/// Replaces in `recorded` (a status' `trackedConfigs`) the unkeyed checksums earlier versions wrote
+/// for Secrets with the keyed ones of `current`, where they still match the Secret's data: an
+/// upgrade must not look like a change of every tracked Secret.
+pub fn upgrade_secret_checksums(
+    recorded: &mut BTreeMap<String, String>,
+    current: &BTreeMap<String, String>,
+    caches: &Caches,
+    namespace: &str,
+) {
+    for (key, value) in recorded.iter_mut() {
+        let Some(name) = key.strip_prefix("secret/") else {
+            continue;
+        };
+        let Some(keyed) = current.get(key).filter(|keyed| *keyed != value) else {
+            continue;
+        };
+        let unkeyed = caches
+            .secret(namespace, name)
+            .map(|secret| data_checksum(&secret.data.clone().unwrap_or_default()));
+        if unkeyed.as_ref() == Some(value) {
+            *value = keyed.clone();
+        }
+    }
 }
 
 /// The tracked configs as (kind, name) pairs, from the keys of [`observe`]'s map.

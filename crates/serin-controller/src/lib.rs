@@ -5,6 +5,7 @@
 #![deny(missing_docs)]
 
 pub mod autoscaler;
+pub mod budget;
 pub mod cache;
 pub mod configs;
 pub mod json_store;

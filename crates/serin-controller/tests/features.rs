@@ -2,8 +2,8 @@
 //! Prometheus): tracked ConfigMaps copied to `-primary` and a ConfigMap change released as a new
 //! revision, the primary's autoscaler, event webhooks and Slack alerts received on loopback, an API
 //! failure shown in the Canary's status and events, the operator's metrics, and `revertOnDeletion`
-//! giving the target its replicas back and the user's own Service and VirtualService (adopted, not
-//! owned) their original configuration.
+//! giving the target its replicas back and the user's own Service and VirtualService (handed over
+//! with `serin.dev/adopt`, adopted, not owned) their original configuration.
 
 use kube::api::{Api, DeleteParams};
 use kube::{Client, Config};
@@ -19,11 +19,12 @@ mod common;
 use common::{kubectl, sandbox_with_crds};
 
 /// The user's VirtualService from before the Canary, created without kubectl's last-applied
-/// annotation, so only the operator's own record of it can restore it.
+/// annotation, so only the operator's own record of it can restore it; its owner hands it to the
+/// Canary with the adopt annotation.
 const USER_VIRTUAL_SERVICE: &str = r#"
 apiVersion: networking.istio.io/v1beta1
 kind: VirtualService
-metadata: {name: podinfo, namespace: test}
+metadata: {name: podinfo, namespace: test, annotations: {serin.dev/adopt: podinfo}}
 spec:
   hosts: [app.example.com, podinfo]
   http:
@@ -67,7 +68,7 @@ spec:
 ---
 apiVersion: v1
 kind: Service
-metadata: {name: podinfo, namespace: test}
+metadata: {name: podinfo, namespace: test, annotations: {serin.dev/adopt: podinfo}}
 spec:
   selector: {app: podinfo}
   ports: [{name: http, port: 9898, targetPort: http}]

@@ -63,9 +63,15 @@ struct Flags {
     /// `info,kube=debug`; `RUST_LOG`, when set, takes precedence.
     #[arg(long, default_value = "info")]
     log_level: String,
-    /// URL that receives every event of Canaries without an `event` webhook.
-    #[arg(long, env = "EVENT_WEBHOOK_URL")]
+    /// URL that receives every event of Canaries without an `event` webhook. Such a URL often
+    /// carries a credential: pass it in the environment variable (from a Secret), not on the
+    /// command line, where any process of the node can read it.
+    #[arg(long, env = "EVENT_WEBHOOK_URL", hide_env_values = true)]
     event_webhook: Option<String>,
+    /// Refuse MetricTemplate and AlertProvider references to another namespace (Flagger's
+    /// `-no-cross-namespace-refs`); the Canary holds with a message naming the field.
+    #[arg(long)]
+    no_cross_namespace_refs: bool,
     /// Cluster name shown in alerts.
     #[arg(long)]
     cluster_name: Option<String>,
@@ -160,6 +166,7 @@ async fn operate(flags: Flags) -> anyhow::Result<()> {
     ctx.config_tracking = flags.enable_config_tracking;
     ctx.concurrency = flags.concurrency.max(1);
     ctx.event_webhook = flags.event_webhook.filter(|url| !url.is_empty());
+    ctx.cross_namespace_refs = !flags.no_cross_namespace_refs;
     ctx.cluster_name = flags.cluster_name;
     let leading = Arc::new(AtomicBool::new(false));
     let admin = admin_server(

@@ -314,16 +314,27 @@ impl Tick<'_> {
         status: &CanaryStatus,
     ) -> Result<(), Error> {
         if let Action::NotifyHooks { hook_type, phase } = action {
-            // Post-rollout style notifications: their outcome does not change the release.
-            for run in self
-                .ctx
-                .webhooks
-                .notify_hooks(canary, *hook_type, *phase)
-                .await
-            {
-                if let Err(error) = run.result {
-                    tracing::warn!("{error}");
+            // Post-rollout style notifications: their outcome does not change the release, so they
+            // are sent in the namespace's budget instead of holding the tick.
+            let (webhooks, canary, hook_type, phase) = (
+                self.ctx.webhooks.clone(),
+                canary.clone(),
+                *hook_type,
+                *phase,
+            );
+            let notify = async move {
+                for run in webhooks.notify_hooks(&canary, hook_type, phase).await {
+                    if let Err(error) = run.result {
+                        tracing::warn!("{error}");
+                    }
                 }
+            };
+            let span = tracing::Span::current();
+            if let Err(full) = self.budgets.spawn(
+                &self.namespace,
+                tracing::Instrument::instrument(notify, span),
+            ) {
+                tracing::warn!("{hook_type} hooks not called: {full}");
             }
             return Ok(());
         }

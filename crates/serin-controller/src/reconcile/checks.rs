@@ -1,90 +1,330 @@
-//! The checks decide asks for: a metric read from Prometheus (the operator's metrics server, the
-//! Canary's `metricsServer`, or a MetricTemplate's provider) or a webhook call.
+//! The checks decide asks for — a metric read from Prometheus (the operator's metrics server, the
+//! Canary's `metricsServer`, or a MetricTemplate's provider) or a webhook call — run outside the
+//! reconcile: a tick that needs one starts it in the namespace's budget and ends without writing;
+//! when it finishes, the Canary is reconciled again and the next tick finds its outcome. A hook
+//! that takes minutes holds its own Canary, never a reconcile slot another Canary needs.
+//!
+//! The outcomes of one decision form a round, tied to the Canary as it was read (its
+//! resourceVersion): a change of the Canary starts a new round, and a finished tick ends it, so
+//! an outcome is used by the tick that asked for it and never by a later interval's.
 
-use super::Tick;
+use super::{Shared, Tick};
+use crate::budget::BudgetFull;
 use kube::ResourceExt;
-use serin_api::Canary;
+use kube::runtime::reflector::ObjectRef;
+use serin_api::{Canary, CanaryMetric, MetricTemplate};
 use serin_core::plan::{Check, MetricReading, Outcome};
-use serin_metrics::{ClientOptions, MetricInputs, QueryContext};
+use serin_metrics::{ClientOptions, MetricInputs, PrometheusClient, QueryContext};
 use serin_router::Names;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-impl Tick<'_> {
-    fn query_context(&self) -> QueryContext {
-        let names = Names::of(&self.canary);
-        let target = self.canary["spec"]["targetRef"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let or_target = |field: &str| {
-            self.canary["spec"][field]["name"]
-                .as_str()
-                .map_or_else(|| target.clone(), String::from)
-        };
-        QueryContext {
-            name: self.canary["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .into(),
-            namespace: self.namespace.clone(),
-            service: names.apex,
-            ingress: or_target("ingressRef"),
-            route: or_target("routeRef"),
-            target,
-            ..QueryContext::default()
+/// How long a check may run before the Canary's status says what it waits for.
+const SLOW_CHECK_NOTICE: Duration = Duration::from_secs(10);
+
+/// The outcomes gathered for one decision of one Canary.
+struct Round {
+    id: u64,
+    /// The Canary's resourceVersion when the round started (or when this operator last wrote it).
+    version: String,
+    outcomes: HashMap<Check, Outcome>,
+    /// The checks under way: when each started, and whether the status said it is slow.
+    running: HashMap<Check, (Instant, bool)>,
+}
+
+/// What a tick learns about a check it needs.
+pub(super) enum Progress {
+    /// The check ran in this round: its outcome.
+    Done(Outcome),
+    /// The check runs (or waits for a place in its namespace); the Canary is reconciled again
+    /// when it ends. `Some(elapsed)` the first time it has run longer than the status should be
+    /// silent about.
+    Running(Option<Duration>),
+}
+
+/// The rounds of every Canary with checks under way, and the channel that asks for a reconcile
+/// when one ends.
+pub(crate) struct CheckRuns {
+    rounds: std::sync::Mutex<HashMap<(String, String), Round>>,
+    next_round: AtomicU64,
+    wake: futures::channel::mpsc::UnboundedSender<ObjectRef<Canary>>,
+}
+
+impl CheckRuns {
+    /// Check runs whose endings are sent to `wake` (the controller's reconcile trigger).
+    pub(crate) fn new(wake: futures::channel::mpsc::UnboundedSender<ObjectRef<Canary>>) -> Self {
+        CheckRuns {
+            rounds: Default::default(),
+            next_round: AtomicU64::new(1),
+            wake,
         }
     }
 
-    /// Runs one check and returns its outcome for decide.
-    pub(super) async fn run_check(&self, canary: &Canary, check: &Check) -> Outcome {
-        match check {
-            Check::Metric { name } => {
-                let metric = canary
-                    .spec
-                    .analysis()
-                    .and_then(|a| a.every_metric().find(|m| &m.name == name));
-                let Some(metric) = metric else {
-                    return Outcome::Metric(MetricReading::Error(format!(
-                        "metric {name} is not in analysis.metrics"
-                    )));
-                };
-                let template = metric.template_ref.as_ref().and_then(|reference| {
-                    self.caches
-                        .metric_template(reference.namespace_or(&self.namespace), &reference.name)
+    /// Ends the round of `key` (the Canary's tick is done: its next decision asks afresh).
+    pub(super) fn finish(&self, key: &(String, String)) {
+        self.rounds.lock().expect("never poisoned").remove(key);
+    }
+
+    /// Keeps the round of `key` for the Canary's next version: this operator wrote `from` into
+    /// `to` (a status message about a slow check), which changes nothing the checks depend on.
+    pub(super) fn carry_over(&self, key: &(String, String), from: &str, to: &str) {
+        if let Some(round) = self
+            .rounds
+            .lock()
+            .expect("never poisoned")
+            .get_mut(key)
+            .filter(|r| r.version == from)
+        {
+            round.version = to.to_string();
+        }
+    }
+
+    /// Drops the rounds of Canaries for which `keep` is false (they are gone).
+    pub(super) fn forget_unless(&self, keep: impl Fn(&(String, String)) -> bool) {
+        self.rounds
+            .lock()
+            .expect("never poisoned")
+            .retain(|key, _| keep(key));
+    }
+
+    fn deliver(&self, canary: &ObjectRef<Canary>, round: u64, check: Check, outcome: Outcome) {
+        let key = (
+            canary.namespace.clone().unwrap_or_default(),
+            canary.name.clone(),
+        );
+        {
+            let mut rounds = self.rounds.lock().expect("never poisoned");
+            // A round that ended or was replaced meanwhile has no use for it.
+            let Some(current) = rounds.get_mut(&key).filter(|r| r.id == round) else {
+                return;
+            };
+            current.running.remove(&check);
+            current.outcomes.insert(check, outcome);
+        }
+        let _ = self.wake.unbounded_send(canary.clone());
+    }
+}
+
+/// The values of a query's placeholders for the Canary `canary` (its JSON form) in `namespace`.
+pub(super) fn query_context(canary: &serde_json::Value, namespace: &str) -> QueryContext {
+    let names = Names::of(canary);
+    let target = canary["spec"]["targetRef"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let or_target = |field: &str| {
+        canary["spec"][field]["name"]
+            .as_str()
+            .map_or_else(|| target.clone(), String::from)
+    };
+    QueryContext {
+        name: canary["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .into(),
+        namespace: namespace.to_string(),
+        service: names.apex,
+        ingress: or_target("ingressRef"),
+        route: or_target("routeRef"),
+        target,
+        ..QueryContext::default()
+    }
+}
+
+impl Tick<'_> {
+    /// The outcome of `check` in this Canary's round, starting it when it has not run yet.
+    pub(super) fn check(&self, shared: &Shared, canary: &Arc<Canary>, check: &Check) -> Progress {
+        let runs = &shared.checks;
+        let version = canary.resource_version().unwrap_or_default();
+        let round = {
+            let mut rounds = runs.rounds.lock().expect("never poisoned");
+            let round = rounds
+                .entry(self.canary_key.clone())
+                .or_insert_with(|| Round {
+                    id: 0,
+                    version: String::new(),
+                    outcomes: HashMap::new(),
+                    running: HashMap::new(),
                 });
-                let secret = template.as_ref().and_then(|template| {
-                    let reference = template.spec.provider.secret_ref.as_ref()?;
-                    let namespace = template.namespace().unwrap_or(self.namespace.clone());
-                    self.caches.secret_text(&namespace, &reference.name)
-                });
-                let own_server = match canary.spec.metrics_server.as_deref() {
-                    Some(address) => match self
-                        .ctx
-                        .prometheus_clients
-                        .client(address, ClientOptions::default())
-                    {
-                        Ok(client) => Some(client),
-                        Err(error) => {
-                            return Outcome::Metric(MetricReading::Error(format!(
-                                "spec.metricsServer: {error}"
-                            )));
-                        }
-                    },
-                    None => None,
+            if round.id == 0 || round.version != version {
+                *round = Round {
+                    id: runs.next_round.fetch_add(1, Ordering::Relaxed),
+                    version,
+                    outcomes: HashMap::new(),
+                    running: HashMap::new(),
                 };
-                let inputs = MetricInputs {
-                    context: self.query_context(),
-                    template: template.as_deref(),
-                    secret: secret.as_ref(),
-                    metrics_server: own_server.as_ref().unwrap_or(&self.ctx.metrics_server),
-                    clients: &self.ctx.prometheus_clients,
-                    provider: self.canary["spec"]["provider"].as_str().unwrap_or("istio"),
-                };
-                Outcome::Metric(serin_metrics::read(metric, inputs).await)
             }
-            Check::Hook { name, .. } => match self.ctx.webhooks.run_check(canary, check).await {
-                Some(verdict) => verdict.outcome,
-                None => Outcome::Hook(Err(format!("webhook {name} could not be run"))),
+            if let Some(outcome) = round.outcomes.get(check) {
+                return Progress::Done(outcome.clone());
+            }
+            if let Some((started, announced)) = round.running.get_mut(check) {
+                let elapsed = started.elapsed();
+                if elapsed < SLOW_CHECK_NOTICE || *announced {
+                    return Progress::Running(None);
+                }
+                *announced = true;
+                return Progress::Running(Some(elapsed));
+            }
+            round.running.insert(check.clone(), (Instant::now(), false));
+            round.id
+        };
+        let job = self.prepare(canary, check);
+        let ctx = shared.ctx.clone();
+        let checks = shared.checks.clone();
+        let reference = ObjectRef::from_obj(&**canary);
+        let check_run = check.clone();
+        let work = tracing::Instrument::instrument(
+            async move {
+                let outcome = job.run(&ctx).await;
+                checks.deliver(&reference, round, check_run, outcome);
             },
+            tracing::Span::current(),
+        );
+        if let Err(BudgetFull { namespace, limit }) = shared.budgets.spawn(&self.namespace, work) {
+            // The check cannot even wait for a place: it fails now, as a check that ran and failed.
+            let message = format!(
+                "namespace {namespace} already has {limit} webhook calls and metric queries waiting or running; this check was not started"
+            );
+            let outcome = match check {
+                Check::Metric { .. } => Outcome::Metric(MetricReading::Error(message)),
+                Check::Hook { .. } => Outcome::HookUnanswered(message),
+            };
+            let mut rounds = runs.rounds.lock().expect("never poisoned");
+            if let Some(current) = rounds.get_mut(&self.canary_key) {
+                current.running.remove(check);
+            }
+            return Progress::Done(outcome);
+        }
+        Progress::Running(None)
+    }
+
+    /// Everything running `check` needs, read from the caches now, so the run owns its inputs.
+    fn prepare(&self, canary: &Arc<Canary>, check: &Check) -> Job {
+        let Check::Metric { name } = check else {
+            return Job::Hook {
+                canary: canary.clone(),
+                check: check.clone(),
+            };
+        };
+        let metric = canary
+            .spec
+            .analysis()
+            .and_then(|a| a.every_metric().find(|m| &m.name == name));
+        let Some(metric) = metric else {
+            return Job::Done(Outcome::Metric(MetricReading::Error(format!(
+                "metric {name} is not in analysis.metrics"
+            ))));
+        };
+        let template = metric.template_ref.as_ref().and_then(|reference| {
+            self.caches
+                .metric_template(reference.namespace_or(&self.namespace), &reference.name)
+        });
+        let secret = template.as_ref().and_then(|template| {
+            let reference = template.spec.provider.secret_ref.as_ref()?;
+            let namespace = template.namespace().unwrap_or(self.namespace.clone());
+            self.caches.secret_text(&namespace, &reference.name)
+        });
+        let server = match canary.spec.metrics_server.as_deref() {
+            Some(address) => match self
+                .ctx
+                .prometheus_clients
+                .client(address, ClientOptions::default())
+            {
+                Ok(client) => Some(client),
+                Err(error) => {
+                    return Job::Done(Outcome::Metric(MetricReading::Error(format!(
+                        "spec.metricsServer: {error}"
+                    ))));
+                }
+            },
+            None => None,
+        };
+        Job::Metric(Box::new(MetricJob {
+            metric: metric.clone(),
+            context: query_context(&self.canary, &self.namespace),
+            template,
+            secret,
+            server,
+            provider: self.canary["spec"]["provider"]
+                .as_str()
+                .unwrap_or("istio")
+                .to_string(),
+        }))
+    }
+}
+
+/// What the status says while `check` has run for `elapsed`: what it waits for and the most it
+/// may take.
+pub(super) fn slow_check_message(canary: &Canary, check: &Check, elapsed: Duration) -> String {
+    let waited = elapsed.as_secs();
+    match check {
+        Check::Hook {
+            name, hook_type, ..
+        } => {
+            let hook = canary
+                .spec
+                .analysis()
+                .and_then(|a| a.every_webhook().find(|h| &h.name == name));
+            let timeout = hook
+                .and_then(|h| serin_webhooks::hook::hook_timeout(h).ok())
+                .map_or_else(String::new, |t| format!("{}s", t.as_secs()));
+            let retries = hook.and_then(|h| h.retries).unwrap_or(0);
+            format!(
+                "waiting {waited}s for the {hook_type} webhook {name}: each attempt may take its timeout ({timeout}, spec.analysis.webhooks[].timeout, at most {}s), with {retries} retries, and the whole call at most {}s",
+                serin_api::limits::MAX_WEBHOOK_TIMEOUT.as_secs(),
+                serin_api::limits::MAX_WEBHOOK_CALL.as_secs()
+            )
+        }
+        Check::Metric { name } => format!(
+            "waiting {waited}s for metric {name}: its namespace's other checks take all {} places, or its metrics server is slow (at most {}s per query)",
+            serin_api::limits::MAX_CHECKS_IN_FLIGHT_PER_NAMESPACE,
+            serin_metrics::prometheus::QUERY_TIMEOUT.as_secs()
+        ),
+    }
+}
+
+/// A check ready to run on its own.
+enum Job {
+    /// Known without running anything (the metric is gone from the Canary, say).
+    Done(Outcome),
+    /// A webhook call.
+    Hook { canary: Arc<Canary>, check: Check },
+    /// A metric query.
+    Metric(Box<MetricJob>),
+}
+
+/// A metric query and what it reads.
+struct MetricJob {
+    metric: CanaryMetric,
+    context: QueryContext,
+    template: Option<Arc<MetricTemplate>>,
+    secret: Option<BTreeMap<String, String>>,
+    /// The Canary's own `metricsServer`, when it names one.
+    server: Option<PrometheusClient>,
+    provider: String,
+}
+
+impl Job {
+    async fn run(self, ctx: &super::Context) -> Outcome {
+        match self {
+            Job::Done(outcome) => outcome,
+            Job::Hook { canary, check } => match ctx.webhooks.run_check(&canary, &check).await {
+                Some(verdict) => verdict.outcome,
+                None => Outcome::Hook(Err("the check is not a webhook".into())),
+            },
+            Job::Metric(job) => {
+                let inputs = MetricInputs {
+                    context: job.context,
+                    template: job.template.as_deref(),
+                    secret: job.secret.as_ref(),
+                    metrics_server: job.server.as_ref().unwrap_or(&ctx.metrics_server),
+                    clients: &ctx.prometheus_clients,
+                    provider: &job.provider,
+                };
+                Outcome::Metric(serin_metrics::read(&job.metric, inputs).await)
+            }
         }
     }
 }

@@ -9,10 +9,13 @@ mod act;
 mod checks;
 mod finalize;
 mod observe;
+pub mod ownership;
 mod record;
+pub mod references;
 mod triggers;
 mod undecodable;
 
+use crate::budget::NamespaceBudgets;
 use crate::cache::Caches;
 use crate::metrics::OperatorMetrics;
 use futures::StreamExt;
@@ -21,6 +24,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::{self, Action as Requeue, Controller};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
+use serin_api::limits::{
+    MAX_CHECKS_IN_FLIGHT_PER_NAMESPACE, MAX_NOTIFICATIONS_QUEUED_PER_NAMESPACE, MAX_TICK,
+};
 use serin_api::{Canary, MetricTemplate};
 use serin_core::plan::{Check, Decision, MetricReading, Outcome, Verdict};
 use serin_core::revision::ConfigKind;
@@ -35,6 +41,9 @@ pub const FIELD_MANAGER: &str = "serin";
 
 /// The finalizer that holds a Canary with `revertOnDeletion` until its target is restored.
 pub const FINALIZER: &str = "finalizer.serin.dev";
+
+/// When a tick waiting for a check looks again if the check's end did not wake it.
+const CHECK_BACKSTOP: Duration = Duration::from_secs(30);
 
 /// What every reconcile shares.
 pub struct Context {
@@ -65,6 +74,10 @@ pub struct Context {
     /// The clients of Canaries' `metricsServer` and MetricTemplates' Prometheus servers, kept
     /// from one check to the next.
     pub prometheus_clients: serin_metrics::ClientCache,
+    /// Whether a Canary may reference a MetricTemplate or AlertProvider of another namespace
+    /// (`--no-cross-namespace-refs` turns it off). Even then, one that uses a Secret is used only
+    /// when its namespace shares it (see `references`).
+    pub cross_namespace_refs: bool,
 }
 
 impl Context {
@@ -86,6 +99,7 @@ impl Context {
             webhooks: serin_webhooks::WebhookClient::new(serin_webhooks::ClientOptions::from_env()),
             metrics: Arc::default(),
             prometheus_clients: serin_metrics::ClientCache::default(),
+            cross_namespace_refs: true,
         }
     }
 }
@@ -102,6 +116,9 @@ pub enum Error {
     /// An object could not be converted.
     #[error("{0}")]
     Json(#[from] serde_json::Error),
+    /// The tick did not finish within [`MAX_TICK`] (a slow API server, say); it is retried.
+    #[error("the tick did not finish within {}s and is retried", MAX_TICK.as_secs())]
+    TickTimeout,
 }
 
 fn now() -> Timestamp {
@@ -120,6 +137,10 @@ struct Shared {
     written_over: std::sync::Mutex<std::collections::HashMap<(String, String), String>>,
     /// Digests of the routing objects last applied for each Canary.
     applied: AppliedRouting,
+    /// The checks under way, run outside the reconcile slots.
+    checks: Arc<checks::CheckRuns>,
+    /// Each namespace's places for checks and notifications.
+    budgets: NamespaceBudgets,
 }
 
 /// Per Canary (namespace, name), the digest of each routing object (kind/name) last applied.
@@ -154,6 +175,8 @@ impl Shared {
             .lock()
             .expect("never poisoned")
             .retain(|key, _| keep(key));
+        self.checks.forget_unless(&keep);
+        self.budgets.prune();
     }
 
     /// Whether `canary` is the version this operator has already written over: a change it
@@ -179,6 +202,7 @@ struct Tick<'a> {
     ctx: &'a Context,
     caches: &'a Caches,
     applied: &'a AppliedRouting,
+    budgets: &'a NamespaceBudgets,
     canary_key: (String, String),
     canary: Value,
     namespace: String,
@@ -209,16 +233,22 @@ async fn reconcile(canary: Arc<Canary>, shared: Arc<Shared>) -> Result<Requeue, 
         return Ok(Requeue::requeue(Duration::from_secs(2)));
     }
     let _timing = shared.ctx.metrics.start_reconcile();
-    let result = if canary.metadata.deletion_timestamp.is_some() {
-        finalize::finalize(&canary, &shared).await
-    } else {
-        // One write per reconcile: a finalizer change is followed by a tick on the next one.
-        match finalize::sync_finalizer(&canary, &shared).await {
-            Ok(false) => tick(&canary, &shared).await,
-            Ok(true) => Ok(Requeue::requeue(Duration::from_secs(2))),
-            Err(error) => Err(error),
+    let work = async {
+        if canary.metadata.deletion_timestamp.is_some() {
+            finalize::finalize(&canary, &shared).await
+        } else {
+            // One write per reconcile: a finalizer change is followed by a tick on the next one.
+            match finalize::sync_finalizer(&canary, &shared).await {
+                Ok(false) => tick(&canary, &shared).await,
+                Ok(true) => Ok(Requeue::requeue(Duration::from_secs(2))),
+                Err(error) => Err(error),
+            }
         }
     };
+    // Every action is idempotent, so a tick abandoned half-way converges when it is retried.
+    let result = tokio::time::timeout(MAX_TICK, work)
+        .await
+        .unwrap_or(Err(Error::TickTimeout));
     if let Err(error) = &result {
         record::report_failure(&canary, &shared, error).await;
     }
@@ -234,7 +264,18 @@ async fn tick(canary: &Arc<Canary>, shared: &Shared) -> Result<Requeue, Error> {
     let plan = loop {
         match serin_core::decide(&observation, now) {
             Decision::Check(check) => {
-                let outcome = tick.run_check(canary, &check).await;
+                let outcome = match tick.check(shared, canary, &check) {
+                    checks::Progress::Done(outcome) => outcome,
+                    checks::Progress::Running(slow) => {
+                        if let Some(elapsed) = slow {
+                            let message = checks::slow_check_message(canary, &check, elapsed);
+                            record::note_waiting(canary, shared, &tick.canary_key, &message)
+                                .await?;
+                        }
+                        // The check's end reconciles the Canary again; this is a backstop.
+                        return Ok(Requeue::requeue(CHECK_BACKSTOP));
+                    }
+                };
                 if let (Check::Metric { name }, Outcome::Metric(MetricReading::Value(value))) =
                     (&check, &outcome)
                 {
@@ -254,6 +295,7 @@ async fn tick(canary: &Arc<Canary>, shared: &Shared) -> Result<Requeue, Error> {
         tick.act(canary, action, routes, &plan.status).await?;
     }
     record::write_status(canary, shared, &plan).await?;
+    shared.checks.finish(&tick.canary_key);
     record::record_plan(canary, shared, &plan, started).await;
     Ok(match plan.requeue_after {
         Some(after) => Requeue::requeue(after),
@@ -281,8 +323,10 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         index.clone(),
         ctx.clone(),
     );
+    let (wake, woken) = futures::channel::mpsc::unbounded();
     let controller = Controller::for_stream(canaries, store.clone())
-        .with_config(controller::Config::default().concurrency(ctx.concurrency.max(1)));
+        .with_config(controller::Config::default().concurrency(ctx.concurrency.max(1)))
+        .reconcile_on(woken);
     let mut background = tokio::task::JoinSet::new();
     for feed in feeds.passive {
         background.spawn(feed.for_each(|_| async {}));
@@ -299,6 +343,11 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         filled: tokio::sync::OnceCell::new(),
         written_over: Default::default(),
         applied: Default::default(),
+        checks: Arc::new(checks::CheckRuns::new(wake)),
+        budgets: NamespaceBudgets::new(
+            MAX_CHECKS_IN_FLIGHT_PER_NAMESPACE,
+            MAX_NOTIFICATIONS_QUEUED_PER_NAMESPACE,
+        ),
     });
     let totals_store = store.clone();
     let totals_shared = shared.clone();

@@ -1,7 +1,7 @@
 //! Observing a Canary: everything decide needs, read from the watch caches without a request.
 
-use super::{Error, Shared, Tick};
-use crate::cache::Caches;
+use super::checks::query_context;
+use super::{Error, Shared, Tick, ownership, references};
 use crate::configs;
 use kube::ResourceExt;
 use serde_json::json;
@@ -40,6 +40,15 @@ pub(super) fn observe<'a>(
         (Some(target), true) => configs::observe(caches, &namespace, target),
         _ => Ok(BTreeMap::new()),
     };
+    if let (Ok(current), Some(recorded)) = (
+        &configs,
+        effective
+            .status
+            .as_mut()
+            .and_then(|s| s.tracked_configs.as_mut()),
+    ) {
+        configs::upgrade_secret_checksums(recorded, current, caches, &namespace);
+    }
     // What act builds the primary from: the target as it is (a DaemonSet keeps its kind and
     // updateStrategy), where the decision core reads it as a Deployment.
     let target_json = match kind {
@@ -94,11 +103,36 @@ pub(super) fn observe<'a>(
             None => None,
         }
     };
+    let tracked = configs
+        .as_ref()
+        .map(configs::tracked_names)
+        .unwrap_or_default();
     let mut blocked = match &label {
         Some(Err(error)) => Some(error.to_string()),
-        _ => route_problem
-            .or_else(|| template_problem(canary, caches, &namespace))
-            .or_else(|| alert_provider_problem(canary, caches, &namespace)),
+        _ => ownership::problem(&canary_json, caches, &namespace, kind, &tracked)
+            .or(route_problem)
+            .or_else(|| {
+                references::metric_problem(
+                    canary,
+                    caches,
+                    &namespace,
+                    ctx.cross_namespace_refs,
+                    |metric| {
+                        let mut context = query_context(&canary_json, &namespace);
+                        context.interval = metric.interval.clone().unwrap_or_else(|| "1m".into());
+                        context.variables = metric.template_variables.clone().unwrap_or_default();
+                        context
+                    },
+                )
+            })
+            .or_else(|| {
+                references::alert_provider_problem(
+                    canary,
+                    caches,
+                    &namespace,
+                    ctx.cross_namespace_refs,
+                )
+            }),
     };
     let mut autoscaler_min_replicas = None;
     if let Some(reference) = &canary.spec.autoscaler_ref {
@@ -125,16 +159,14 @@ pub(super) fn observe<'a>(
         ctx,
         caches,
         applied: &shared.applied,
+        budgets: &shared.budgets,
         canary_key: Shared::canary_key(canary),
         canary: canary_json,
         namespace: namespace.clone(),
         target: target_json,
         label: label.and_then(Result::ok),
         by_ratio: effective.spec.splits_by_replicas(),
-        tracked: configs
-            .as_ref()
-            .map(configs::tracked_names)
-            .unwrap_or_default(),
+        tracked,
     };
     let observation = Observation {
         canary: effective,
@@ -148,71 +180,4 @@ pub(super) fn observe<'a>(
         verdicts: Vec::new(),
     };
     Ok((tick, observation))
-}
-
-/// Why the MetricTemplates the analysis references cannot be queried (missing, or invalid), if
-/// so: the release waits for the template to be fixed instead of failing checks and rolling back.
-fn template_problem(canary: &Canary, caches: &Caches, namespace: &str) -> Option<String> {
-    let analysis = canary.spec.analysis()?;
-    for (i, metric) in analysis.metrics().iter().enumerate() {
-        let Some(reference) = &metric.template_ref else {
-            continue;
-        };
-        let template_namespace = reference.namespace_or(namespace);
-        let id = format!("{}.{template_namespace}", reference.name);
-        let Some(template) = caches.metric_template(template_namespace, &reference.name) else {
-            return Some(format!(
-                "MetricTemplate {id} in spec.analysis.metrics[{i}].templateRef not found; create it or fix templateRef"
-            ));
-        };
-        let errors = serin_api::validate::validate_metric_template(&template);
-        if !errors.is_empty() {
-            let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
-            return Some(format!(
-                "MetricTemplate {id} (spec.analysis.metrics[{i}].templateRef) is invalid: {}",
-                list.join("; ")
-            ));
-        }
-    }
-    None
-}
-
-/// Why an AlertProvider the analysis's alerts reference cannot be used (missing, invalid, or its
-/// address Secret missing), if so: the release waits for it to be fixed, as for a MetricTemplate,
-/// instead of running with alerts that would never arrive.
-fn alert_provider_problem(canary: &Canary, caches: &Caches, namespace: &str) -> Option<String> {
-    let analysis = canary.spec.analysis()?;
-    for (i, alert) in analysis.alerts.iter().flatten().enumerate() {
-        let reference = &alert.provider_ref;
-        let provider_namespace = reference.namespace_or(namespace);
-        let id = format!("{}.{provider_namespace}", reference.name);
-        let field = format!("spec.analysis.alerts[{i}].providerRef");
-        let Some(provider) = caches.alert_provider(provider_namespace, &reference.name) else {
-            return Some(format!(
-                "AlertProvider {id} in {field} not found; create it or fix providerRef"
-            ));
-        };
-        let errors = serin_api::validate::validate_alert_provider(&provider);
-        if !errors.is_empty() {
-            let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
-            return Some(format!(
-                "AlertProvider {id} ({field}) is invalid: {}",
-                list.join("; ")
-            ));
-        }
-        if provider.spec.address.is_none()
-            && let Some(secret) = &provider.spec.secret_ref
-        {
-            let has_address = caches
-                .secret_text(provider_namespace, &secret.name)
-                .is_some_and(|data| data.get("address").is_some_and(|a| !a.trim().is_empty()));
-            if !has_address {
-                return Some(format!(
-                    "AlertProvider {id} ({field}) is invalid: spec.secretRef: Secret {}.{provider_namespace} is missing or has no address key, and spec.address is not set; create the Secret with an address key or set spec.address",
-                    secret.name
-                ));
-            }
-        }
-    }
-    None
 }

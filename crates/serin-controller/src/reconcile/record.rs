@@ -37,6 +37,33 @@ pub(super) async fn write_status(
     Ok(())
 }
 
+/// Says in the Canary's status message what a slow check waits for, keeping the check's round
+/// for the version this write makes.
+pub(super) async fn note_waiting(
+    canary: &Canary,
+    shared: &Shared,
+    key: &(String, String),
+    message: &str,
+) -> Result<(), Error> {
+    tracing::info!("{message}");
+    let canaries: Api<Canary> = Api::namespaced(
+        shared.ctx.client.clone(),
+        &canary.namespace().unwrap_or_default(),
+    );
+    let written = canaries
+        .patch_status(
+            &canary.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"message": message}})),
+        )
+        .await?;
+    shared.wrote(canary, &written);
+    if let (Some(from), Some(to)) = (canary.resource_version(), written.resource_version()) {
+        shared.checks.carry_over(key, &from, &to);
+    }
+    Ok(())
+}
+
 /// A JSON merge patch from `old` to `new`: what `new` holds, plus `null` for every field `old`
 /// has and `new` dropped (a merge patch leaves absent fields as they are, so a cleared
 /// `status.message` would otherwise stay).
@@ -116,28 +143,35 @@ pub(super) async fn record_plan(
     let alerts = plan.alerts.clone();
     let ctx = shared.ctx.clone();
     let caches = shared.caches.clone();
-    // The task keeps the reconcile's span, so its log lines name the Canary.
+    // The task keeps the reconcile's span, so its log lines name the Canary; it runs in the
+    // namespace's budget, so a namespace whose receivers hang queues only its own notifications.
     let span = tracing::Span::current();
-    tokio::spawn(tracing::Instrument::instrument(
-        async move {
-            for event in &events {
-                let millis = now().as_millisecond();
-                for run in ctx
-                    .webhooks
-                    .send_event(&updated, event, millis, ctx.event_webhook.as_deref())
-                    .await
-                {
-                    if let Err(error) = run.result {
-                        tracing::warn!("event webhook: {error}");
+    let spawned = shared.budgets.spawn(
+        &namespace,
+        tracing::Instrument::instrument(
+            async move {
+                for event in &events {
+                    let millis = now().as_millisecond();
+                    for run in ctx
+                        .webhooks
+                        .send_event(&updated, event, millis, ctx.event_webhook.as_deref())
+                        .await
+                    {
+                        if let Err(error) = run.result {
+                            tracing::warn!("event webhook: {error}");
+                        }
                     }
                 }
-            }
-            for alert in &alerts {
-                send_alert(&ctx, &caches, &updated, alert).await;
-            }
-        },
-        span,
-    ));
+                for alert in &alerts {
+                    send_alert(&ctx, &caches, &updated, alert).await;
+                }
+            },
+            span,
+        ),
+    );
+    if let Err(full) = spawned {
+        tracing::warn!("event webhooks and alerts of this tick not sent: {full}");
+    }
 }
 
 /// Posts `alert` to every AlertProvider of the canary whose severity admits it.

@@ -1,0 +1,218 @@
+//! Never take over what Serin did not create. A Canary writes objects under names derived from its
+//! own (`<target>-primary`, the `-primary` copies of its configs, `<service>`, `<service>-canary`,
+//! `<service>-primary`, the routing objects): an object of such a name that this Canary does not
+//! control — made by a person, a chart, or another Canary — holds the release with a message,
+//! instead of being rewritten (and, for the `-primary` objects, deleted with the Canary). The
+//! object's owner may hand it over with the annotation [`ADOPT_ANNOTATION`] naming the Canary.
+
+use crate::cache::Caches;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::Value;
+use serin_core::revision::ConfigKind;
+use std::collections::BTreeSet;
+
+/// The annotation with which an object's owner lets the Canary it names (in the same namespace)
+/// take the object over: `serin.dev/adopt: <canary name>`.
+pub const ADOPT_ANNOTATION: &str = "serin.dev/adopt";
+
+/// What taking an object over means for its owner, said in the hold message.
+#[derive(Clone, Copy)]
+enum Takeover {
+    /// Serin would write the object and own it: it would be deleted with the Canary.
+    Owned,
+    /// Serin would rewrite the object's routing but leave it the user's (the apex Service, the
+    /// VirtualService or HTTPRoute), restoring it on deletion with `revertOnDeletion`.
+    Rewritten(&'static str),
+}
+
+/// One object Serin would write for the Canary, as found in the caches.
+struct Found {
+    kind: &'static str,
+    name: String,
+    metadata: ObjectMeta,
+    takeover: Takeover,
+}
+
+/// Whether `metadata` names the Canary with `uid` as its controlling owner, or hands the object to
+/// the Canary `canary` with [`ADOPT_ANNOTATION`].
+fn belongs_to(metadata: &ObjectMeta, uid: &str, canary: &str) -> bool {
+    let controlled = metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|owner| owner.controller == Some(true) && owner.uid == uid);
+    let adopted = metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ADOPT_ANNOTATION))
+        .is_some_and(|name| name.trim() == canary);
+    controlled || adopted
+}
+
+fn metadata_of(object: &Value) -> ObjectMeta {
+    serde_json::from_value(object["metadata"].clone()).unwrap_or_default()
+}
+
+/// The first object Serin would write for the Canary `canary` (JSON, with its provider filled in)
+/// that already exists and does not belong to it, as the message that holds the release.
+/// `target_kind` is the target's kind and `tracked` its tracked configs.
+pub(super) fn problem(
+    canary: &Value,
+    caches: &Caches,
+    namespace: &str,
+    target_kind: &str,
+    tracked: &BTreeSet<(ConfigKind, String)>,
+) -> Option<String> {
+    let uid = canary["metadata"]["uid"].as_str().unwrap_or_default();
+    let name = canary["metadata"]["name"].as_str().unwrap_or_default();
+    let target = canary["spec"]["targetRef"]["name"]
+        .as_str()
+        .unwrap_or_default();
+    let names = serin_router::Names::of(canary);
+    let mut found: Vec<Found> = Vec::new();
+    let primary = format!("{target}-primary");
+    let workload = match target_kind {
+        "DaemonSet" => caches.daemon_set(namespace, &primary).map(|w| w.metadata),
+        _ => caches.deployment(namespace, &primary).map(|w| w.metadata),
+    };
+    if let Some(metadata) = workload {
+        found.push(Found {
+            kind: if target_kind == "DaemonSet" {
+                "DaemonSet"
+            } else {
+                "Deployment"
+            },
+            name: primary,
+            metadata,
+            takeover: Takeover::Owned,
+        });
+    }
+    for (kind, config) in tracked {
+        let copy = format!("{config}-primary");
+        let (kind, metadata) = match kind {
+            ConfigKind::ConfigMap => (
+                "ConfigMap",
+                caches
+                    .config_map(namespace, &copy)
+                    .map(|c| c.metadata.clone()),
+            ),
+            ConfigKind::Secret => (
+                "Secret",
+                caches.secret(namespace, &copy).map(|s| s.metadata.clone()),
+            ),
+        };
+        if let Some(metadata) = metadata {
+            found.push(Found {
+                kind,
+                name: copy,
+                metadata,
+                takeover: Takeover::Owned,
+            });
+        }
+    }
+    if let Some(hpa) = canary["spec"]["autoscalerRef"]["name"].as_str() {
+        let copy = format!("{hpa}-primary");
+        if let Some(existing) = caches.autoscaler(namespace, &copy) {
+            found.push(Found {
+                kind: "HorizontalPodAutoscaler",
+                name: copy,
+                metadata: existing.metadata.clone(),
+                takeover: Takeover::Owned,
+            });
+        }
+    }
+    let mut routing: Vec<(&'static str, String, Takeover)> = vec![
+        ("Service", names.canary.clone(), Takeover::Owned),
+        ("Service", names.primary.clone(), Takeover::Owned),
+        (
+            "Service",
+            names.apex.clone(),
+            Takeover::Rewritten("its selector and ports"),
+        ),
+    ];
+    if serin_router::gateway_api::routes_by_http_route(canary) {
+        routing.push((
+            "HTTPRoute",
+            names.apex.clone(),
+            Takeover::Rewritten("its rules"),
+        ));
+    } else if !serin_router::kubernetes::routes_by_service(canary) {
+        routing.push(("DestinationRule", names.canary.clone(), Takeover::Owned));
+        routing.push(("DestinationRule", names.primary.clone(), Takeover::Owned));
+        routing.push((
+            "VirtualService",
+            names.apex.clone(),
+            Takeover::Rewritten("its routes"),
+        ));
+    }
+    for (kind, object_name, takeover) in routing {
+        if let Some(object) = caches.routing_object(kind, namespace, &object_name) {
+            found.push(Found {
+                kind,
+                name: object_name,
+                metadata: metadata_of(&object),
+                takeover,
+            });
+        }
+    }
+    let foreign = found
+        .into_iter()
+        .find(|f| !belongs_to(&f.metadata, uid, name))?;
+    let consequence = match foreign.takeover {
+        Takeover::Owned => "Serin would take it over and delete it with the Canary".to_string(),
+        Takeover::Rewritten(what) => format!(
+            "Serin would rewrite {what} (it would stay yours, restored when the Canary is deleted with revertOnDeletion)"
+        ),
+    };
+    Some(format!(
+        "{} {}.{namespace} exists and was not created by this Canary; {consequence}. Delete or rename it, or annotate it {ADOPT_ANNOTATION}={name} to let this Canary adopt it",
+        foreign.kind, foreign.name
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn owned_by(uid: &str, controller: bool) -> ObjectMeta {
+        ObjectMeta {
+            owner_references: Some(vec![OwnerReference {
+                api_version: "serin.dev/v1beta1".into(),
+                kind: "Canary".into(),
+                name: "podinfo".into(),
+                uid: uid.into(),
+                controller: Some(controller),
+                block_owner_deletion: Some(true),
+            }]),
+            ..ObjectMeta::default()
+        }
+    }
+
+    fn annotated(canary: &str) -> ObjectMeta {
+        ObjectMeta {
+            annotations: Some(
+                [(ADOPT_ANNOTATION.to_string(), canary.to_string())]
+                    .into_iter()
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn an_object_belongs_to_the_canary_that_controls_it_or_that_its_owner_names() {
+        assert!(belongs_to(&owned_by("u1", true), "u1", "podinfo"));
+        assert!(
+            !belongs_to(&owned_by("u1", false), "u1", "podinfo"),
+            "an owner that is not the controller is not enough"
+        );
+        assert!(
+            !belongs_to(&owned_by("u2", true), "u1", "podinfo"),
+            "another Canary's (or a deleted and recreated Canary's) object"
+        );
+        assert!(!belongs_to(&ObjectMeta::default(), "u1", "podinfo"));
+        assert!(belongs_to(&annotated("podinfo"), "u1", "podinfo"));
+        assert!(!belongs_to(&annotated("frontend"), "u1", "podinfo"));
+    }
+}
