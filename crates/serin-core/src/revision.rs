@@ -379,7 +379,11 @@ mod tests {
         let keyed = secret_checksum("uid-1", &data);
         assert_eq!(keyed.len(), 16);
         assert_eq!(keyed, secret_checksum("uid-1", &data.clone()));
-        assert_ne!(keyed, data_checksum(&data), "an unkeyed hash tells a guess apart");
+        assert_ne!(
+            keyed,
+            data_checksum(&data),
+            "an unkeyed hash tells a guess apart"
+        );
         assert_ne!(keyed, secret_checksum("uid-2", &data));
         let other = BTreeMap::from([("password".to_string(), "hunter3".to_string())]);
         assert_ne!(keyed, secret_checksum("uid-1", &other));
