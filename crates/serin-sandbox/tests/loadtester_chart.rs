@@ -139,7 +139,13 @@ async fn the_charts_load_tester_moves_gates_only_for_its_token() {
         "{}",
         refused.body
     );
-    let wrong = post(proxy, "/gate/open", &[("authorization", "Bearer lt-guess")], gate).await;
+    let wrong = post(
+        proxy,
+        "/gate/open",
+        &[("authorization", "Bearer lt-guess")],
+        gate,
+    )
+    .await;
     assert_eq!(wrong.status, 401);
     assert_eq!(post(proxy, "/gate/check", &[], gate).await.status, 403);
     let bearer = format!("Bearer {TOKEN}");
@@ -148,9 +154,8 @@ async fn the_charts_load_tester_moves_gates_only_for_its_token() {
     let check = post(proxy, "/gate/check", &[], gate).await;
     assert_eq!((check.status, check.body.as_str()), (200, "Approved\n"));
     // A Canary webhook sends the token in its metadata.
-    let from_webhook = format!(
-        r#"{{"name":"podinfo","namespace":"test","metadata":{{"token":"{TOKEN}"}}}}"#
-    );
+    let from_webhook =
+        format!(r#"{{"name":"podinfo","namespace":"test","metadata":{{"token":"{TOKEN}"}}}}"#);
     assert_eq!(
         post(proxy, "/gate/close", &[], &from_webhook).await.status,
         202
