@@ -57,6 +57,7 @@ WORK=$(mktemp -d "${E2E_WORK_ROOT:-${TMPDIR:-/tmp}}/serin-e2e-$SCENARIO.XXXXXX")
 SANDBOX_PID=""
 OPERATOR_PID=""
 OPERATOR_WRAPPER=()
+OPERATOR_ENV=()
 OPERATOR_FLAGS=()
 CANARY_SERVICE_LINES=()
 # The host-run operator's admin address (/metrics, /healthz, /readyz), e.g. 127.0.0.1:34567; set by
@@ -600,7 +601,9 @@ start_sandbox() {
 # HTTP_PROXY (as a pod's sidecar would carry them); the API server and Prometheus are on 127.0.0.1
 # and stay direct through NO_PROXY. Arguments are more operator flags (e.g. --leader-elect);
 # OPERATOR_LOG, when set, is the log to append to instead of $WORK/operator.log; OPERATOR_WRAPPER,
-# a command the operator is started through (e2e/fixtures/read-only-root.sh).
+# a command the operator is started through (e2e/fixtures/read-only-root.sh); OPERATOR_ENV, more
+# NAME=value settings of its environment; OPERATOR_ALL_NAMESPACES=1 has it watch every namespace
+# instead of $NS alone, as an operator installed for a whole cluster does.
 start_operator() {
   [[ -x $OPERATOR_BIN ]] || fail "$OPERATOR_BIN is missing: run cargo build -p serin-operator"
   local port="" deadline logged log=${OPERATOR_LOG:-$WORK/operator.log}
@@ -608,9 +611,11 @@ start_operator() {
   logged=$(stat -c %s "$log" 2>/dev/null || echo 0)
   # Port 0: the operator binds a port nobody holds and names it in its log, so a scenario running
   # beside this one can never take it between picking and binding.
+  local scope=(--namespace "$NS")
+  [[ ${OPERATOR_ALL_NAMESPACES:-} != 1 ]] || scope=()
   env -u http_proxy -u no_proxy -u HTTPS_PROXY -u https_proxy \
-    KUBECONFIG="$KUBECONFIG" HTTP_PROXY="$PROXY_URL" NO_PROXY=127.0.0.1,localhost \
-    "${OPERATOR_WRAPPER[@]}" "$OPERATOR_BIN" --namespace "$NS" --metrics-server "${E2E_OPERATOR_METRICS_SERVER:-$PROMETHEUS_URL}" \
+    KUBECONFIG="$KUBECONFIG" HTTP_PROXY="$PROXY_URL" NO_PROXY=127.0.0.1,localhost "${OPERATOR_ENV[@]}" \
+    "${OPERATOR_WRAPPER[@]}" "$OPERATOR_BIN" "${scope[@]}" --metrics-server "${E2E_OPERATOR_METRICS_SERVER:-$PROMETHEUS_URL}" \
     --admin-address 127.0.0.1:0 "$@" >>"$log" 2>&1 &
   OPERATOR_PID=$!
   deadline=$(($(date +%s) + 30))

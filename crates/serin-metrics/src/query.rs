@@ -43,9 +43,10 @@ pub enum RenderError {
         "unknown placeholder {{{{ {0} }}}}: use name, namespace, target, service, ingress, route, interval or variables.<key>"
     )]
     UnknownPlaceholder(String),
-    /// Something between `{{` and `}}` that is not a placeholder (a loop, an expression, a filter).
+    /// Something between `{{` and `}}` that is not a placeholder (an expression, a filter), or a
+    /// template statement (`{% for %}`).
     #[error(
-        "{{{{ {0} }}}} is not a placeholder: a query takes only {{{{ name }}}}, {{{{ namespace }}}}, {{{{ target }}}}, {{{{ service }}}}, {{{{ ingress }}}}, {{{{ route }}}}, {{{{ interval }}}} and {{{{ variables.<key> }}}}; write the rest of the query as plain text"
+        "{0:?} is not a placeholder: a query takes only {{{{ name }}}}, {{{{ namespace }}}}, {{{{ target }}}}, {{{{ service }}}}, {{{{ ingress }}}}, {{{{ route }}}}, {{{{ interval }}}} and {{{{ variables.<key> }}}}; write the rest of the query as plain text"
     )]
     NotAPlaceholder(String),
     /// The template is not valid template syntax (e.g. `{{` without `}}`).
@@ -69,6 +70,12 @@ pub enum RenderError {
 pub fn render(template: &str, context: &QueryContext) -> Result<String, RenderError> {
     if template.len() > MAX_QUERY_TEMPLATE_BYTES {
         return Err(RenderError::TemplateTooLong(template.len()));
+    }
+    // Jinja's statements and comments are no PromQL: refused rather than sent to Prometheus.
+    if let Some(start) = ["{%", "{#"].iter().filter_map(|m| template.find(m)).min() {
+        let statement = &template[start..];
+        let end = statement.find(['}']).map_or(statement.len(), |i| i + 1);
+        return Err(RenderError::NotAPlaceholder(quoted(&statement[..end])));
     }
     let mut out = String::with_capacity(template.len());
     let mut rest = template;
@@ -134,7 +141,11 @@ fn placeholder<'a>(name: &str, context: &'a QueryContext) -> Result<&'a str, Ren
         "route" => &context.route,
         "interval" => &context.interval,
         _ if is_word(name) => return Err(RenderError::UnknownPlaceholder(name.to_string())),
-        _ => return Err(RenderError::NotAPlaceholder(quoted(name))),
+        _ => {
+            return Err(RenderError::NotAPlaceholder(quoted(&format!(
+                "{{{{ {name} }}}}"
+            ))));
+        }
     })
 }
 
@@ -367,6 +378,8 @@ mod tests {
     fn loops_expressions_and_filters_are_refused_without_being_evaluated() {
         for bomb in [
             r#"{% for i in [0]*20 %}{{ "x"*100000000 }}{% endfor %}"#,
+            "sum(up) {% for i in [0]*100000 %}{% for j in [0]*100000 %}x{% endfor %}{% endfor %}",
+            "{# a comment #} sum(up)",
             "{{ range(100000) | join }}",
             "{{ name | upper }}",
             "{{ variables.a + variables.b }}",
