@@ -430,3 +430,20 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
     )
         .into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_debug_never_prints_the_token() {
+        let options = Options {
+            token: Some("lt-s3cret".into()),
+            ..Options::default()
+        };
+        let printed = format!("{options:?}");
+        assert!(!printed.contains("lt-s3cret"), "{printed}");
+        assert!(printed.contains("token: Some(\"***\")"), "{printed}");
+        assert!(printed.contains("max_tasks: 32"), "{printed}");
+    }
+}
