@@ -737,6 +737,10 @@ mod tests {
         let mut history = History::default();
         let whole = "x".repeat(RECORD_TEXT_LIMIT);
         history.push(command_record("fits", whole.clone()));
+        let mut one_over = format!("{whole}y");
+        cut_text(&mut one_over, RECORD_TEXT_LIMIT);
+        assert_eq!(one_over.len(), RECORD_TEXT_LIMIT);
+        assert!(one_over.ends_with(CUT_MARKER));
         // Two-byte characters, so the cut has to find a character boundary.
         let long = "é".repeat(RECORD_TEXT_LIMIT);
         history.push(command_record(&"c".repeat(RECORD_TEXT_LIMIT + 1), long));
