@@ -39,10 +39,18 @@ pub(super) enum Progress {
     /// The check ran in this round: its outcome.
     Done(Outcome),
     /// The check runs (or waits for a place in its namespace); the Canary is reconciled again
-    /// when it ends. `Some(elapsed)` the first time it has run longer than the status should be
-    /// silent about.
-    Running(Option<Duration>),
+    /// when it ends.
+    Running {
+        /// How long it has run, the first time that is longer than the status should be silent
+        /// about.
+        slow: Option<Duration>,
+        /// When to look again if its end has not woken the Canary by then.
+        look_again: Duration,
+    },
 }
+
+/// When a tick waiting for a check looks again if the check's end did not wake it.
+const CHECK_BACKSTOP: Duration = Duration::from_secs(30);
 
 /// The rounds of every Canary with checks under way, and the channel that asks for a reconcile
 /// when one ends.
@@ -161,11 +169,23 @@ impl Tick<'_> {
             }
             if let Some((started, announced)) = round.running.get_mut(check) {
                 let elapsed = started.elapsed();
-                if elapsed < SLOW_CHECK_NOTICE || *announced {
-                    return Progress::Running(None);
+                if *announced {
+                    return Progress::Running {
+                        slow: None,
+                        look_again: CHECK_BACKSTOP,
+                    };
+                }
+                if elapsed < SLOW_CHECK_NOTICE {
+                    return Progress::Running {
+                        slow: None,
+                        look_again: SLOW_CHECK_NOTICE - elapsed,
+                    };
                 }
                 *announced = true;
-                return Progress::Running(Some(elapsed));
+                return Progress::Running {
+                    slow: Some(elapsed),
+                    look_again: CHECK_BACKSTOP,
+                };
             }
             round.running.insert(check.clone(), (Instant::now(), false));
             round.id
@@ -197,7 +217,10 @@ impl Tick<'_> {
             }
             return Progress::Done(outcome);
         }
-        Progress::Running(None)
+        Progress::Running {
+            slow: None,
+            look_again: SLOW_CHECK_NOTICE,
+        }
     }
 
     /// Everything running `check` needs, read from the caches now, so the run owns its inputs.
@@ -272,7 +295,7 @@ pub(super) fn slow_check_message(canary: &Canary, check: &Check, elapsed: Durati
                 .map_or_else(String::new, |t| format!("{}s", t.as_secs()));
             let retries = hook.and_then(|h| h.retries).unwrap_or(0);
             format!(
-                "waiting {waited}s for the {hook_type} webhook {name}: each attempt may take its timeout ({timeout}, spec.analysis.webhooks[].timeout, at most {}s), with {retries} retries, and the whole call at most {}s",
+                "waiting {waited}s for the {hook_type} webhook {name}, which may take up to {timeout} per attempt (spec.analysis.webhooks[].timeout, at most {}s) with {retries} retries, and at most {}s in all",
                 serin_api::limits::MAX_WEBHOOK_TIMEOUT.as_secs(),
                 serin_api::limits::MAX_WEBHOOK_CALL.as_secs()
             )

@@ -42,8 +42,6 @@ pub const FIELD_MANAGER: &str = "serin";
 /// The finalizer that holds a Canary with `revertOnDeletion` until its target is restored.
 pub const FINALIZER: &str = "finalizer.serin.dev";
 
-/// When a tick waiting for a check looks again if the check's end did not wake it.
-const CHECK_BACKSTOP: Duration = Duration::from_secs(30);
 
 /// What every reconcile shares.
 pub struct Context {
@@ -266,14 +264,14 @@ async fn tick(canary: &Arc<Canary>, shared: &Shared) -> Result<Requeue, Error> {
             Decision::Check(check) => {
                 let outcome = match tick.check(shared, canary, &check) {
                     checks::Progress::Done(outcome) => outcome,
-                    checks::Progress::Running(slow) => {
+                    checks::Progress::Running { slow, look_again } => {
                         if let Some(elapsed) = slow {
                             let message = checks::slow_check_message(canary, &check, elapsed);
                             record::note_waiting(canary, shared, &tick.canary_key, &message)
                                 .await?;
                         }
                         // The check's end reconciles the Canary again; this is a backstop.
-                        return Ok(Requeue::requeue(CHECK_BACKSTOP));
+                        return Ok(Requeue::requeue(look_again));
                     }
                 };
                 if let (Check::Metric { name }, Outcome::Metric(MetricReading::Value(value))) =

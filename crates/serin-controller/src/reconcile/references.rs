@@ -57,7 +57,7 @@ fn boundary_problem(
         return None;
     }
     Some(format!(
-        "{field}: {kind} {id} uses Secret {secret} of namespace {target_namespace}, which that namespace does not share with namespace {namespace}; its owners may add {namespace} to the {kind}'s annotation {SHARE_ANNOTATION} (a comma-separated list, or *), or create a {kind} with its own Secret in namespace {namespace}"
+        "{field}: {kind} {id} uses Secret {secret} of namespace {target_namespace}, which that namespace does not share with namespace {namespace}; its owners may add {namespace} to the {kind}'s annotation {SHARE_ANNOTATION} (a comma-separated list, or *), or namespace {namespace} may have one of its own, with its own Secret"
     ))
 }
 
