@@ -9,7 +9,7 @@
 #
 # In sandbox mode (no E2E_KUBECONFIG) the binaries are built once here, then every scenario starts
 # its own sandbox and operator, so scenarios can run side by side: at most E2E_JOBS at a time
-# (default 4; the scenarios mostly wait on analysis intervals, and four keep a 2-core machine well
+# (default 4; the scenarios mostly wait on analysis intervals, and four keep a machine with two cores well
 # below saturation — see e2e/README.md). In cluster mode they share the namespace `test`, so they run
 # one at a time whatever E2E_JOBS says.
 #
