@@ -415,7 +415,7 @@ expect_hostile borrow-template "spec.analysis.metrics[0].templateRef" "Secret pr
 expect_hostile borrow-alerts "spec.analysis.alerts[0].providerRef" "Secret slack of namespace team-b" \
   "serin.dev/share-with-namespaces"
 expect_hostile takeover "Deployment takeover-primary.hostile exists and was not created by this Canary" \
-  "serin.dev/adopt=takeover"
+  "rewrite its pod template and replicas" "serin.dev/adopt=takeover"
 expect_eq "the hand-made takeover-primary, untouched" "" \
   "$(kubectl -n hostile get deployment takeover-primary -o jsonpath='{.metadata.ownerReferences}')"
 for name in cpu-bomb memory-bomb amplified too-long borrow-template borrow-alerts takeover; do

@@ -42,7 +42,6 @@ pub const FIELD_MANAGER: &str = "serin";
 /// The finalizer that holds a Canary with `revertOnDeletion` until its target is restored.
 pub const FINALIZER: &str = "finalizer.serin.dev";
 
-
 /// What every reconcile shares.
 pub struct Context {
     /// The Kubernetes client.

@@ -18,11 +18,15 @@ pub const ADOPT_ANNOTATION: &str = "serin.dev/adopt";
 /// What taking an object over means for its owner, said in the hold message.
 #[derive(Clone, Copy)]
 enum Takeover {
-    /// Serin would write the object and own it: it would be deleted with the Canary.
+    /// Serin would write the object and own it: it would be deleted with the Canary (the
+    /// `-primary` config copies).
     Owned,
-    /// Serin would rewrite the object's routing but leave it the user's (the apex Service, the
-    /// VirtualService or HTTPRoute), restoring it on deletion with `revertOnDeletion`.
+    /// Serin would rewrite this part of the object, which stays unowned.
     Rewritten(&'static str),
+    /// Serin would rewrite this part of the object, which stays the user's and gets its spec back
+    /// when the Canary is deleted with `revertOnDeletion` (the apex Service, the VirtualService or
+    /// HTTPRoute).
+    Restored(&'static str),
 }
 
 /// One object Serin would write for the Canary, as found in the caches.
@@ -84,7 +88,7 @@ pub(super) fn problem(
             },
             name: primary,
             metadata,
-            takeover: Takeover::Owned,
+            takeover: Takeover::Rewritten("its pod template and replicas"),
         });
     }
     for (kind, config) in tracked {
@@ -117,32 +121,34 @@ pub(super) fn problem(
                 kind: "HorizontalPodAutoscaler",
                 name: copy,
                 metadata: existing.metadata.clone(),
-                takeover: Takeover::Owned,
+                takeover: Takeover::Rewritten("its spec"),
             });
         }
     }
+    let selector = Takeover::Rewritten("its selector and ports");
     let mut routing: Vec<(&'static str, String, Takeover)> = vec![
-        ("Service", names.canary.clone(), Takeover::Owned),
-        ("Service", names.primary.clone(), Takeover::Owned),
+        ("Service", names.canary.clone(), selector),
+        ("Service", names.primary.clone(), selector),
         (
             "Service",
             names.apex.clone(),
-            Takeover::Rewritten("its selector and ports"),
+            Takeover::Restored("its selector and ports"),
         ),
     ];
     if serin_router::gateway_api::routes_by_http_route(canary) {
         routing.push((
             "HTTPRoute",
             names.apex.clone(),
-            Takeover::Rewritten("its rules"),
+            Takeover::Restored("its rules"),
         ));
     } else if !serin_router::kubernetes::routes_by_service(canary) {
-        routing.push(("DestinationRule", names.canary.clone(), Takeover::Owned));
-        routing.push(("DestinationRule", names.primary.clone(), Takeover::Owned));
+        let rule = Takeover::Rewritten("its host and traffic policy");
+        routing.push(("DestinationRule", names.canary.clone(), rule));
+        routing.push(("DestinationRule", names.primary.clone(), rule));
         routing.push((
             "VirtualService",
             names.apex.clone(),
-            Takeover::Rewritten("its routes"),
+            Takeover::Restored("its routes"),
         ));
     }
     for (kind, object_name, takeover) in routing {
@@ -159,9 +165,10 @@ pub(super) fn problem(
         .into_iter()
         .find(|f| !belongs_to(&f.metadata, uid, name))?;
     let consequence = match foreign.takeover {
-        Takeover::Owned => "Serin would take it over and delete it with the Canary".to_string(),
-        Takeover::Rewritten(what) => format!(
-            "Serin would rewrite {what} (it would stay yours, restored when the Canary is deleted with revertOnDeletion)"
+        Takeover::Owned => "Serin would overwrite it and delete it with the Canary".to_string(),
+        Takeover::Rewritten(what) => format!("Serin would rewrite {what}"),
+        Takeover::Restored(what) => format!(
+            "Serin would rewrite {what} (it would stay yours, its spec given back when the Canary is deleted with revertOnDeletion)"
         ),
     };
     Some(format!(
