@@ -351,3 +351,67 @@ impl Job {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round(id: u64, version: &str, check: &Check) -> Round {
+        Round {
+            id,
+            version: version.into(),
+            outcomes: HashMap::new(),
+            running: HashMap::from([(check.clone(), (Instant::now(), false))]),
+        }
+    }
+
+    #[test]
+    fn an_outcome_reaches_only_the_round_that_started_it_and_wakes_its_canary() {
+        let (wake, mut woken) = futures::channel::mpsc::unbounded();
+        let runs = CheckRuns::new(wake);
+        let key = ("test".to_string(), "podinfo".to_string());
+        let canary = ObjectRef::<Canary>::new("podinfo").within("test");
+        let check = Check::Metric {
+            name: "request-success-rate".into(),
+        };
+        let value = Outcome::Metric(MetricReading::Value(99.5));
+        runs.rounds
+            .lock()
+            .unwrap()
+            .insert(key.clone(), round(2, "10", &check));
+
+        // A round replaced meanwhile (the Canary changed) has no use for the old check's outcome.
+        runs.deliver(&canary, 1, check.clone(), value.clone());
+        assert!(runs.rounds.lock().unwrap()[&key].outcomes.is_empty());
+        assert!(woken.try_recv().is_err(), "no reconcile for nothing");
+
+        runs.deliver(&canary, 2, check.clone(), value.clone());
+        let rounds = runs.rounds.lock().unwrap();
+        assert_eq!(rounds[&key].outcomes.get(&check), Some(&value));
+        assert!(rounds[&key].running.is_empty());
+        drop(rounds);
+        assert_eq!(woken.try_recv().unwrap(), canary);
+    }
+
+    #[test]
+    fn the_operators_own_note_keeps_the_round_and_a_finished_tick_ends_it() {
+        let (wake, _woken) = futures::channel::mpsc::unbounded();
+        let runs = CheckRuns::new(wake);
+        let key = ("test".to_string(), "podinfo".to_string());
+        let check = Check::Metric { name: "m".into() };
+        runs.rounds
+            .lock()
+            .unwrap()
+            .insert(key.clone(), round(1, "10", &check));
+        runs.carry_over(&key, "9", "11");
+        assert_eq!(
+            runs.rounds.lock().unwrap()[&key].version,
+            "10",
+            "not from 9"
+        );
+        runs.carry_over(&key, "10", "11");
+        assert_eq!(runs.rounds.lock().unwrap()[&key].version, "11");
+        runs.finish(&key);
+        assert!(runs.rounds.lock().unwrap().is_empty());
+    }
+}

@@ -11,6 +11,23 @@ use serin_core::plan::{EventType, Plan};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Merge-patches the Canary's status with `status` and remembers the write (see `Shared::wrote`).
+async fn patch_status(canary: &Canary, shared: &Shared, status: Value) -> Result<Canary, Error> {
+    let canaries: Api<Canary> = Api::namespaced(
+        shared.ctx.client.clone(),
+        &canary.namespace().unwrap_or_default(),
+    );
+    let written = canaries
+        .patch_status(
+            &canary.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await?;
+    shared.wrote(canary, &written);
+    Ok(written)
+}
+
 /// Writes the plan's status when it differs from the Canary's: the tick's one status write.
 pub(super) async fn write_status(
     canary: &Canary,
@@ -18,21 +35,11 @@ pub(super) async fn write_status(
     plan: &Plan,
 ) -> Result<(), Error> {
     if canary.status.as_ref() != Some(&plan.status) {
-        let canaries: Api<Canary> = Api::namespaced(
-            shared.ctx.client.clone(),
-            &canary.namespace().unwrap_or_default(),
+        let patch = status_patch(
+            &serde_json::to_value(&canary.status)?,
+            &serde_json::to_value(&plan.status)?,
         );
-        let written = canaries
-            .patch_status(
-                &canary.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(json!({"status": status_patch(
-                    &serde_json::to_value(&canary.status)?,
-                    &serde_json::to_value(&plan.status)?,
-                )})),
-            )
-            .await?;
-        shared.wrote(canary, &written);
+        patch_status(canary, shared, patch).await?;
     }
     Ok(())
 }
@@ -46,18 +53,7 @@ pub(super) async fn note_waiting(
     message: &str,
 ) -> Result<(), Error> {
     tracing::info!("{message}");
-    let canaries: Api<Canary> = Api::namespaced(
-        shared.ctx.client.clone(),
-        &canary.namespace().unwrap_or_default(),
-    );
-    let written = canaries
-        .patch_status(
-            &canary.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"message": message}})),
-        )
-        .await?;
-    shared.wrote(canary, &written);
+    let written = patch_status(canary, shared, json!({ "message": message })).await?;
     if let (Some(from), Some(to)) = (canary.resource_version(), written.resource_version()) {
         shared.checks.carry_over(key, &from, &to);
     }
@@ -268,18 +264,8 @@ pub(super) async fn report_failure(canary: &Canary, shared: &Shared, error: &Err
     if canary.status.as_ref().and_then(|s| s.message.as_deref()) == Some(message.as_str()) {
         return;
     }
-    let canaries: Api<Canary> =
-        Api::namespaced(ctx.client.clone(), &canary.namespace().unwrap_or_default());
-    if let Ok(written) = canaries
-        .patch_status(
-            &canary.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"message": message}})),
-        )
-        .await
-    {
-        shared.wrote(canary, &written);
-    }
+    // A failure to write it is the failure being reported, already logged above.
+    let _ = patch_status(canary, shared, json!({ "message": message })).await;
     record(
         ctx,
         canary,

@@ -13,6 +13,7 @@ use crate::cache::Caches;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serin_api::{Canary, CanaryMetric};
 use serin_metrics::QueryContext;
+use std::sync::Arc;
 
 /// The annotation with which a MetricTemplate or AlertProvider that uses a Secret names the other
 /// namespaces whose Canaries may use it: a comma-separated list, or `*` for every namespace.
@@ -58,6 +59,29 @@ fn boundary_problem(
     }
     Some(format!(
         "{field}: {kind} {id} uses Secret {secret} of namespace {target_namespace}, which that namespace does not share with namespace {namespace}; its owners may add {namespace} to the {kind}'s annotation {SHARE_ANNOTATION} (a comma-separated list, or *), or namespace {namespace} may have one of its own, with its own Secret"
+    ))
+}
+
+/// The object referenced at `field`, or why it cannot be used: it is missing, or `validate`
+/// finds problems in it. `(kind, id, field, reference)` name it in the message.
+fn usable<T>(
+    (kind, id, field, reference): (&str, &str, &str, &str),
+    object: Option<Arc<T>>,
+    validate: impl Fn(&T) -> Vec<serin_api::FieldError>,
+) -> Result<Arc<T>, String> {
+    let Some(object) = object else {
+        return Err(format!(
+            "{kind} {id} in {field} not found; create it or fix {reference}"
+        ));
+    };
+    let errors = validate(&object);
+    if errors.is_empty() {
+        return Ok(object);
+    }
+    let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    Err(format!(
+        "{kind} {id} ({field}) is invalid: {}",
+        list.join("; ")
     ))
 }
 
@@ -122,19 +146,14 @@ pub(super) fn metric_problem(
         ) {
             return Some(problem);
         }
-        let Some(template) = template else {
-            return Some(format!(
-                "MetricTemplate {id} in {field} not found; create it or fix templateRef"
-            ));
+        let template = match usable(
+            ("MetricTemplate", &id, &field, "templateRef"),
+            template,
+            serin_api::validate::validate_metric_template,
+        ) {
+            Ok(template) => template,
+            Err(problem) => return Some(problem),
         };
-        let errors = serin_api::validate::validate_metric_template(&template);
-        if !errors.is_empty() {
-            let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
-            return Some(format!(
-                "MetricTemplate {id} ({field}) is invalid: {}",
-                list.join("; ")
-            ));
-        }
         if let Err(error) = serin_metrics::render(&template.spec.query, &context(metric)) {
             return Some(format!(
                 "MetricTemplate {id} ({field}) is invalid: spec.query: {error}"
@@ -175,19 +194,14 @@ pub(super) fn alert_provider_problem(
         ) {
             return Some(problem);
         }
-        let Some(provider) = provider else {
-            return Some(format!(
-                "AlertProvider {id} in {field} not found; create it or fix providerRef"
-            ));
+        let provider = match usable(
+            ("AlertProvider", &id, &field, "providerRef"),
+            provider,
+            serin_api::validate::validate_alert_provider,
+        ) {
+            Ok(provider) => provider,
+            Err(problem) => return Some(problem),
         };
-        let errors = serin_api::validate::validate_alert_provider(&provider);
-        if !errors.is_empty() {
-            let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
-            return Some(format!(
-                "AlertProvider {id} ({field}) is invalid: {}",
-                list.join("; ")
-            ));
-        }
         if provider.spec.address.is_none()
             && let Some(secret) = &provider.spec.secret_ref
         {
