@@ -1,6 +1,9 @@
 //! The load tester's HTTP API, driven over loopback as Flagger's webhooks drive it: gates, the task
 //! endpoint with hey and shell commands, de-duplication, timeouts, bad payloads and the proxy.
 
+mod common;
+use common::CapturedLogs;
+
 use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, Uri};
@@ -18,45 +21,6 @@ use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 
 type Counters = (Arc<AtomicU64>, Arc<AtomicU64>, Arc<Mutex<String>>);
-
-/// The log lines written on this thread while it lives: `#[tokio::test]` runs the server's tasks
-/// on the test's own thread.
-struct CapturedLogs {
-    buffer: Arc<Mutex<Vec<u8>>>,
-    _guard: tracing::subscriber::DefaultGuard,
-}
-
-impl CapturedLogs {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.buffer.lock().unwrap()).into_owned()
-    }
-}
-
-struct BufferWriter(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for BufferWriter {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn capture_logs() -> CapturedLogs {
-    let buffer = Arc::new(Mutex::new(Vec::new()));
-    let writer = buffer.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .json()
-        .with_max_level(tracing::Level::INFO)
-        .with_writer(move || BufferWriter(writer.clone()))
-        .finish();
-    CapturedLogs {
-        buffer,
-        _guard: tracing::subscriber::set_default(subscriber),
-    }
-}
 
 fn options() -> Options {
     Options {
@@ -375,7 +339,7 @@ async fn shell_commands_run_with_allow_shell() {
         )
     );
     // A `cmd` task is asynchronous: 202 at once, the command runs after.
-    let logs = capture_logs();
+    let logs = CapturedLogs::start(tracing::Level::INFO);
     let server2 = start(Options {
         allow_shell: true,
         ..options()
@@ -402,7 +366,7 @@ async fn shell_commands_run_with_allow_shell() {
 #[tokio::test]
 async fn hey_n_sends_exactly_n_requests() {
     let target = Target::start().await;
-    let logs = capture_logs();
+    let logs = CapturedLogs::start(tracing::Level::INFO);
     let server = start(options()).await;
     let cmd = format!("hey -n 200 -c 4 {}", target.url());
     let (status, _) = call(

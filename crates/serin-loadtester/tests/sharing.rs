@@ -2,6 +2,9 @@
 //! moves a gate, at most `--max-tasks` run at once, request bodies are capped, and credentials in
 //! hey command lines never reach a log line or the task history while the command still sends them.
 
+mod common;
+use common::CapturedLogs;
+
 use axum::Router;
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -122,45 +125,6 @@ async fn wait_for_history(server: &Server, count: usize) -> Vec<TaskRecord> {
         }
         assert!(Instant::now() < deadline, "history: {history:?}");
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// The `tracing` lines written on this thread while it lives: `#[tokio::test]` runs the server's
-/// tasks on the test's own thread.
-struct CapturedLogs {
-    buffer: Arc<Mutex<Vec<u8>>>,
-    _guard: tracing::subscriber::DefaultGuard,
-}
-
-impl CapturedLogs {
-    fn start() -> CapturedLogs {
-        let buffer = Arc::new(Mutex::new(Vec::new()));
-        let writer = buffer.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .json()
-            .with_max_level(tracing::Level::DEBUG)
-            .with_writer(move || BufferWriter(writer.clone()))
-            .finish();
-        CapturedLogs {
-            buffer,
-            _guard: tracing::subscriber::set_default(subscriber),
-        }
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.buffer.lock().unwrap()).into_owned()
-    }
-}
-
-struct BufferWriter(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for BufferWriter {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
 
@@ -308,7 +272,7 @@ async fn what_starts_work_or_moves_a_gate_needs_the_token() {
 
 #[tokio::test]
 async fn credentials_reach_the_target_but_no_log_line_or_record() {
-    let logs = CapturedLogs::start();
+    let logs = CapturedLogs::start(tracing::Level::DEBUG);
     let target = Target::start().await;
     let sunk = Arc::new(Mutex::new(Vec::<String>::new()));
     let sink = sunk.clone();
