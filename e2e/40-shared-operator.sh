@@ -186,42 +186,24 @@ log "hostile: MetricTemplates that would cost a template engine memory and CPU, 
 long_query="sum(up{job=\"$(head -c 70000 /dev/zero | tr '\0' x)\"})"
 amplified_query=$(printf '{{ variables.label }}%.0s' $(seq 100))
 receiver_answer /huge/api/v1/query huge:300
-kubectl apply -f - >/dev/null <<EOF
+# hostile_template NAME ADDRESS QUERY: the MetricTemplate NAME in hostile, its query as a literal
+# block (kept exactly as given, whatever quotes it holds).
+hostile_template() {
+  kubectl apply -f - >/dev/null <<EOF
 apiVersion: serin.dev/v1beta1
 kind: MetricTemplate
-metadata: {name: cpu-bomb, namespace: hostile}
+metadata: {name: $1, namespace: hostile}
 spec:
-  provider: {type: prometheus, address: "$PROMETHEUS_URL"}
-  query: "{% for i in [0]*100000 %}{% for j in [0]*100000 %}x{% endfor %}{% endfor %}"
----
-apiVersion: serin.dev/v1beta1
-kind: MetricTemplate
-metadata: {name: memory-bomb, namespace: hostile}
-spec:
-  provider: {type: prometheus, address: "$PROMETHEUS_URL"}
-  query: '{% for i in [0]*20 %}{{ "x"*100000000 }}{% endfor %}'
----
-apiVersion: serin.dev/v1beta1
-kind: MetricTemplate
-metadata: {name: amplified, namespace: hostile}
-spec:
-  provider: {type: prometheus, address: "$PROMETHEUS_URL"}
-  query: '$amplified_query'
----
-apiVersion: serin.dev/v1beta1
-kind: MetricTemplate
-metadata: {name: too-long, namespace: hostile}
-spec:
-  provider: {type: prometheus, address: "$PROMETHEUS_URL"}
-  query: '$long_query'
----
-apiVersion: serin.dev/v1beta1
-kind: MetricTemplate
-metadata: {name: huge-answer, namespace: hostile}
-spec:
-  provider: {type: prometheus, address: "$RECEIVER_URL/huge"}
-  query: vector(1)
+  provider: {type: prometheus, address: "$2"}
+  query: |-
+    $3
 EOF
+}
+hostile_template cpu-bomb "$PROMETHEUS_URL" '{% for i in [0]*100000 %}{% for j in [0]*100000 %}x{% endfor %}{% endfor %}'
+hostile_template memory-bomb "$PROMETHEUS_URL" '{% for i in [0]*20 %}{{ "x"*100000000 }}{% endfor %}'
+hostile_template amplified "$PROMETHEUS_URL" "$amplified_query"
+hostile_template too-long "$PROMETHEUS_URL" "$long_query"
+hostile_template huge-answer "$RECEIVER_URL/huge" 'vector(1)'
 for template in cpu-bomb memory-bomb amplified too-long huge-answer; do
   variables=""
   [[ $template != amplified ]] || variables="templateVariables: {label: $(head -c 2048 /dev/zero | tr '\0' y)}"

@@ -3,18 +3,9 @@
 
 mod common;
 
-use serin_sandbox::{MeshSettings, SandboxOptions};
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_exec_runs_commands_in_the_pods_context() {
-    let (sandbox, _dir, k) = common::serving_sandbox(SandboxOptions {
-        mesh: Some(MeshSettings {
-            prometheus: None,
-            ..MeshSettings::default()
-        }),
-        ..SandboxOptions::default()
-    })
-    .await;
+    let (sandbox, _dir, k) = common::mesh_sandbox().await;
     k.ok(&[
         "create",
         "deployment",

@@ -6,7 +6,6 @@
 mod common;
 
 use serin_sandbox::mesh_proxy::{MeshClient, MeshResponse};
-use serin_sandbox::{MeshSettings, SandboxOptions};
 use std::time::Duration;
 
 const PODINFO: &str = r#"
@@ -160,14 +159,7 @@ async fn post(proxy: std::net::SocketAddr, url: &str, body: String) -> MeshRespo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flaggers_load_tester_runs_bash_webhooks_in_the_pods_context() {
-    let (sandbox, _dir, k) = common::serving_sandbox(SandboxOptions {
-        mesh: Some(MeshSettings {
-            prometheus: None,
-            ..MeshSettings::default()
-        }),
-        ..SandboxOptions::default()
-    })
-    .await;
+    let (sandbox, _dir, k) = common::mesh_sandbox().await;
     let proxy = sandbox.mesh.as_ref().expect("a mesh").address;
     k.apply(PODINFO, &[]);
     k.apply(FLAGGER_LOADTESTER, &["-n", "test"]);

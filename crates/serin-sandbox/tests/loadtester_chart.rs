@@ -6,7 +6,6 @@
 mod common;
 
 use serin_sandbox::mesh_proxy::{MeshClient, MeshResponse};
-use serin_sandbox::{MeshSettings, SandboxOptions};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -68,14 +67,7 @@ async fn post(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_charts_load_tester_moves_gates_only_for_its_token() {
-    let (sandbox, dir, k) = common::serving_sandbox(SandboxOptions {
-        mesh: Some(MeshSettings {
-            prometheus: None,
-            ..MeshSettings::default()
-        }),
-        ..SandboxOptions::default()
-    })
-    .await;
+    let (sandbox, dir, k) = common::mesh_sandbox().await;
     let proxy = sandbox.mesh.as_ref().expect("a mesh").address;
     k.ok(&["create", "namespace", "test"]);
     let install = helm(

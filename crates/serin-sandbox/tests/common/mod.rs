@@ -20,6 +20,18 @@ pub async fn serving_sandbox(options: SandboxOptions) -> (Sandbox, tempfile::Tem
     (sandbox, dir, kubectl)
 }
 
+/// A serving sandbox with its mesh proxy (and no Prometheus), and kubectl.
+pub async fn mesh_sandbox() -> (Sandbox, tempfile::TempDir, Kubectl) {
+    serving_sandbox(SandboxOptions {
+        mesh: Some(serin_sandbox::MeshSettings {
+            prometheus: None,
+            ..serin_sandbox::MeshSettings::default()
+        }),
+        ..SandboxOptions::default()
+    })
+    .await
+}
+
 /// `kubectl create deployment NAME` of podinfo 6.0.0 (port 9898, `extra` flags), rolled out.
 pub fn rolled_out_podinfo_deployment(k: &Kubectl, name: &str, extra: &[&str]) {
     let mut args = vec![
