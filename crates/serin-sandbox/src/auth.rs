@@ -1194,6 +1194,7 @@ mod tests {
     #[test]
     fn bootstrap_roles_aggregate_view_into_edit_into_admin() {
         let store = Store::new();
+        bootstrap(&store);
         let roles = rbac(&store, "clusterroles");
         let rules = |name: &str| {
             store.get(&roles, "", name).unwrap()["rules"]

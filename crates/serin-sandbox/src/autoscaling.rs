@@ -2,10 +2,11 @@
 //! HorizontalPodAutoscaler controller that scales on the same numbers.
 //!
 //! Pods in the sandbox share one process, so their CPU cannot be measured; the pod runtime reports
-//! an estimate instead (see [`crate::controllers::PodRuntime::usage`]): a serving pod's CPU follows
+//! an estimate instead (see [`crate::pod_runtime::PodRuntime::usage`]): a serving pod's CPU follows
 //! the requests it served, so load from `hey` makes an HPA scale out as it would on a cluster.
 
-use crate::controllers::PodRuntime;
+use crate::pod_runtime::PodRuntime;
+pub use crate::pod_runtime::{ContainerUsage, idle_usage};
 use crate::registry::ResourceInfo;
 use crate::scale;
 use crate::selectors::{FieldSelector, LabelSelector};
@@ -15,31 +16,6 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// What one container uses, as the runtime estimates it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ContainerUsage {
-    /// The container's name.
-    pub name: String,
-    /// CPU in millicores.
-    pub cpu_millis: u64,
-    /// Memory in bytes.
-    pub memory_bytes: u64,
-}
-
-/// An idle container's usage, for runtimes that run nothing (1m CPU, 8 MiB).
-pub fn idle_usage(pod: &Value) -> Vec<ContainerUsage> {
-    pod["spec"]["containers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| ContainerUsage {
-            name: c["name"].as_str().unwrap_or_default().into(),
-            cpu_millis: 1,
-            memory_bytes: 8 << 20,
-        })
-        .collect()
-}
 
 fn now_rfc3339() -> String {
     k8s_openapi::jiff::Timestamp::now()

@@ -3,6 +3,9 @@
 //! with rolling updates (maxSurge, maxUnavailable, minReadySeconds, progressDeadlineSeconds) and the
 //! status and conditions a real cluster reports.
 
+pub use crate::pod_runtime::{
+    DelayRuntime, PodHealth, PodRuntime, PodStart, Termination, runs_to_completion,
+};
 use crate::registry::ResourceInfo;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::store::{DeleteOptions, Part, PatchType, Store, WriteOptions, now_rfc3339};
@@ -10,103 +13,6 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// What the runtime says about a pod it was asked to start.
-#[derive(Clone, Debug, PartialEq)]
-pub enum PodStart {
-    /// The pod becomes Ready after this long.
-    ReadyAfter(Duration),
-    /// The pod's containers cannot start (for example `ErrImagePull`), with a message.
-    Waiting {
-        /// Container waiting reason, e.g. `ErrImagePull`.
-        reason: String,
-        /// Why.
-        message: String,
-    },
-}
-
-/// Runs pods: decides whether and when a scheduled pod becomes Ready, and may report where it
-/// serves. The default runtime makes every pod Ready after a fixed delay.
-pub trait PodRuntime: Send + Sync {
-    /// Starts `pod` (a scheduled Pod object).
-    fn start(&self, pod: &Value) -> PodStart;
-    /// Extra status fields for a running pod (merged into `status`), e.g. where it listens.
-    fn running_status(&self, _pod: &Value) -> Value {
-        json!({})
-    }
-    /// What the pod's probes say now, for a runtime that probes its pods; `None` (the default)
-    /// keeps a running pod Ready as it is.
-    fn health(&self, _pod: &Value) -> Option<PodHealth> {
-        None
-    }
-    /// The pod is gone (deleted, or no longer in the store).
-    fn stop(&self, _pod: &Value) {}
-    /// Whether a started pod's health or end can change with no change to its object (a runtime
-    /// that runs or probes processes): the kubelet then asks about every started pod once a
-    /// second. `true` by default.
-    fn changes_pods_on_its_own(&self) -> bool {
-        true
-    }
-    /// The sandbox's mesh proxy listens at `proxy` (called once, before any pod starts), so a
-    /// runtime can send its pods' outgoing traffic through it as a sidecar would.
-    fn mesh_proxy_started(&self, _proxy: std::net::SocketAddr) {}
-    /// The sandbox's mesh is running and gateway pods can route through it (called once, before
-    /// any pod starts), so a runtime can serve the ingress and Gateway API gateways' pods.
-    fn mesh_gateways_ready(&self, _gateways: crate::mesh_proxy::GatewayHost) {}
-    /// The sandbox hands out API credentials for ServiceAccounts (called once, before any pod
-    /// starts), so a runtime can run pods that call the API server as their ServiceAccount.
-    fn api_access_ready(&self, _access: std::sync::Arc<dyn crate::process::ApiAccess>) {}
-    /// How the pod's app ended, for pods that run to completion (restartPolicy `Never` or
-    /// `OnFailure`, as a Job's); `None` (the default): still running.
-    fn terminated(&self, _pod: &Value) -> Option<Termination> {
-        None
-    }
-    /// Where `kubectl exec` runs a command in `container` of `pod`: by default its name and env,
-    /// `hey` in load tester images, and direct HTTP.
-    fn exec_context(&self, pod: &Value, container: &Value) -> crate::exec::Context {
-        crate::exec::Context::of(
-            pod,
-            container,
-            serin_loadtester::proxy::ProxyConfig::direct(),
-        )
-    }
-    /// What the pod's containers wrote (`kubectl logs`); `None` (the default): nothing.
-    fn logs(&self, _pod: &Value) -> Option<Arc<crate::logs::PodLogs>> {
-        None
-    }
-    /// What a running pod's containers use now (`kubectl top`, the HPA); idle by default.
-    fn usage(&self, pod: &Value) -> Vec<crate::autoscaling::ContainerUsage> {
-        crate::autoscaling::idle_usage(pod)
-    }
-}
-
-/// How a pod's app ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Termination {
-    /// The exit code (0: the pod Succeeded).
-    pub exit_code: i32,
-    /// The kubelet's reason: `Completed`, `Error`, `StartError`.
-    pub reason: String,
-    /// What went wrong, if anything.
-    pub message: String,
-}
-
-/// Whether `pod` runs to completion rather than forever (restartPolicy `Never` or `OnFailure`).
-pub fn runs_to_completion(pod: &Value) -> bool {
-    matches!(
-        pod["spec"]["restartPolicy"].as_str(),
-        Some("Never" | "OnFailure")
-    )
-}
-
-/// A running pod's health as its runtime's probes see it.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct PodHealth {
-    /// The readiness probe passes (or there is none and the pod serves).
-    pub ready: bool,
-    /// How often the liveness probe made the runtime restart the pod's containers.
-    pub restarts: u32,
-}
 
 /// `status` with the Ready and ContainersReady conditions and the container statuses set from
 /// `health`; a condition's lastTransitionTime only moves when its status flips.
@@ -139,32 +45,6 @@ fn with_health(status: &Value, health: &PodHealth, now: &str) -> Value {
         container["restartCount"] = json!(health.restarts);
     }
     status
-}
-
-/// Makes every pod Ready after `delay`; pods that run to completion then finish successfully.
-pub struct DelayRuntime {
-    /// How long a pod takes to become Ready.
-    pub delay: Duration,
-}
-
-impl PodRuntime for DelayRuntime {
-    fn start(&self, _pod: &Value) -> PodStart {
-        PodStart::ReadyAfter(self.delay)
-    }
-
-    // Readiness comes from the delay and a run-to-completion pod ends as soon as it runs: both
-    // follow a change the kubelet sees anyway.
-    fn changes_pods_on_its_own(&self) -> bool {
-        false
-    }
-
-    fn terminated(&self, pod: &Value) -> Option<Termination> {
-        runs_to_completion(pod).then(|| Termination {
-            exit_code: 0,
-            reason: "Completed".into(),
-            message: String::new(),
-        })
-    }
 }
 
 /// The status of a pod whose app ended: Succeeded on exit 0, else Failed, with each container
@@ -631,7 +511,7 @@ pub struct Controllers {
     changes: tokio::sync::mpsc::UnboundedReceiver<Arc<crate::store::Change>>,
     /// The ReplicaSets, Deployments and pods by owner, and which of them the next pass syncs.
     workloads: Workloads,
-    endpoints: crate::services::EndpointsController,
+    endpoints: crate::endpoints::EndpointsController,
     next_ip: u32,
     pods: ResourceInfo,
     replicasets: ResourceInfo,
@@ -2247,7 +2127,7 @@ mod tests {
         assert_eq!(endpoint_pods(&store, "web"), ["web-a", "web-d"]);
         // What the controller skipped as unchanged, a controller without memory agrees with.
         assert!(
-            !crate::services::EndpointsController::default().sync(&store, &controller_writes()),
+            !crate::endpoints::EndpointsController::default().sync(&store, &controller_writes()),
             "a pass from scratch would change the Endpoints"
         );
     }

@@ -25,12 +25,7 @@ const EVENT_FIELDS: [(&str, &str); 7] = [
 
 /// Whether objects of `info`'s version are stored in another shape ([`to_storage`]).
 pub fn converts(info: &ResourceInfo) -> bool {
-    is_hpa_v1(info) || is_events_api_event(info)
-}
-
-/// Whether `info` is the `events.k8s.io` view of core events.
-pub fn is_events_api_event(info: &ResourceInfo) -> bool {
-    info.group == "events.k8s.io" && info.kind == "Event"
+    is_hpa_v1(info) || info.is_events_api_event()
 }
 
 fn rename(object: Value, pairs: impl Iterator<Item = (&'static str, &'static str)>) -> Value {
@@ -110,7 +105,7 @@ pub fn to_storage(info: &ResourceInfo, object: Value) -> Value {
     if is_hpa_v1(info) {
         return hpa_from_v1(object);
     }
-    if !is_events_api_event(info) {
+    if !info.is_events_api_event() {
         return object;
     }
     let mut object = rename(object, EVENT_FIELDS.into_iter());
@@ -122,7 +117,7 @@ pub fn to_storage(info: &ResourceInfo, object: Value) -> Value {
 pub fn to_version(info: &ResourceInfo, object: Value) -> Value {
     let mut object = if is_hpa_v1(info) {
         hpa_to_v1(object)
-    } else if is_events_api_event(info) {
+    } else if info.is_events_api_event() {
         rename(
             object,
             EVENT_FIELDS.into_iter().map(|(new, old)| (old, new)),

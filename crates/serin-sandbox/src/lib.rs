@@ -17,13 +17,16 @@
 pub mod apiproxy;
 pub mod auth;
 pub mod autoscaling;
+pub mod builtin_schemas;
 pub mod controllers;
 pub mod convert;
 pub mod defaults;
 pub mod discovery;
+pub mod endpoints;
 pub mod exec;
 pub mod gateway_route;
 pub mod gateways;
+pub mod http_probe;
 pub mod instrument;
 pub mod loadtester_pod;
 pub mod logs;
@@ -33,6 +36,7 @@ pub mod mesh_proxy;
 pub mod mesh_route;
 pub mod openapi;
 pub mod patch;
+pub mod pod_runtime;
 pub mod pod_targets;
 pub mod podinfo;
 pub mod portforward;
@@ -53,6 +57,7 @@ pub mod structural;
 pub mod tables;
 pub mod telemetry;
 pub mod tls;
+pub mod upstreams;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -188,6 +193,15 @@ fn token_kubeconfig(https_url: &str, ca_pem: &str, token: &str, namespace: &str)
     )
 }
 
+/// Gateway pods serve the mesh's routing engine.
+struct MeshGateways(mesh_proxy::GatewayHost);
+
+impl pod_runtime::GatewayPods for MeshGateways {
+    fn service_for_pod(&self, pod: &serde_json::Value) -> axum::Router {
+        self.0.service_for_pod(pod)
+    }
+}
+
 /// How long the tokens handed to pods last (the API server's bound tokens are refreshed by the
 /// kubelet; the sandbox issues one long enough for any run instead).
 const POD_TOKEN_SECONDS: i64 = 48 * 3600;
@@ -247,6 +261,7 @@ impl Sandbox {
         let address = listener.local_addr()?;
         let url = format!("http://{address}");
         let store = Store::new();
+        auth::bootstrap(&store);
         let metrics = Arc::new(instrument::Metrics::default());
         let faults = Arc::new(instrument::Faults::new(options.faults.clone()));
         let auth = Arc::new(auth::Auth::default());
@@ -270,14 +285,14 @@ impl Sandbox {
         let mut mesh = None;
         if let Some(settings) = &options.mesh {
             mesh_crds::install(&store);
-            let upstreams = Arc::new(services::SandboxUpstreams {
+            let upstreams = Arc::new(upstreams::SandboxUpstreams {
                 store: store.clone(),
             });
             let proxy =
                 mesh_proxy::MeshProxy::start(store.clone(), upstreams, settings.proxy.clone())
                     .await?;
             runtime.mesh_proxy_started(proxy.address);
-            runtime.mesh_gateways_ready(proxy.gateways());
+            runtime.mesh_gateways_ready(Arc::new(MeshGateways(proxy.gateways())));
             gateways::install_ingress_gateway(&store);
             mesh = Some(proxy);
         }

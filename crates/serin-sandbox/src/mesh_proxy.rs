@@ -154,7 +154,7 @@ impl GatewayHost {
             },
             None => Router::IstioGateway { labels },
         };
-        self.service(router, crate::services::workload_of(&self.mesh.store, pod))
+        self.service(router, crate::telemetry::workload_of(&self.mesh.store, pod))
     }
 }
 

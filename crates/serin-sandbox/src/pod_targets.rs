@@ -6,8 +6,8 @@
 //! directory ([`crate::prometheus::TARGETS_DIR`]) and removes it when the pod stops qualifying.
 
 use crate::prometheus::write_target_groups;
-use crate::runtime::PORTS_FIELD;
 use crate::selectors::{FieldSelector, LabelSelector};
+use crate::services::PORTS_FIELD;
 use crate::store::{ChangeType, Store};
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;

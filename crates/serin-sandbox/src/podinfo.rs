@@ -633,7 +633,7 @@ mod tests {
         let address = listener.local_addr().unwrap();
         let server = tokio::spawn(async move { axum::serve(listener, app).await });
         let get =
-            |path: &'static str| crate::runtime::http_get(address, path, Duration::from_secs(5));
+            |path: &'static str| crate::http_probe::http_get(address, path, Duration::from_secs(5));
         assert_eq!(get("/").await.unwrap().0, 200);
         assert_eq!(get("/status/503").await.unwrap().0, 503);
         assert_eq!(get("/nowhere").await.unwrap().0, 404);

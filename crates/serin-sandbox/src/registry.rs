@@ -108,10 +108,15 @@ impl ResourceInfo {
     /// Storage key shared by every version of the resource: `plural.group` (or `plural`); the
     /// `events.k8s.io` Events share the core Events' storage.
     pub fn storage_key(&self) -> String {
-        if crate::convert::is_events_api_event(self) {
+        if self.is_events_api_event() {
             return self.plural.clone();
         }
         self.qualified_plural()
+    }
+
+    /// Whether this is the `events.k8s.io` view of core events (see `convert`).
+    pub fn is_events_api_event(&self) -> bool {
+        self.group == "events.k8s.io" && self.kind == "Event"
     }
 
     /// `plural` or `plural.group`, as error messages and metrics name resources.

@@ -7,9 +7,9 @@
 //! sidecar would: `hey ... http://podinfo-canary.test:9898/` resolves the Service and is counted in
 //! the mesh telemetry without anyone setting `HTTP_PROXY` (see [`ServingOptions::loadtester_proxy`]).
 
-use crate::controllers::{PodHealth, PodRuntime, PodStart, Termination, runs_to_completion};
 use crate::loadtester_pod::LoadTesterApp;
 use crate::logs::{ContainerLog, PodLogs};
+use crate::pod_runtime::{PodHealth, PodRuntime, PodStart, Termination, runs_to_completion};
 use crate::podinfo::{self, PodinfoSettings};
 use crate::process::{ApiAccess, ProcessSpec};
 use serde_json::{Value, json};
@@ -20,11 +20,10 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
-/// The status field where a serving pod records which loopback port serves each container port.
-pub const PORTS_FIELD: &str = "sandboxPorts";
+pub use crate::http_probe::http_get;
+pub use crate::services::PORTS_FIELD;
 
 /// Longest a probe's `initialDelaySeconds` is honoured, so a pod cannot wait forever.
 const MAX_INITIAL_DELAY: Duration = Duration::from_secs(60);
@@ -153,39 +152,6 @@ impl Probe {
     }
 }
 
-/// A minimal HTTP/1.1 GET (`Connection: close`) against `address`, returning the status code and
-/// the body; used by the probes and handy in tests.
-pub async fn http_get(
-    address: SocketAddr,
-    path: &str,
-    timeout: Duration,
-) -> std::io::Result<(u16, String)> {
-    let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(address).await?;
-        let request =
-            format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).await?;
-        let mut response = Vec::new();
-        // Bounded: a misbehaving server cannot make a probe read forever.
-        let mut limited = stream.take(1 << 20);
-        limited.read_to_end(&mut response).await?;
-        let text = String::from_utf8_lossy(&response).into_owned();
-        let status = text
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| std::io::Error::other("not an HTTP response"))?;
-        let body = text
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        Ok((status, body))
-    };
-    tokio::time::timeout(timeout, exchange)
-        .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out"))?
-}
-
 struct PodServer {
     address: SocketAddr,
     ports: Value,
@@ -277,7 +243,7 @@ pub struct ServingRuntime {
     /// Credentials for pods that call the API server, once the sandbox hands them out.
     api_access: Mutex<Option<Arc<dyn ApiAccess>>>,
     /// The mesh gateway pods route through, once it runs.
-    gateways: Mutex<Option<crate::mesh_proxy::GatewayHost>>,
+    gateways: Mutex<Option<Arc<dyn crate::pod_runtime::GatewayPods>>>,
 }
 
 impl Default for ServingRuntime {
@@ -728,7 +694,7 @@ impl PodRuntime for ServingRuntime {
         *self.api_access.lock().unwrap() = Some(access);
     }
 
-    fn mesh_gateways_ready(&self, gateways: crate::mesh_proxy::GatewayHost) {
+    fn mesh_gateways_ready(&self, gateways: Arc<dyn crate::pod_runtime::GatewayPods>) {
         *self.gateways.lock().unwrap() = Some(gateways);
     }
 
@@ -859,8 +825,8 @@ impl PodRuntime for ServingRuntime {
 
     /// The sandbox's CPU estimate: 1m idle plus 1m per request per second served over the last
     /// 30 s (podinfo); 12 MiB for podinfo, 16 MiB for the load tester. Other containers idle.
-    fn usage(&self, pod: &Value) -> Vec<crate::autoscaling::ContainerUsage> {
-        let mut usage = crate::autoscaling::idle_usage(pod);
+    fn usage(&self, pod: &Value) -> Vec<crate::pod_runtime::ContainerUsage> {
+        let mut usage = crate::pod_runtime::idle_usage(pod);
         let pods = self.pods.lock().unwrap();
         let Some(server) = pods.get(&pod_uid(pod)) else {
             return usage;

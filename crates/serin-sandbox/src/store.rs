@@ -452,7 +452,6 @@ impl Store {
                 )
                 .expect("bootstrap namespaces are valid");
         }
-        crate::auth::bootstrap(&store);
         store
     }
 

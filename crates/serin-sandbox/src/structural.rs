@@ -91,7 +91,7 @@ fn prune_node(
                 if resource && OBJECT_FIELDS.contains(&field.as_str()) {
                     if field == "metadata" {
                         dropped.extend(
-                            crate::openapi::prune_object_meta(item)
+                            crate::builtin_schemas::prune_object_meta(item)
                                 .into_iter()
                                 .map(|p| join(&at, &p)),
                         );

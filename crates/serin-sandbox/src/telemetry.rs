@@ -2,6 +2,8 @@
 //! `istio_request_duration_milliseconds` with Envoy's default buckets and Istio's label set, so
 //! Flagger's builtin queries work unchanged.
 
+use crate::store::Store;
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -218,6 +220,48 @@ pub async fn serve(telemetry: std::sync::Arc<Telemetry>) -> std::io::Result<std:
     );
     tokio::spawn(async move { axum::serve(listener, app).await });
     Ok(address)
+}
+
+/// The workload a pod belongs to, as Istio's telemetry names it: its Deployment (through its
+/// ReplicaSet), else its direct owner, else the pod itself.
+pub fn workload_of(store: &Store, pod: &Value) -> Workload {
+    let namespace = pod["metadata"]["namespace"].as_str().unwrap_or("default");
+    let owner = |object: &Value, kind: &str| {
+        object["metadata"]["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["kind"] == kind)
+            .and_then(|r| r["name"].as_str())
+            .map(String::from)
+    };
+    let replica_sets = store
+        .resource("apps", "v1", "replicasets")
+        .expect("built in");
+    let name = match owner(pod, "ReplicaSet") {
+        Some(rs) => store
+            .get(&replica_sets, namespace, &rs)
+            .ok()
+            .and_then(|rs_object| owner(&rs_object, "Deployment"))
+            .unwrap_or(rs),
+        // A DaemonSet's or a Job's pod is named after its owner, as Istio names workloads.
+        None => ["DaemonSet", "Job", "StatefulSet"]
+            .iter()
+            .find_map(|kind| owner(pod, kind))
+            .unwrap_or_else(|| pod["metadata"]["name"].as_str().unwrap_or("unknown").into()),
+    };
+    let label = |key: &str| {
+        pod["metadata"]["labels"][key]
+            .as_str()
+            .unwrap_or("unknown")
+            .to_string()
+    };
+    Workload {
+        name,
+        namespace: namespace.into(),
+        app: label("app"),
+        version: label("version"),
+    }
 }
 
 #[cfg(test)]
