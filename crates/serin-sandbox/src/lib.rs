@@ -28,12 +28,14 @@ pub mod gateway_route;
 pub mod gateways;
 pub mod http_probe;
 pub mod instrument;
+pub mod kubelet;
 pub mod loadtester_pod;
 pub mod logs;
 pub mod managed;
 pub mod mesh_crds;
 pub mod mesh_proxy;
 pub mod mesh_route;
+pub mod node_kubelet;
 pub mod openapi;
 pub mod patch;
 pub mod pod_runtime;
@@ -278,7 +280,9 @@ impl Sandbox {
             metrics: metrics.clone(),
             faults: faults.clone(),
             auth: auth.clone(),
-            runtime: runtime.clone(),
+            kubelet: Arc::new(node_kubelet::RuntimeKubelet {
+                runtime: runtime.clone(),
+            }),
         });
         // The mesh proxy starts before the controllers, so the runtime knows it before the first
         // pod starts (load tester pods send their traffic through it).

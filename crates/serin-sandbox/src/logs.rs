@@ -1,6 +1,7 @@
 //! Pods' logs (`kubectl logs`): the lines each container's process wrote, kept per pod by the
 //! runtime, and the `pods/NAME/log` endpoint that serves them as the kubelet does.
 
+pub use crate::kubelet::LogOptions;
 use crate::status::ApiError;
 use axum::body::Body;
 use bytes::Bytes;
@@ -115,25 +116,6 @@ impl PodLogs {
     pub fn end(&self) {
         self.containers.values().for_each(|c| c.end());
     }
-}
-
-/// The query of a log request.
-#[derive(Clone, Debug, Default)]
-pub struct LogOptions {
-    /// `container`.
-    pub container: Option<String>,
-    /// `follow`.
-    pub follow: bool,
-    /// `previous`.
-    pub previous: bool,
-    /// `timestamps`.
-    pub timestamps: bool,
-    /// `tailLines`.
-    pub tail_lines: Option<usize>,
-    /// `sinceSeconds`.
-    pub since_seconds: Option<u64>,
-    /// `limitBytes`.
-    pub limit_bytes: Option<usize>,
 }
 
 fn render(line: &LogLine, timestamps: bool) -> String {

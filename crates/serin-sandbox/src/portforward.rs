@@ -4,9 +4,13 @@
 //! pod's port. kubectl tunnels the SPDY frames in a WebSocket (`SPDY/3.1+portforward.k8s.io`) or,
 //! as its fallback, speaks SPDY on the upgraded connection itself.
 
+use crate::kubelet::Transport;
 use crate::services;
 use crate::spdy::{self, Decoder, Encoder, Frame};
+use crate::status::ApiError;
 use axum::extract::ws::{Message, WebSocket};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::Response;
 use bytes::Bytes;
 use futures::{SinkExt, Stream, StreamExt};
 use serde_json::Value;
@@ -273,5 +277,60 @@ async fn connect(pod: &Value, port: &str) -> Result<TcpStream, String> {
         Ok(Ok(connection)) => Ok(connection),
         Ok(Err(error)) => Err(failed(&error.to_string())),
         Err(_) => Err(failed("connection timed out")),
+    }
+}
+
+/// Answers a port-forward upgrade in whichever of kubectl's two transports it came.
+pub fn upgrade(
+    transport: Transport,
+    headers: &HeaderMap,
+    pod: Value,
+) -> Result<Response, ApiError> {
+    match transport {
+        Transport::WebSocket(upgrade) => {
+            let upgrade = upgrade.protocols([WEBSOCKET_PROTOCOL]);
+            if upgrade.selected_protocol().is_none() {
+                return Err(ApiError::bad_request(format!(
+                    "unable to upgrade connection: the sandbox serves port-forward WebSockets only with the {} subprotocol (kubectl 1.30 or later)",
+                    WEBSOCKET_PROTOCOL
+                )));
+            }
+            Ok(upgrade.on_upgrade(move |socket| serve_websocket(socket, pod)))
+        }
+        Transport::Spdy(on_upgrade) => {
+            let offered: Vec<&str> = headers
+                .get_all("x-stream-protocol-version")
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .map(str::trim)
+                .collect();
+            let protocol = STREAM_PROTOCOL;
+            if !offered.contains(&protocol) {
+                let mut error = ApiError::bad_request(format!(
+                    "unable to upgrade connection: unable to negotiate protocol: client supports {offered:?}, server supports [\"{protocol}\"]"
+                ));
+                error.code = 403;
+                error.reason = "Forbidden";
+                return Err(error);
+            }
+            let Some(on_upgrade) = on_upgrade else {
+                return Err(ApiError::bad_request(
+                    "unable to upgrade connection: the connection cannot be taken over",
+                ));
+            };
+            tokio::spawn(async move {
+                if let Ok(upgraded) = on_upgrade.await {
+                    serve_upgraded(hyper_util::rt::TokioIo::new(upgraded), pod).await;
+                }
+            });
+            Ok(Response::builder()
+                .status(StatusCode::SWITCHING_PROTOCOLS)
+                .header(header::CONNECTION, "Upgrade")
+                .header(header::UPGRADE, "SPDY/3.1")
+                .header("X-Stream-Protocol-Version", protocol)
+                .body(axum::body::Body::empty())
+                .expect("static headers"))
+        }
     }
 }

@@ -4,6 +4,7 @@ use crate::apiproxy;
 use crate::auth::{self, Identity};
 use crate::discovery;
 use crate::instrument::{FaultPlan, FaultRule, Faults, Metrics};
+use crate::kubelet::{Kubelet, LogOptions, Transport};
 use crate::openapi;
 use crate::registry::{ResourceInfo, Verbs};
 use crate::scale;
@@ -39,8 +40,8 @@ pub struct AppState {
     pub faults: Arc<Faults>,
     /// Issued ServiceAccount tokens and the access each identity was granted.
     pub auth: Arc<auth::Auth>,
-    /// The pods' runtime, whose usage estimates the resource metrics report.
-    pub runtime: Arc<dyn crate::controllers::PodRuntime>,
+    /// The nodes' side of pod exec, port-forward, logs and resource metrics.
+    pub kubelet: Arc<dyn Kubelet>,
 }
 
 /// Builds the router serving the whole API.
@@ -253,14 +254,6 @@ fn streaming_unavailable(sub: &str) -> ApiError {
     }
 }
 
-/// How a streaming request asked to switch protocols.
-enum Transport {
-    /// A WebSocket upgrade (kubectl's exec, and port-forward since kubectl 1.30).
-    WebSocket(WebSocketUpgrade),
-    /// An `Upgrade: SPDY/3.1` request (kubectl's fallback), with the connection to take over.
-    Spdy(Option<hyper::upgrade::OnUpgrade>),
-}
-
 /// `kubectl exec` and `kubectl port-forward` (upgrades of `pods/NAME/exec` and
 /// `pods/NAME/portforward`): checks who asks and for what, then serves the stream.
 fn streaming_upgrade(
@@ -303,65 +296,9 @@ fn streaming_upgrade(
                     "unable to upgrade connection: pod {name} is not running"
                 )));
             }
-            portforward_upgrade(transport, headers, pod)
+            state.kubelet.port_forward(pod, transport, headers)
         }
         (sub, _) => Err(streaming_unavailable(sub)),
-    }
-}
-
-/// Answers a port-forward upgrade in whichever of kubectl's two transports it came.
-fn portforward_upgrade(
-    transport: Transport,
-    headers: &HeaderMap,
-    pod: Value,
-) -> Result<Response, ApiError> {
-    match transport {
-        Transport::WebSocket(upgrade) => {
-            let upgrade = upgrade.protocols([crate::portforward::WEBSOCKET_PROTOCOL]);
-            if upgrade.selected_protocol().is_none() {
-                return Err(ApiError::bad_request(format!(
-                    "unable to upgrade connection: the sandbox serves port-forward WebSockets only with the {} subprotocol (kubectl 1.30 or later)",
-                    crate::portforward::WEBSOCKET_PROTOCOL
-                )));
-            }
-            Ok(upgrade.on_upgrade(move |socket| crate::portforward::serve_websocket(socket, pod)))
-        }
-        Transport::Spdy(on_upgrade) => {
-            let offered: Vec<&str> = headers
-                .get_all("x-stream-protocol-version")
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .flat_map(|v| v.split(','))
-                .map(str::trim)
-                .collect();
-            let protocol = crate::portforward::STREAM_PROTOCOL;
-            if !offered.contains(&protocol) {
-                let mut error = ApiError::bad_request(format!(
-                    "unable to upgrade connection: unable to negotiate protocol: client supports {offered:?}, server supports [\"{protocol}\"]"
-                ));
-                error.code = 403;
-                error.reason = "Forbidden";
-                return Err(error);
-            }
-            let Some(on_upgrade) = on_upgrade else {
-                return Err(ApiError::bad_request(
-                    "unable to upgrade connection: the connection cannot be taken over",
-                ));
-            };
-            tokio::spawn(async move {
-                if let Ok(upgraded) = on_upgrade.await {
-                    crate::portforward::serve_upgraded(hyper_util::rt::TokioIo::new(upgraded), pod)
-                        .await;
-                }
-            });
-            Ok(Response::builder()
-                .status(StatusCode::SWITCHING_PROTOCOLS)
-                .header(header::CONNECTION, "Upgrade")
-                .header(header::UPGRADE, "SPDY/3.1")
-                .header("X-Stream-Protocol-Version", protocol)
-                .body(axum::body::Body::empty())
-                .expect("static headers"))
-        }
     }
 }
 
@@ -397,10 +334,7 @@ fn exec_upgrade(
             query.get("container").unwrap_or_default()
         )));
     };
-    let context = state.runtime.exec_context(&pod, &container);
-    Ok(upgrade
-        .protocols(crate::exec::PROTOCOLS)
-        .on_upgrade(move |socket| crate::exec::serve(socket, words, context)))
+    Ok(state.kubelet.exec(&pod, &container, words, upgrade))
 }
 
 async fn route(
@@ -677,7 +611,7 @@ fn serve_log(
             .transpose()
             .map(Option::flatten)
     };
-    let options = crate::logs::LogOptions {
+    let options = LogOptions {
         container: query
             .get("container")
             .filter(|c| !c.is_empty())
@@ -695,7 +629,7 @@ fn serve_log(
         namespace,
         target.name.as_deref().unwrap_or(""),
     )?;
-    let body = crate::logs::serve(&pod, state.runtime.logs(&pod), &options)?;
+    let body = state.kubelet.logs(&pod, &options)?;
     let mut response = Response::new(body);
     response
         .headers_mut()
@@ -716,9 +650,8 @@ fn serve_resource_metrics(
         ));
     }
     let labels = LabelSelector::parse(query.get("labelSelector").unwrap_or(""))?;
-    let answer = crate::autoscaling::serve(
+    let answer = state.kubelet.resource_metrics(
         &state.store,
-        state.runtime.as_ref(),
         &target.info,
         target.namespace.as_deref(),
         target.name.as_deref(),
