@@ -14,52 +14,20 @@
 
 #![deny(missing_docs)]
 
-pub mod apiproxy;
-pub mod auth;
-pub mod autoscaling;
-pub mod builtin_schemas;
-pub mod controllers;
-pub mod convert;
-pub mod defaults;
-pub mod discovery;
-pub mod endpoints;
-pub mod exec;
-pub mod gateway_route;
-pub mod gateways;
-pub mod http_probe;
-pub mod instrument;
-pub mod kubelet;
-pub mod loadtester_pod;
-pub mod logs;
-pub mod managed;
-pub mod mesh_crds;
-pub mod mesh_proxy;
-pub mod mesh_route;
-pub mod node_kubelet;
-pub mod openapi;
-pub mod patch;
-pub mod pod_runtime;
-pub mod pod_targets;
-pub mod podinfo;
-pub mod portforward;
-pub mod process;
-pub mod prometheus;
-pub mod protobuf;
-pub mod registry;
-pub mod runtime;
-pub mod scale;
-pub mod scheduler;
-pub mod selectors;
-pub mod server;
-pub mod services;
-pub mod spdy;
-pub mod status;
-pub mod store;
-pub mod structural;
-pub mod tables;
-pub mod telemetry;
-pub mod tls;
-pub mod upstreams;
+// The layers, re-exported under the paths the sandbox's users have always used.
+pub use serin_sandbox_apiserver::{
+    apiproxy, auth, builtin_schemas, convert, defaults, discovery, instrument, kubelet, managed,
+    openapi, patch, protobuf, registry, scale, selectors, server, services, status, store,
+    structural, tables, tls,
+};
+pub use serin_sandbox_cluster::{
+    autoscaling, controllers, endpoints, exec, http_probe, loadtester_pod, logs, node_kubelet,
+    pod_runtime, podinfo, portforward, process, runtime, scheduler, spdy,
+};
+pub use serin_sandbox_mesh::{
+    gateway_route, gateways, mesh_crds, mesh_proxy, mesh_route, pod_targets, prometheus, telemetry,
+    upstreams,
+};
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

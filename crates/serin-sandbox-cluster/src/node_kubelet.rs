@@ -1,17 +1,17 @@
 //! The cluster's [`Kubelet`]: exec, port-forward, logs and resource metrics served from the pods'
 //! runtime.
 
-use crate::kubelet::{Kubelet, LogOptions, Transport};
 use crate::pod_runtime::PodRuntime;
-use crate::registry::ResourceInfo;
-use crate::selectors::LabelSelector;
-use crate::status::ApiError;
-use crate::store::Store;
 use axum::body::Body;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::Value;
+use serin_sandbox_apiserver::kubelet::{Kubelet, LogOptions, Transport};
+use serin_sandbox_apiserver::registry::ResourceInfo;
+use serin_sandbox_apiserver::selectors::LabelSelector;
+use serin_sandbox_apiserver::status::ApiError;
+use serin_sandbox_apiserver::store::Store;
 use std::sync::Arc;
 
 /// Serves the pod subresources the API server hands over, from `runtime`.

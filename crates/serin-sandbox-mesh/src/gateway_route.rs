@@ -15,8 +15,8 @@ use crate::mesh_route::{
     self, Decision, Request, RouteTable, Scope, hostname_matches, key_of, namespace_of, port_of,
     qualify, strip_port,
 };
-use crate::selectors::LabelSelector;
 use serde_json::{Map, Value, json};
+use serin_sandbox_apiserver::selectors::LabelSelector;
 use std::collections::HashMap;
 
 /// The `gatewayClassName` the sandbox's Gateway API controller implements, as Istio's does.

@@ -1,12 +1,12 @@
 //! Pods' logs (`kubectl logs`): the lines each container's process wrote, kept per pod by the
 //! runtime, and the `pods/NAME/log` endpoint that serves them as the kubelet does.
 
-pub use crate::kubelet::LogOptions;
-use crate::status::ApiError;
 use axum::body::Body;
 use bytes::Bytes;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
+pub use serin_sandbox_apiserver::kubelet::LogOptions;
+use serin_sandbox_apiserver::status::ApiError;
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};

@@ -7,9 +7,9 @@
 
 use crate::gateway_route::{self, CONTROLLER_NAME, GATEWAY_CLASS, GATEWAY_NAME_LABEL};
 use crate::mesh_route::RouteTable;
-use crate::selectors::{FieldSelector, LabelSelector};
-use crate::store::{Part, Store, WriteOptions};
 use serde_json::{Value, json};
+use serin_sandbox_apiserver::selectors::{FieldSelector, LabelSelector};
+use serin_sandbox_apiserver::store::{Part, Store, WriteOptions};
 use std::sync::Arc;
 use tokio::sync::broadcast::error::RecvError;
 
@@ -201,7 +201,7 @@ pub fn reconcile(store: &Store) {
         return;
     }
     let table: RouteTable = crate::mesh_proxy::route_table(store);
-    let now = crate::store::now_rfc3339();
+    let now = serin_sandbox_apiserver::store::now_rfc3339();
     for gateway in table
         .gateways
         .iter()
@@ -273,7 +273,11 @@ pub fn reconcile(store: &Store) {
     }
 }
 
-fn write_status(store: &Store, info: &crate::registry::ResourceInfo, mut object: Value) {
+fn write_status(
+    store: &Store,
+    info: &serin_sandbox_apiserver::registry::ResourceInfo,
+    mut object: Value,
+) {
     // The table may hold it as another served version; the write is in `info`'s.
     object["apiVersion"] = json!(info.api_version());
     let namespace = object["metadata"]["namespace"]

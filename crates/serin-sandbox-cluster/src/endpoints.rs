@@ -1,9 +1,11 @@
 //! The Endpoints controller: keeps each Service's Endpoints listing the pods it selects, ready ones
 //! under `addresses`, so `kubectl get endpoints` shows what the Service would reach.
 
-use crate::services::{is_ready, selects, served_address, target_port};
-use crate::store::{Change, ChangeType, DeleteOptions, Part, Store, WriteOptions};
 use serde_json::{Value, json};
+use serin_sandbox_apiserver::services::{is_ready, selects, served_address, target_port};
+use serin_sandbox_apiserver::store::{
+    Change, ChangeType, DeleteOptions, Part, Store, WriteOptions,
+};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -251,12 +253,12 @@ impl EndpointsController {
                     let mut updated = Value::clone(current);
                     updated["subsets"] = subsets;
                     updated["metadata"]["annotations"][MANAGED_ANNOTATION] =
-                        json!(crate::store::now_rfc3339());
+                        json!(serin_sandbox_apiserver::store::now_rfc3339());
                     store.update_shared(&endpoints, namespace, name, updated, Part::Main, writes)
                 }
                 None => {
                     let mut object = json!({"metadata": {"name": name, "labels": service["metadata"]["labels"],
-                        "annotations": {MANAGED_ANNOTATION: crate::store::now_rfc3339()}}});
+                        "annotations": {MANAGED_ANNOTATION: serin_sandbox_apiserver::store::now_rfc3339()}}});
                     if object["metadata"]["labels"].is_null() {
                         object["metadata"]
                             .as_object_mut()

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 pub use crate::http_probe::http_get;
-pub use crate::services::PORTS_FIELD;
+pub use serin_sandbox_apiserver::services::PORTS_FIELD;
 
 /// Longest a probe's `initialDelaySeconds` is honoured, so a pod cannot wait forever.
 const MAX_INITIAL_DELAY: Duration = Duration::from_secs(60);

@@ -6,10 +6,12 @@
 pub use crate::pod_runtime::{
     DelayRuntime, PodHealth, PodRuntime, PodStart, Termination, runs_to_completion,
 };
-use crate::registry::ResourceInfo;
-use crate::selectors::{FieldSelector, LabelSelector};
-use crate::store::{DeleteOptions, Part, PatchType, Store, WriteOptions, now_rfc3339};
 use serde_json::{Value, json};
+use serin_sandbox_apiserver::registry::ResourceInfo;
+use serin_sandbox_apiserver::selectors::{FieldSelector, LabelSelector};
+use serin_sandbox_apiserver::store::{
+    DeleteOptions, Part, PatchType, Store, WriteOptions, now_rfc3339,
+};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -508,7 +510,7 @@ pub struct Controllers {
     templates: ComparableTemplates,
     /// Every change committed to the store since the last pass: it tells which memos below no
     /// longer hold, so a pass looks again only at what changed instead of at every object.
-    changes: tokio::sync::mpsc::UnboundedReceiver<Arc<crate::store::Change>>,
+    changes: tokio::sync::mpsc::UnboundedReceiver<Arc<serin_sandbox_apiserver::store::Change>>,
     /// The ReplicaSets, Deployments and pods by owner, and which of them the next pass syncs.
     workloads: Workloads,
     endpoints: crate::endpoints::EndpointsController,
@@ -708,7 +710,7 @@ impl Controllers {
     /// Deployment, a Service's or an Endpoints' the Service.
     fn take_changes(&mut self) {
         while let Ok(change) = self.changes.try_recv() {
-            let gone = change.change == crate::store::ChangeType::Deleted;
+            let gone = change.change == serin_sandbox_apiserver::store::ChangeType::Deleted;
             if gone {
                 self.templates.forget(uid_of(&change.object));
             }
@@ -845,7 +847,10 @@ impl Controllers {
                         "conditions": conditions,
                         "containerStatuses": statuses
                     });
-                    crate::patch::merge_patch(&mut status, &self.runtime.running_status(&pod));
+                    serin_sandbox_apiserver::patch::merge_patch(
+                        &mut status,
+                        &self.runtime.running_status(&pod),
+                    );
                     match self.runtime.health(&pod) {
                         Some(health) => with_health(&status, &health, &now),
                         None => status,
@@ -1906,7 +1911,7 @@ pub fn spawn(
     runtime: Arc<dyn PodRuntime>,
     period: Duration,
     nodes: usize,
-    metrics: Arc<crate::instrument::Metrics>,
+    metrics: Arc<serin_sandbox_apiserver::instrument::Metrics>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut controllers = Controllers::new(store.clone(), runtime, nodes);

@@ -6,10 +6,10 @@
 //! directory ([`crate::prometheus::TARGETS_DIR`]) and removes it when the pod stops qualifying.
 
 use crate::prometheus::write_target_groups;
-use crate::selectors::{FieldSelector, LabelSelector};
-use crate::services::PORTS_FIELD;
-use crate::store::{ChangeType, Store};
 use serde_json::{Map, Value, json};
+use serin_sandbox_apiserver::selectors::{FieldSelector, LabelSelector};
+use serin_sandbox_apiserver::services::PORTS_FIELD;
+use serin_sandbox_apiserver::store::{ChangeType, Store};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

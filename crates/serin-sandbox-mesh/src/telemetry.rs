@@ -2,8 +2,8 @@
 //! `istio_request_duration_milliseconds` with Envoy's default buckets and Istio's label set, so
 //! Flagger's builtin queries work unchanged.
 
-use crate::store::Store;
 use serde_json::Value;
+use serin_sandbox_apiserver::store::Store;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;

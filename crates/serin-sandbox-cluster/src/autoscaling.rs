@@ -7,12 +7,12 @@
 
 use crate::pod_runtime::PodRuntime;
 pub use crate::pod_runtime::{ContainerUsage, idle_usage};
-use crate::registry::ResourceInfo;
-use crate::scale;
-use crate::selectors::{FieldSelector, LabelSelector};
-use crate::status::ApiError;
-use crate::store::{Part, Store, WriteOptions};
 use serde_json::{Value, json};
+use serin_sandbox_apiserver::registry::ResourceInfo;
+use serin_sandbox_apiserver::scale;
+use serin_sandbox_apiserver::selectors::{FieldSelector, LabelSelector};
+use serin_sandbox_apiserver::status::ApiError;
+use serin_sandbox_apiserver::store::{Part, Store, WriteOptions};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

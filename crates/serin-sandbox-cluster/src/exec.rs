@@ -96,7 +96,7 @@ impl Context {
         // As the kubelet resolves it for the container's process (fieldRefs included).
         let env = crate::process::container_env(pod, container);
         let image = container["image"].as_str().unwrap_or_default();
-        let local_ports = pod["status"][crate::services::PORTS_FIELD]
+        let local_ports = pod["status"][serin_sandbox_apiserver::services::PORTS_FIELD]
             .as_array()
             .into_iter()
             .flatten()

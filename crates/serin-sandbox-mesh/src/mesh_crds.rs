@@ -1,8 +1,8 @@
 //! The CRDs a mesh brings: Istio's VirtualService, DestinationRule and Gateway, and Gateway API's
 //! HTTPRoute and Gateway, served with open schemas so any valid object is stored as written.
 
-use crate::store::{Store, WriteOptions};
 use serde_json::{Value, json};
+use serin_sandbox_apiserver::store::{Store, WriteOptions};
 
 /// `(group, plural, kind, versions served, storage version)` of each mesh CRD.
 const MESH_CRDS: [(&str, &str, &str, &[&str], &str); 5] = [

@@ -4,8 +4,8 @@
 //! wins, ties going to the first node by name. Everything here is a pure function over the JSON
 //! Node, Pod and Namespace objects; the DaemonSet controller uses the node rules as well.
 
-use crate::selectors::LabelSelector;
 use serde_json::Value;
+use serin_sandbox_apiserver::selectors::LabelSelector;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// What the scheduler sees of the cluster when it places one pod.

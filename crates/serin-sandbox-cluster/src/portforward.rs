@@ -4,16 +4,16 @@
 //! pod's port. kubectl tunnels the SPDY frames in a WebSocket (`SPDY/3.1+portforward.k8s.io`) or,
 //! as its fallback, speaks SPDY on the upgraded connection itself.
 
-use crate::kubelet::Transport;
-use crate::services;
 use crate::spdy::{self, Decoder, Encoder, Frame};
-use crate::status::ApiError;
 use axum::extract::ws::{Message, WebSocket};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
 use futures::{SinkExt, Stream, StreamExt};
 use serde_json::Value;
+use serin_sandbox_apiserver::kubelet::Transport;
+use serin_sandbox_apiserver::services;
+use serin_sandbox_apiserver::status::ApiError;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;

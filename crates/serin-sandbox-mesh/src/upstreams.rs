@@ -1,8 +1,8 @@
 //! The mesh proxy's view of the sandbox: Service hosts resolve to their ready pods.
 
-use crate::services::resolve_pods;
-use crate::store::Store;
 use crate::telemetry::workload_of;
+use serin_sandbox_apiserver::services::resolve_pods;
+use serin_sandbox_apiserver::store::Store;
 
 /// The mesh proxy's view of the sandbox: Service hosts resolve to their ready pods.
 pub struct SandboxUpstreams {

@@ -10,8 +10,6 @@
 
 use crate::gateway_route;
 use crate::mesh_route::{self, Decision, Destination, Forward, RouteTable};
-use crate::selectors::{FieldSelector, LabelSelector};
-use crate::store::Store;
 use crate::telemetry::{Reporter, Sample, Telemetry, Workload};
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderName, HeaderValue, Request, Response, StatusCode, Uri};
@@ -20,6 +18,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Map, Value};
+use serin_sandbox_apiserver::selectors::{FieldSelector, LabelSelector};
+use serin_sandbox_apiserver::store::Store;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -79,7 +79,7 @@ struct Mesh {
     telemetry: Arc<Telemetry>,
     options: MeshOptions,
     client: Client<HttpConnector, Body>,
-    random: crate::instrument::SeededRandom,
+    random: serin_sandbox_apiserver::instrument::SeededRandom,
     /// The route table and the store resourceVersion it was read at.
     routes: std::sync::Mutex<(u64, Arc<RouteTable>)>,
 }
@@ -186,7 +186,7 @@ impl MeshProxy {
             store,
             upstreams,
             telemetry: telemetry.clone(),
-            random: crate::instrument::SeededRandom::new(options.seed),
+            random: serin_sandbox_apiserver::instrument::SeededRandom::new(options.seed),
             options,
             client: Client::builder(TokioExecutor::new()).build(connector),
             routes: std::sync::Mutex::new((u64::MAX, Arc::new(RouteTable::default()))),
