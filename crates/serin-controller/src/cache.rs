@@ -254,12 +254,12 @@ impl Caches {
     }
 
     /// The workload `name` of `kind` (`Deployment` or `DaemonSet`) as the decision core reads
-    /// it: a Deployment, or a DaemonSet seen as one (see [`crate::workloads::daemon_set_as_deployment`]).
+    /// it: a Deployment, or a DaemonSet seen as one (see [`crate::daemon_sets::daemon_set_as_deployment`]).
     pub fn workload(&self, namespace: &str, kind: &str, name: &str) -> Option<Deployment> {
         match kind {
             "DaemonSet" => self
                 .daemon_set(namespace, name)
-                .and_then(|ds| crate::workloads::daemon_set_as_deployment(&ds)),
+                .and_then(|ds| crate::daemon_sets::daemon_set_as_deployment(&ds)),
             _ => self.deployment(namespace, name),
         }
     }

@@ -8,6 +8,7 @@ pub mod autoscaler;
 pub mod budget;
 pub mod cache;
 pub mod configs;
+pub mod daemon_sets;
 pub mod json_store;
 pub mod leadership;
 pub mod metrics;

@@ -7,6 +7,10 @@ use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, USER_AGENT};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
 use std::time::Duration;
 
+// `-x` reads a proxy address the way HTTP_PROXY is read; re-exported so the parser's old path
+// `hey::parse_host_port` still resolves.
+pub use crate::proxy::parse_host_port;
+
 /// The most requests one `-n` run may ask for, so a typo cannot keep a run going for days.
 pub const MAX_REQUESTS: u64 = 100_000_000;
 /// The most concurrent workers (`-c`) a run may ask for.
@@ -388,32 +392,6 @@ pub fn parse_hey_args(args: &[String]) -> Result<LoadPlan, String> {
     })
 }
 
-/// Parses `host:port`, `[v6]:port` or `http://host:port/` (port 80 when missing after a scheme).
-pub fn parse_host_port(text: &str) -> Option<(String, u16)> {
-    let without_scheme = text.strip_prefix("http://").unwrap_or(text);
-    let had_scheme = without_scheme.len() != text.len();
-    let authority = without_scheme.split('/').next()?;
-    let authority = authority.rsplit('@').next()?;
-    if authority.is_empty() {
-        return None;
-    }
-    let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
-        let (host, after) = rest.split_once(']')?;
-        (host, after.strip_prefix(':'))
-    } else {
-        match authority.rsplit_once(':') {
-            Some((host, port)) => (host, Some(port)),
-            None => (authority, None),
-        }
-    };
-    let port = match port {
-        Some(port) => port.parse().ok()?,
-        None if had_scheme => 80,
-        None => return None,
-    };
-    Some((host.to_string(), port))
-}
-
 fn base64(input: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
@@ -548,21 +526,6 @@ mod tests {
                 .unwrap_err()
                 .contains("limit")
         );
-    }
-
-    #[test]
-    fn proxy_addresses() {
-        assert_eq!(
-            parse_host_port("127.0.0.1:3128"),
-            Some(("127.0.0.1".into(), 3128))
-        );
-        assert_eq!(
-            parse_host_port("http://proxy:8080/"),
-            Some(("proxy".into(), 8080))
-        );
-        assert_eq!(parse_host_port("http://proxy"), Some(("proxy".into(), 80)));
-        assert_eq!(parse_host_port("[::1]:80"), Some(("::1".into(), 80)));
-        assert_eq!(parse_host_port("proxy"), None);
     }
 
     #[test]

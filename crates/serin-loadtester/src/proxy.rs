@@ -1,7 +1,6 @@
 //! Which HTTP proxy a request goes through: `-x` first, then HTTP_PROXY / http_proxy unless
 //! NO_PROXY / no_proxy lists the host. In the sandbox this is the mesh proxy.
 
-use crate::hey::parse_host_port;
 use std::net::IpAddr;
 
 /// The proxy settings the load generator follows for http:// targets.
@@ -152,6 +151,32 @@ pub fn search_url(url: &str, namespace: &str) -> String {
     out
 }
 
+/// Parses `host:port`, `[v6]:port` or `http://host:port/` (port 80 when missing after a scheme).
+pub fn parse_host_port(text: &str) -> Option<(String, u16)> {
+    let without_scheme = text.strip_prefix("http://").unwrap_or(text);
+    let had_scheme = without_scheme.len() != text.len();
+    let authority = without_scheme.split('/').next()?;
+    let authority = authority.rsplit('@').next()?;
+    if authority.is_empty() {
+        return None;
+    }
+    let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
+        let (host, after) = rest.split_once(']')?;
+        (host, after.strip_prefix(':'))
+    } else {
+        match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        }
+    };
+    let port = match port {
+        Some(port) => port.parse().ok()?,
+        None if had_scheme => 80,
+        None => return None,
+    };
+    Some((host.to_string(), port))
+}
+
 fn in_network(address: IpAddr, network: IpAddr, bits: u32) -> bool {
     match (address, network) {
         (IpAddr::V4(address), IpAddr::V4(network)) if bits <= 32 => {
@@ -218,5 +243,20 @@ mod tests {
             assert_eq!(search_url(kept, "test"), kept);
         }
         assert_eq!(search_name("web", ""), None);
+    }
+
+    #[test]
+    fn proxy_addresses() {
+        assert_eq!(
+            parse_host_port("127.0.0.1:3128"),
+            Some(("127.0.0.1".into(), 3128))
+        );
+        assert_eq!(
+            parse_host_port("http://proxy:8080/"),
+            Some(("proxy".into(), 8080))
+        );
+        assert_eq!(parse_host_port("http://proxy"), Some(("proxy".into(), 80)));
+        assert_eq!(parse_host_port("[::1]:80"), Some(("::1".into(), 80)));
+        assert_eq!(parse_host_port("proxy"), None);
     }
 }

@@ -1,7 +1,7 @@
 //! `kubectl-serin`: the kubectl plugin. With it on the PATH, `kubectl serin get`, `kubectl serin status
 //! NAME --watch`, `kubectl serin promote NAME` and the rest run the same subcommands as `serin`.
 
-#[path = "../migrate.rs"]
+#[path = "../migrate/mod.rs"]
 mod migrate;
 #[path = "../steer.rs"]
 mod steer;

@@ -7,9 +7,8 @@ use super::{Error, FIELD_MANAGER, Tick};
 use crate::autoscaler::primary_autoscaler;
 use crate::cache::{self, virtual_services};
 use crate::configs;
-use crate::workloads::{
-    daemon_set_scale_patch, primary_from, promoted_fields, template_for, template_patch,
-};
+use crate::daemon_sets::daemon_set_scale_patch;
+use crate::workloads::{primary_from, promoted_fields, template_for, template_patch};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};

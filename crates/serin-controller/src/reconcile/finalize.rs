@@ -93,7 +93,7 @@ pub(super) async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue
             let current = current.map(|ds| serde_json::to_value(&ds)).transpose()?;
             if let Some(patch) = current
                 .as_ref()
-                .and_then(|ds| crate::workloads::daemon_set_scale_patch(ds, false))
+                .and_then(|ds| crate::daemon_sets::daemon_set_scale_patch(ds, false))
             {
                 let daemon_sets: Api<k8s_openapi::api::apps::v1::DaemonSet> =
                     Api::namespaced(ctx.client.clone(), &namespace);
