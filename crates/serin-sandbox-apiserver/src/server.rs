@@ -425,8 +425,17 @@ async fn route(
             state.faults.set(rules);
             return Ok(json_response(200, &json!(state.faults.rules())));
         }
-        // kubectl asks for v2 in protobuf only, and a 404 makes it use v3 (or its own types).
-        ["openapi", "v2"] if reading && accept.contains("json") => {
+        // kubectl asks for v2 in protobuf only (it validates a `kind: List`'s items against v2).
+        ["openapi", "v2"] if reading && openapi::wants_v2_protobuf(accept) => {
+            let document = openapi::v2_protobuf(&openapi::v2(&state.store));
+            let mut response = Response::new(Body::from(document));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(openapi::V2_PROTOBUF),
+            );
+            return Ok(response);
+        }
+        ["openapi", "v2"] if reading => {
             return Ok(json_response(200, &openapi::v2(&state.store)));
         }
         ["openapi", "v3"] if reading => {
