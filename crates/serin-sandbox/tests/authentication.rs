@@ -1,7 +1,7 @@
 //! Who a request is, with the sandbox's own kubeconfig: kubectl's `--token` is honoured (the
 //! kubeconfig names the HTTPS address, where kubectl sends tokens), a request without credentials
-//! on the HTTPS address is `system:anonymous`, and the plain-HTTP loopback address stays the
-//! admin's.
+//! on the HTTPS address is `system:anonymous`, the plain-HTTP loopback address stays the admin's,
+//! and kube-rs reads the kubeconfig as kubectl does.
 
 mod common;
 
@@ -125,5 +125,35 @@ async fn without_credentials_the_https_address_serves_only_public_information() 
     // The plain-HTTP loopback address is the local admin's.
     let (status, body) = get(&sandbox.url, "/api/v1/pods").await;
     assert_eq!(status, 200, "{body}");
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_rs_acts_as_the_admin_with_the_sandboxs_kubeconfig() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, PostParams};
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::start(dir.path()).await.unwrap();
+    let kubeconfig = Kubeconfig::read_from(&sandbox.kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        config.cluster_url.to_string(),
+        format!("{}/", sandbox.https_url)
+    );
+    let client = kube::Client::try_from(config).unwrap();
+    let configmaps: Api<ConfigMap> = Api::namespaced(client, "default");
+    let created = configmaps
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": "from-kube-rs"}}))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.metadata.name.as_deref(), Some("from-kube-rs"));
     sandbox.stop().await;
 }
