@@ -1,10 +1,12 @@
 //! Who is asking and what they may do: bearer tokens, ServiceAccount tokens (TokenRequest),
 //! impersonation, and RBAC (`rbac.authorization.k8s.io/v1`) enforced as the API server does.
 //!
-//! The admin kubeconfig stays all-powerful: its token, and requests without credentials (kubectl
-//! sends no token over plain HTTP, so the sandbox's `http://` address is the admin's door), act as
-//! a member of `system:masters`. A ServiceAccount token, sent over the sandbox's HTTPS address, acts
-//! as `system:serviceaccount:<namespace>:<name>` and gets exactly what its bindings grant.
+//! The admin token (`serin-sandbox`, the one in the kubeconfig the sandbox writes) acts as a member
+//! of `system:masters`; a ServiceAccount token acts as `system:serviceaccount:<namespace>:<name>`
+//! and gets exactly what its bindings grant. Who a request without credentials is depends on the
+//! address it came to ([`Unauthenticated`]): on the HTTPS address, as on a cluster's secure port,
+//! it is `system:anonymous`; on the plain-HTTP loopback address (kubectl sends no token over plain
+//! HTTP) it is the admin, as on kube-apiserver's old insecure port.
 
 use crate::registry::ResourceInfo;
 use crate::selectors::{FieldSelector, LabelSelector};
@@ -27,8 +29,12 @@ pub const ADMIN_TOKEN: &str = "serin-sandbox";
 /// The admin's user name, as `kubectl auth whoami` shows it.
 pub const ADMIN_USER: &str = "sandbox-admin";
 
+/// The user name of requests without credentials on the HTTPS address.
+pub const ANONYMOUS_USER: &str = "system:anonymous";
+
 const MASTERS: &str = "system:masters";
 const AUTHENTICATED: &str = "system:authenticated";
+const UNAUTHENTICATED: &str = "system:unauthenticated";
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 const AGGREGATE_LABEL: &str = "rbac.authorization.k8s.io/aggregate-to-";
 
@@ -56,6 +62,15 @@ impl Identity {
             username: ADMIN_USER.into(),
             uid: String::new(),
             groups: vec![MASTERS.into(), AUTHENTICATED.into()],
+        }
+    }
+
+    /// `system:anonymous`, who made a request without credentials where credentials are expected.
+    pub fn anonymous() -> Self {
+        Identity {
+            username: ANONYMOUS_USER.into(),
+            uid: String::new(),
+            groups: vec![UNAUTHENTICATED.into()],
         }
     }
 
@@ -109,6 +124,17 @@ pub enum Request {
         /// The URL path.
         path: String,
     },
+}
+
+/// Who a request without credentials acts as, which depends on the address it came to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Unauthenticated {
+    /// The sandbox's administrator: the plain-HTTP loopback address, which kubectl sends no token
+    /// to, like kube-apiserver's old insecure port.
+    #[default]
+    Admin,
+    /// `system:anonymous` in the group `system:unauthenticated`, as on a cluster's secure port.
+    Anonymous,
 }
 
 /// The issued ServiceAccount tokens and what each identity was allowed to do.
@@ -189,15 +215,25 @@ impl Auth {
         (token, expiry)
     }
 
-    /// The identity behind the request's credentials and impersonation headers.
-    pub fn authenticate(&self, store: &Store, headers: &HeaderMap) -> Result<Identity, ApiError> {
+    /// The identity behind the request's credentials and impersonation headers; a request without
+    /// credentials acts as `unauthenticated` says.
+    pub fn authenticate(
+        &self,
+        store: &Store,
+        headers: &HeaderMap,
+        unauthenticated: Unauthenticated,
+    ) -> Result<Identity, ApiError> {
         let bearer = headers
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim);
         let identity = match bearer {
-            None | Some(ADMIN_TOKEN) => Identity::admin(),
+            None => match unauthenticated {
+                Unauthenticated::Admin => Identity::admin(),
+                Unauthenticated::Anonymous => Identity::anonymous(),
+            },
+            Some(ADMIN_TOKEN) => Identity::admin(),
             Some(token) => self
                 .token_identity(store, token)
                 .ok_or_else(ApiError::unauthorized)?,
@@ -271,8 +307,19 @@ impl Auth {
             self.check_impersonation(store, &caller, "groups", "", &group)?;
             target.groups.push(group);
         }
-        if !target.groups.iter().any(|g| g == AUTHENTICATED) {
-            target.groups.push(AUTHENTICATED.into());
+        // As the API server does: the impersonated anonymous user is unauthenticated, anyone
+        // else authenticated unless the caller asked for system:unauthenticated.
+        let implied = if target.username == ANONYMOUS_USER {
+            UNAUTHENTICATED
+        } else {
+            AUTHENTICATED
+        };
+        if !target
+            .groups
+            .iter()
+            .any(|g| g == implied || g == UNAUTHENTICATED)
+        {
+            target.groups.push(implied.into());
         }
         Ok(target)
     }
@@ -973,8 +1020,8 @@ const READ: &[&str] = &["get", "list", "watch"];
 const WRITE: &[&str] = &["create", "delete", "deletecollection", "patch", "update"];
 
 /// The bootstrap roles and bindings every cluster starts with: `cluster-admin` for
-/// `system:masters`, the aggregated `admin`, `edit` and `view` roles, and discovery and
-/// self-review rights for every authenticated user.
+/// `system:masters`, the aggregated `admin`, `edit` and `view` roles, self-review rights for every
+/// authenticated user, and discovery, OpenAPI, version and health for everyone, anonymous included.
 pub fn bootstrap(store: &Store) {
     let workloads: &[&str] = &[
         "deployments",
@@ -1077,11 +1124,13 @@ pub fn bootstrap(store: &Store) {
     };
     let bindings = vec![
         bind("cluster-admin", &[MASTERS]),
-        bind("system:discovery", &[AUTHENTICATED]),
+        // Anonymous discovery is what clusters before 1.14 bound by default (later ones bind it
+        // to authenticated users only): unauthenticated tools may discover what the sandbox serves.
+        bind("system:discovery", &[AUTHENTICATED, UNAUTHENTICATED]),
         bind("system:basic-user", &[AUTHENTICATED]),
         bind(
             "system:public-info-viewer",
-            &[AUTHENTICATED, "system:unauthenticated"],
+            &[AUTHENTICATED, UNAUTHENTICATED],
         ),
     ];
     let by = WriteOptions::by("kube-apiserver");
@@ -1188,6 +1237,54 @@ mod tests {
         assert_eq!(
             error.message,
             "forbidden: User \"system:serviceaccount:team-a:robot\" cannot get path \"/metrics\""
+        );
+    }
+
+    #[test]
+    fn requests_without_credentials_are_the_admin_or_anonymous_by_address() {
+        let store = Store::new();
+        bootstrap(&store);
+        let auth = Auth::default();
+        let none = HeaderMap::new();
+        let admin = auth
+            .authenticate(&store, &none, Unauthenticated::Admin)
+            .unwrap();
+        assert!(admin.is_admin());
+        let anonymous = auth
+            .authenticate(&store, &none, Unauthenticated::Anonymous)
+            .unwrap();
+        assert_eq!(anonymous, Identity::anonymous());
+        let mut with_admin_token = HeaderMap::new();
+        with_admin_token.insert(
+            axum::http::header::AUTHORIZATION,
+            format!("Bearer {ADMIN_TOKEN}").parse().unwrap(),
+        );
+        assert!(
+            auth.authenticate(&store, &with_admin_token, Unauthenticated::Anonymous)
+                .unwrap()
+                .is_admin()
+        );
+
+        let get = |path: &str| Request::NonResource {
+            verb: "get".into(),
+            path: path.into(),
+        };
+        for path in [
+            "/version",
+            "/healthz",
+            "/readyz",
+            "/api",
+            "/apis/apps/v1",
+            "/openapi/v2",
+        ] {
+            assert!(authorize(&store, &anonymous, &get(path)).allowed, "{path}");
+        }
+        assert!(!authorize(&store, &anonymous, &get("/metrics")).allowed);
+        let list_pods = resource("list", "", "pods", "", "");
+        assert!(!authorize(&store, &anonymous, &list_pods).allowed);
+        assert_eq!(
+            forbidden(&anonymous, &list_pods).message,
+            "pods is forbidden: User \"system:anonymous\" cannot list resource \"pods\" in API group \"\" in the namespace \"team-a\""
         );
     }
 

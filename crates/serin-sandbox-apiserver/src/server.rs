@@ -40,6 +40,9 @@ pub struct AppState {
     pub faults: Arc<Faults>,
     /// Issued ServiceAccount tokens and the access each identity was granted.
     pub auth: Arc<auth::Auth>,
+    /// Who requests without credentials are on this address: the admin on the plain-HTTP loopback
+    /// address, `system:anonymous` on the HTTPS one.
+    pub unauthenticated: auth::Unauthenticated,
     /// The nodes' side of pod exec, port-forward, logs and resource metrics.
     pub kubelet: Arc<dyn Kubelet>,
 }
@@ -262,7 +265,9 @@ fn streaming_upgrade(
     uri: &Uri,
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
-    let identity = state.auth.authenticate(&state.store, headers)?;
+    let identity = state
+        .auth
+        .authenticate(&state.store, headers, state.unauthenticated)?;
     let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
     let ["api", "v1", "namespaces", namespace, "pods", name, sub] = segments.as_slice() else {
         return Err(ApiError::bad_request(
@@ -349,7 +354,9 @@ async fn route(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    let identity = state.auth.authenticate(&state.store, headers)?;
+    let identity = state
+        .auth
+        .authenticate(&state.store, headers, state.unauthenticated)?;
     let resource_path = match segments.as_slice() {
         ["api", _, rest @ ..] => !rest.is_empty(),
         ["apis", _, _, rest @ ..] => !rest.is_empty(),
@@ -418,8 +425,17 @@ async fn route(
             state.faults.set(rules);
             return Ok(json_response(200, &json!(state.faults.rules())));
         }
-        // kubectl asks for v2 in protobuf only, and a 404 makes it use v3 (or its own types).
-        ["openapi", "v2"] if reading && accept.contains("json") => {
+        // kubectl asks for v2 in protobuf only (it validates a `kind: List`'s items against v2).
+        ["openapi", "v2"] if reading && openapi::wants_v2_protobuf(accept) => {
+            let document = openapi::v2_protobuf(&openapi::v2(&state.store));
+            let mut response = Response::new(Body::from(document));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(openapi::V2_PROTOBUF),
+            );
+            return Ok(response);
+        }
+        ["openapi", "v2"] if reading => {
             return Ok(json_response(200, &openapi::v2(&state.store)));
         }
         ["openapi", "v3"] if reading => {

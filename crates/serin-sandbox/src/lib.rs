@@ -106,14 +106,17 @@ impl Default for SandboxOptions {
 
 /// A running sandbox: the API server and the built-in controllers.
 pub struct Sandbox {
-    /// Base URL of the API server, e.g. `http://127.0.0.1:38123`.
+    /// The local admin address, plain HTTP on loopback, e.g. `http://127.0.0.1:38123`: a request
+    /// without credentials acts as the admin there (as on kube-apiserver's old insecure port), so
+    /// in-process clients such as `kube::Config::new(url)` need no token.
     pub url: String,
-    /// The same API over HTTPS (kubectl sends tokens only over TLS), e.g. `https://127.0.0.1:38124`.
+    /// The same API over HTTPS, e.g. `https://127.0.0.1:38124`, which kubeconfigs name: credentials
+    /// are checked as on a cluster, and a request without them is `system:anonymous`.
     pub https_url: String,
     /// The PEM certificate of the authority that signed the HTTPS address's certificate (also
     /// written to `ca.crt` beside the kubeconfig).
     pub ca_pem: String,
-    /// Path of the kubeconfig pointing at it.
+    /// Path of the admin kubeconfig: the HTTPS address, its authority and the admin token.
     pub kubeconfig: PathBuf,
     /// Path of `endpoints.json`.
     pub endpoints: PathBuf,
@@ -146,20 +149,19 @@ pub struct Sandbox {
     controllers: tokio::task::JoinHandle<()>,
 }
 
-/// The kubeconfig text for an API server at `url`, default namespace `default`.
-pub fn kubeconfig_text(url: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: serin-sandbox\n  cluster:\n    server: {url}\nusers:\n- name: serin-sandbox\n  user:\n    token: serin-sandbox\ncontexts:\n- name: serin-sandbox\n  context:\n    cluster: serin-sandbox\n    user: serin-sandbox\n    namespace: default\ncurrent-context: serin-sandbox\n"
-    )
-}
-
-/// A kubeconfig for the HTTPS address `https_url` (trusting `ca_pem`) that authenticates with
-/// `token`, default namespace `namespace`.
-fn token_kubeconfig(https_url: &str, ca_pem: &str, token: &str, namespace: &str) -> String {
+/// A kubeconfig for the HTTPS address `https_url` (trusting `ca_pem`) that authenticates as `user`
+/// with `token`, default namespace `namespace`.
+fn token_kubeconfig(
+    https_url: &str,
+    ca_pem: &str,
+    user: &str,
+    token: &str,
+    namespace: &str,
+) -> String {
     use base64::Engine;
     let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: serin-sandbox\n  cluster:\n    server: {https_url}\n    certificate-authority-data: {ca}\nusers:\n- name: token\n  user:\n    token: {token}\ncontexts:\n- name: token\n  context:\n    cluster: serin-sandbox\n    user: token\n    namespace: {namespace}\ncurrent-context: token\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: serin-sandbox\n  cluster:\n    server: {https_url}\n    certificate-authority-data: {ca}\nusers:\n- name: {user}\n  user:\n    token: {token}\ncontexts:\n- name: {user}\n  context:\n    cluster: serin-sandbox\n    user: {user}\n    namespace: {namespace}\ncurrent-context: {user}\n"
     )
 }
 
@@ -205,6 +207,7 @@ impl process::ApiAccess for PodCredentials {
         Ok(token_kubeconfig(
             &self.https_url,
             &self.ca_pem,
+            "token",
             &token,
             namespace,
         ))
@@ -217,9 +220,9 @@ impl process::ApiAccess for PodCredentials {
 }
 
 impl Sandbox {
-    /// Starts the API server on a free loopback port and writes `dir/kubeconfig` and
-    /// `dir/endpoints.json` (`{"apiserver": URL}`, plus `proxy`, `prometheus` and
-    /// `prometheusTargets` with a mesh).
+    /// Starts the API server on two free loopback ports (plain HTTP and HTTPS) and writes
+    /// `dir/kubeconfig`, `dir/ca.crt` and `dir/endpoints.json` (`{"apiserver": URL,
+    /// "apiserverHttps": HTTPS_URL}`, plus `proxy`, `prometheus` and `prometheusTargets` with a mesh).
     pub async fn start(dir: &Path) -> std::io::Result<Sandbox> {
         Self::start_with(dir, SandboxOptions::default()).await
     }
@@ -241,17 +244,18 @@ impl Sandbox {
                     delay: options.pod_ready_delay,
                 })
             });
-        let app = server::router(server::AppState {
+        let state = server::AppState {
             store: store.clone(),
             address: address.to_string(),
             bookmark_interval: options.bookmark_interval,
             metrics: metrics.clone(),
             faults: faults.clone(),
             auth: auth.clone(),
+            unauthenticated: auth::Unauthenticated::Admin,
             kubelet: Arc::new(node_kubelet::RuntimeKubelet {
                 runtime: runtime.clone(),
             }),
-        });
+        };
         // The mesh proxy starts before the controllers, so the runtime knows it before the first
         // pod starts (load tester pods send their traffic through it).
         let mut mesh = None;
@@ -271,7 +275,8 @@ impl Sandbox {
         let certificate = tls::ServingCertificate::generate()?;
         let tls_listener =
             tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
-        let https_url = format!("https://{}", tls_listener.local_addr()?);
+        let https_address = tls_listener.local_addr()?;
+        let https_url = format!("https://{https_address}");
         // Before the first pod starts: pods that call the API server do so as their ServiceAccount.
         runtime.api_access_ready(Arc::new(PodCredentials {
             store: store.clone(),
@@ -291,7 +296,13 @@ impl Sandbox {
         let identity_controllers = auth::spawn_controllers(store.clone());
         let gateway_controller = mesh.is_some().then(|| gateways::spawn(store.clone()));
         let tls_listener = tls::TlsListener::new(tls_listener, &certificate)?;
-        let https_app = app.clone();
+        // The HTTPS address is what kubeconfigs name, so it checks credentials as a cluster does.
+        let https_app = server::router(server::AppState {
+            address: https_address.to_string(),
+            unauthenticated: auth::Unauthenticated::Anonymous,
+            ..state.clone()
+        });
+        let app = server::router(state);
         let https_server = tokio::spawn(async move {
             let _ = axum::serve(tls_listener, https_app).await;
         });
@@ -305,7 +316,16 @@ impl Sandbox {
                 .await;
         });
         let kubeconfig = dir.join("kubeconfig");
-        std::fs::write(&kubeconfig, kubeconfig_text(&url))?;
+        std::fs::write(
+            &kubeconfig,
+            token_kubeconfig(
+                &https_url,
+                &certificate.ca_pem,
+                "serin-sandbox",
+                auth::ADMIN_TOKEN,
+                "default",
+            ),
+        )?;
         let mut listed = serde_json::json!({"apiserver": url, "apiserverHttps": https_url});
         let mut prometheus = None;
         let mut prometheus_targets = None;
@@ -364,7 +384,7 @@ impl Sandbox {
     /// A kubeconfig that authenticates with `token` (e.g. one `kubectl create token` printed) over
     /// the HTTPS address, as that token's ServiceAccount.
     pub fn kubeconfig_for_token(&self, token: &str) -> String {
-        token_kubeconfig(&self.https_url, &self.ca_pem, token, "default")
+        token_kubeconfig(&self.https_url, &self.ca_pem, "token", token, "default")
     }
 
     /// Has the sandbox's Prometheus scrape `/metrics` at `address` as job `job`, from now until the
