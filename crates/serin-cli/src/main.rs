@@ -123,11 +123,14 @@ async fn serve(command: Command) -> anyhow::Result<()> {
             let sandbox = serin_sandbox::Sandbox::start_with(&dir, options)
                 .await
                 .with_context(|| format!("starting the sandbox in {}", dir.display()))?;
-            println!("sandbox API server: {}", sandbox.url);
             println!(
-                "over HTTPS:         {} (CA: {}; for ServiceAccount tokens)",
+                "sandbox API server: {} (CA: {}; the kubeconfig's address)",
                 sandbox.https_url,
                 dir.join("ca.crt").display()
+            );
+            println!(
+                "local admin:        {} (plain HTTP, no credentials needed)",
+                sandbox.url
             );
             println!("kubeconfig:         {}", sandbox.kubeconfig.display());
             println!("endpoints:          {}", sandbox.endpoints.display());
