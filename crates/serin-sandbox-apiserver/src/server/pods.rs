@@ -2,8 +2,8 @@
 //! metrics and evictions, handed to the [`crate::kubelet::Kubelet`].
 
 use super::request::*;
-use crate::auth::{self};
-use crate::kubelet::{Kubelet, LogOptions, Transport};
+use crate::auth;
+use crate::kubelet::{LogOptions, Transport};
 use crate::selectors::LabelSelector;
 use crate::status::ApiError;
 use crate::store::DeleteOptions;
