@@ -1,7 +1,7 @@
 //! What a handler works from: the shared state, the query, the resolved target, and the shapes of
 //! answers (JSON, tables, aggregated discovery, errors).
 
-use crate::auth::{self};
+use crate::auth;
 use crate::discovery;
 use crate::instrument::{Faults, Metrics};
 use crate::kubelet::Kubelet;

@@ -6,7 +6,7 @@ use super::request::*;
 use super::target::*;
 use super::verbs::*;
 use crate::apiproxy;
-use crate::auth::{self};
+use crate::auth;
 use crate::discovery;
 use crate::instrument::FaultRule;
 use crate::kubelet::Transport;
