@@ -426,14 +426,14 @@ restart_receiver() {
 
 # start_https_prometheus: a second, empty Debian prometheus on 127.0.0.1 that serves https with the
 # sandbox's fixture certificate (self-signed for 127.0.0.1) and requires basic authentication
-# (user serin, password serin-test-password; crates/serin-sandbox-mesh/fixtures/prometheus-tls). Sets
+# (user serin, password serin-test-password; crates/sandbox/mesh/fixtures/prometheus-tls). Sets
 # HTTPS_PROMETHEUS_URL.
 start_https_prometheus() {
   [[ $MODE == sandbox ]] || fail "the https Prometheus needs sandbox mode"
-  local dir=$WORK/https-prometheus fixtures=$REPO_DIR/crates/serin-sandbox-mesh/fixtures/prometheus-tls port
+  local dir=$WORK/https-prometheus fixtures=$REPO_DIR/crates/sandbox/mesh/fixtures/prometheus-tls port
   mkdir -p "$dir"
   printf 'global:\n  scrape_interval: 1s\nscrape_configs: []\n' >"$dir/prometheus.yml"
-  # The bcrypt hash is the one in crates/serin-sandbox-mesh/src/prometheus.rs (FIXTURE_PASSWORD_BCRYPT).
+  # The bcrypt hash is the one in crates/sandbox/mesh/src/prometheus.rs (FIXTURE_PASSWORD_BCRYPT).
   cat >"$dir/web.yml" <<WEB
 tls_server_config:
   cert_file: '$fixtures/cert.pem'

@@ -183,8 +183,8 @@ async fn eventually<T>(what: &str, mut probe: impl AsyncFnMut() -> Option<T>) ->
 async fn a_controller_adds_its_finalizer_writes_status_and_cleans_up_on_delete() {
     let (sandbox, client, _dir) = start().await;
     let kubectl = Kubectl::new(&sandbox);
-    let crds = include_str!("../../../artifacts/crds/serin.yaml");
-    let example = include_str!("../../../artifacts/examples/canary-progressive.yaml");
+    let crds = include_str!("../../../../artifacts/crds/serin.yaml");
+    let example = include_str!("../../../../artifacts/examples/canary-progressive.yaml");
     tokio::task::spawn_blocking(move || {
         kubectl.apply(crds, &[]);
         kubectl.ok(&[

@@ -13,7 +13,7 @@ use std::time::Duration;
 const TOKEN: &str = "lt-5e6f7a8b9c0d";
 
 fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..")
 }
 
 /// `helm` with its own cache and configuration directories in `home`, pointed at `kubeconfig`.

@@ -235,7 +235,7 @@ async fn crd_then_custom_resources_with_finalizers_and_watch() {
     let k = Kubectl::new(&sandbox);
     let crds = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../artifacts/crds/serin.yaml"
+        "/../../../artifacts/crds/serin.yaml"
     ))
     .unwrap();
     k.apply(&crds, &[]);
@@ -251,7 +251,7 @@ async fn crd_then_custom_resources_with_finalizers_and_watch() {
     );
     let example = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../artifacts/examples/canary-progressive.yaml"
+        "/../../../artifacts/examples/canary-progressive.yaml"
     ))
     .unwrap();
     assert!(
