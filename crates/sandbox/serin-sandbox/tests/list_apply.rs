@@ -56,6 +56,10 @@ async fn a_list_applies_with_kubectls_default_validation() {
             || reapplied.contains("configmap/settings unchanged"),
         "{reapplied}"
     );
+    // The nodes too: they carry every field kubectl's validation requires of a Node.
+    let nodes = k.ok(&["get", "nodes", "-o", "yaml"]);
+    let reapplied = k.apply(&nodes, &[]);
+    assert!(reapplied.contains("node/sandbox-node "), "{reapplied}");
     sandbox.stop().await;
 }
 

@@ -24,7 +24,12 @@ pub(crate) fn sandbox_node(index: usize) -> Value {
         "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "sandbox kubelet is ready"}],
             "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
             "allocatable": {"cpu": "1k", "memory": "1Ti", "pods": "1M"}, "capacity": {"cpu": "1k", "memory": "1Ti", "pods": "1M"},
-            "nodeInfo": {"kubeletVersion": "v1.32.5-serin", "architecture": "amd64", "operatingSystem": "linux"}}})
+            // Every field the Node schema requires, so `kubectl get nodes -o yaml` applies back.
+            "nodeInfo": {"kubeletVersion": "v1.32.5-serin", "kubeProxyVersion": "v1.32.5-serin",
+                "architecture": "amd64", "operatingSystem": "linux", "osImage": "Serin sandbox",
+                "kernelVersion": "sandbox", "containerRuntimeVersion": "serin-sandbox://0.1.0",
+                "machineID": format!("sandbox-machine-{index}"), "systemUUID": format!("sandbox-node-{index}"),
+                "bootID": format!("sandbox-boot-{index}")}}})
 }
 
 /// The tolerations the DaemonSet controller gives every daemon pod, so node conditions and a
