@@ -462,6 +462,9 @@ pub struct CanaryStep {
     /// Scale the canary independently of its traffic weight.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub set_canary_scale: Option<SetCanaryScale>,
+    /// Measure metrics and wait here until they are assessed; a failed analysis rolls back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<crate::analysis_run::StepAnalysis>,
 }
 
 /// A pause step: `{}` waits for a promote, `{duration: 30s}` waits that long.
@@ -736,6 +739,10 @@ pub struct CanaryStatus {
     /// The last result of each metric check in the current run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub metric_checks: Vec<MetricCheckStatus>,
+    /// Every measurement of the current release's analyses and of the latest earlier ones, run by
+    /// run (bounded by `measurementRetention` and `serin_api::limits`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub analysis_runs: Vec<crate::analysis_run::AnalysisRunStatus>,
     /// Manual requests (promote, abort, retry) already acted on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handled_requests: Option<HandledRequests>,

@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod alert_provider;
+pub mod analysis_run;
 pub mod canary;
 pub mod crd;
 pub mod duration;
@@ -18,6 +19,7 @@ pub mod schema;
 pub mod validate;
 
 pub use alert_provider::{AlertProvider, AlertProviderSpec};
+pub use analysis_run::*;
 pub use canary::*;
 pub use hooks::HookType;
 pub use metric_template::{MetricProvider, MetricTemplate, MetricTemplateSpec};

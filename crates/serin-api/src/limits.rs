@@ -34,6 +34,27 @@ pub const MAX_NOTIFICATIONS_QUEUED_PER_NAMESPACE: usize = 256;
 /// a tick that takes longer is abandoned and retried.
 pub const MAX_TICK: Duration = Duration::from_secs(60);
 
+/// Measurements of one analysis metric the status keeps when `measurementRetention` says nothing.
+pub const DEFAULT_MEASUREMENT_RETENTION: usize = 10;
+
+/// Most measurements of one analysis metric the status keeps, whatever `measurementRetention` asks.
+pub const MAX_MEASUREMENT_RETENTION: usize = 30;
+
+/// Analysis runs the status keeps: the current release's and the latest of earlier ones.
+pub const MAX_ANALYSIS_RUNS_KEPT: usize = 6;
+
+/// Metrics one analysis step may measure.
+pub const MAX_ANALYSIS_METRICS: usize = 10;
+
+/// Longest measurement value or message the status keeps, in bytes.
+pub const MAX_MEASUREMENT_TEXT_BYTES: usize = 200;
+
+/// Longest answer read from a `web` metric, in bytes; a longer one is a measurement error.
+pub const MAX_WEB_METRIC_ANSWER_BYTES: usize = 1024 * 1024;
+
+/// Longest `timeoutSeconds` a `web` metric may set.
+pub const MAX_WEB_METRIC_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// How many bytes of a Canary or template value an error message quotes.
 pub const QUOTED_BYTES: usize = 80;
 

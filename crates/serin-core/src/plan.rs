@@ -99,6 +99,24 @@ pub enum Check {
         /// Name of the metric in `analysis.metrics`.
         name: String,
     },
+    /// Take one measurement of metric `name` of the `analysis` step at `step`.
+    Measure {
+        /// Index of the analysis step in `analysis.steps`.
+        step: usize,
+        /// Name of the metric in that step's `analysis.metrics`.
+        name: String,
+    },
+}
+
+/// One measurement of an analysis metric, judged by its conditions (or thresholdRange).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Measurement {
+    /// Successful, Failed, Inconclusive, or Error when it could not be taken or judged.
+    pub phase: serin_api::AnalysisPhase,
+    /// The result as the conditions saw it, shortened for the status.
+    pub value: Option<String>,
+    /// The error, or why it was judged as it was.
+    pub message: Option<String>,
 }
 
 /// What a metric query returned.
@@ -123,6 +141,8 @@ pub enum Outcome {
     HookUnanswered(String),
     /// A metric query's result; the engine judges it against the metric's range.
     Metric(MetricReading),
+    /// A measurement of an analysis step's metric, already judged.
+    Measurement(Measurement),
 }
 
 /// A check and its result, fed back into the next call of [`crate::decide()`].

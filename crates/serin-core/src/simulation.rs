@@ -150,6 +150,11 @@ pub fn healthy(check: &Check, _now: Timestamp) -> Outcome {
             Outcome::Metric(MetricReading::Value(50.0))
         }
         Check::Metric { .. } => Outcome::Metric(MetricReading::Value(100.0)),
+        Check::Measure { .. } => Outcome::Measurement(crate::plan::Measurement {
+            phase: serin_api::AnalysisPhase::Successful,
+            value: Some("[1]".into()),
+            message: None,
+        }),
     }
 }
 

@@ -12,8 +12,9 @@ use super::{Shared, Tick};
 use crate::budget::BudgetFull;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
+use serin_api::AnalysisPhase;
 use serin_api::{Canary, CanaryMetric, MetricTemplate};
-use serin_core::plan::{Check, MetricReading, Outcome};
+use serin_core::plan::{Check, Measurement, MetricReading, Outcome};
 use serin_metrics::{ClientOptions, MetricInputs, PrometheusClient, QueryContext};
 use serin_router::Names;
 use std::collections::{BTreeMap, HashMap};
@@ -209,6 +210,11 @@ impl Tick<'_> {
             );
             let outcome = match check {
                 Check::Metric { .. } => Outcome::Metric(MetricReading::Error(message)),
+                Check::Measure { .. } => Outcome::Measurement(Measurement {
+                    phase: AnalysisPhase::Error,
+                    value: None,
+                    message: Some(message),
+                }),
                 Check::Hook { .. } => Outcome::HookUnanswered(message),
             };
             let mut rounds = runs.rounds.lock().expect("never poisoned");
@@ -225,6 +231,15 @@ impl Tick<'_> {
 
     /// Everything running `check` needs, read from the caches now, so the run owns its inputs.
     fn prepare(&self, canary: &Arc<Canary>, check: &Check) -> Job {
+        if let Check::Measure { step, name } = check {
+            return Job::Done(Outcome::Measurement(Measurement {
+                phase: AnalysisPhase::Error,
+                value: None,
+                message: Some(format!(
+                    "metric {name} of steps[{step}] cannot be measured yet"
+                )),
+            }));
+        }
         let Check::Metric { name } = check else {
             return Job::Hook {
                 canary: canary.clone(),
@@ -300,6 +315,10 @@ pub(super) fn slow_check_message(canary: &Canary, check: &Check, elapsed: Durati
                 serin_api::limits::MAX_WEBHOOK_CALL.as_secs()
             )
         }
+        Check::Measure { step, name } => format!(
+            "waiting {waited}s for metric {name} of the analysis at steps[{step}]: its namespace's other checks take all {} places, or its backend is slow",
+            serin_api::limits::MAX_CHECKS_IN_FLIGHT_PER_NAMESPACE,
+        ),
         Check::Metric { name } => format!(
             "waiting {waited}s for metric {name}: its namespace's other checks take all {} places, or its metrics server is slow (at most {}s per query)",
             serin_api::limits::MAX_CHECKS_IN_FLIGHT_PER_NAMESPACE,

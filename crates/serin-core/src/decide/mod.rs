@@ -428,7 +428,9 @@ impl<'a> Tick<'a> {
             Some(verdict) => match &verdict.outcome {
                 Outcome::Hook(result) => Ok(result.clone()),
                 Outcome::HookUnanswered(message) => Ok(Err(message.clone())),
-                Outcome::Metric(_) => Ok(Err("a metric result was given for a webhook".into())),
+                Outcome::Metric(_) | Outcome::Measurement(_) => {
+                    Ok(Err("a metric result was given for a webhook".into()))
+                }
             },
             None => Err(Halt::Check(check)),
         }
@@ -439,9 +441,9 @@ impl<'a> Tick<'a> {
         match self.obs.verdicts.iter().find(|v| v.check == check) {
             Some(verdict) => match &verdict.outcome {
                 Outcome::Metric(reading) => Ok(reading.clone()),
-                Outcome::Hook(_) | Outcome::HookUnanswered(_) => Ok(MetricReading::Error(
-                    "a webhook result was given for a metric".into(),
-                )),
+                Outcome::Hook(_) | Outcome::HookUnanswered(_) | Outcome::Measurement(_) => Ok(
+                    MetricReading::Error("another kind of result was given for a metric".into()),
+                ),
             },
             None => Err(Halt::Check(check)),
         }
