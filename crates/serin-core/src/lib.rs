@@ -1,6 +1,6 @@
 //! Serin's decision engine, free of I/O and clocks: an [`Observation`] of one canary and the current
-//! time go in, a [`Decision`] comes out — either a check to run (a webhook call or a metric query,
-//! whose verdict is fed back in) or the [`Plan`] for the tick: actions, the new status, events,
+//! time go in, a [`Decision`] comes out — either a check to run (a webhook call, a metric query or
+//! an analysis measurement, whose verdict is fed back in) or the [`Plan`] for the tick: actions, the new status, events,
 //! alerts and when to look again.
 //!
 //! Time lives in the Canary's status (`lastTickTime`, `stepStartTime`), so a restarted operator
@@ -10,7 +10,7 @@
 //! A controller drives one tick like this:
 //!
 //! ```
-//! use serin_core::{decide, Check, Decision, MetricReading, Observation, Outcome, Verdict};
+//! use serin_core::{decide, Check, Decision, Measurement, MetricReading, Observation, Outcome, Verdict};
 //!
 //! # let canary: serin_api::Canary = serde_json::from_value(serde_json::json!({
 //! #     "metadata": {"name": "podinfo", "namespace": "test"},
@@ -26,6 +26,11 @@
 //!             let outcome = match &check {
 //!                 Check::Hook { .. } => Outcome::Hook(Ok(())),
 //!                 Check::Metric { .. } => Outcome::Metric(MetricReading::Value(99.9)),
+//!                 Check::Measure { .. } => Outcome::Measurement(Measurement {
+//!                     phase: serin_api::AnalysisPhase::Successful,
+//!                     value: Some("[0.99]".into()),
+//!                     message: None,
+//!                 }),
 //!             };
 //!             observation.verdicts.push(Verdict { check, outcome });
 //!         }
@@ -51,6 +56,6 @@ pub mod weights;
 
 pub use decide::decide;
 pub use plan::{
-    Action, Alert, Check, Decision, Event, EventType, MetricReading, Observation, Outcome, Plan,
-    ROUTES_ACCEPTANCE_GRACE, Routes, RoutesPending, Severity, Verdict,
+    Action, Alert, Check, Decision, Event, EventType, Measurement, MetricReading, Observation,
+    Outcome, Plan, ROUTES_ACCEPTANCE_GRACE, Routes, RoutesPending, Severity, Verdict,
 };

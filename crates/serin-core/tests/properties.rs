@@ -237,6 +237,16 @@ fn answer(check: &Check, pick: u8) -> Outcome {
             2 => Outcome::Metric(MetricReading::Value(f64::NAN)),
             _ => Outcome::Metric(MetricReading::Value(f64::from(pick))),
         },
+        Check::Measure { .. } => Outcome::Measurement(serin_core::Measurement {
+            phase: match pick % 4 {
+                0 => serin_api::AnalysisPhase::Failed,
+                1 => serin_api::AnalysisPhase::Error,
+                2 => serin_api::AnalysisPhase::Inconclusive,
+                _ => serin_api::AnalysisPhase::Successful,
+            },
+            value: Some(format!("[{pick}]")),
+            message: None,
+        }),
     }
 }
 

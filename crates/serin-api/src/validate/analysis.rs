@@ -261,6 +261,7 @@ fn validate_steps(steps: &[CanaryStep], base: &str, r: &mut Report) {
             step.set_weight.is_some(),
             step.pause.is_some(),
             step.set_canary_scale.is_some(),
+            step.analysis.is_some(),
         ]
         .iter()
         .filter(|k| **k)
@@ -268,8 +269,11 @@ fn validate_steps(steps: &[CanaryStep], base: &str, r: &mut Report) {
         if kinds != 1 {
             r.add(
                 sp.clone(),
-                "a step has exactly one of setWeight, pause or setCanaryScale; split it into separate steps, e.g. [{setWeight: 20}, {pause: {duration: 1m}}]",
+                "a step has exactly one of setWeight, pause, setCanaryScale or analysis; split it into separate steps, e.g. [{setWeight: 20}, {pause: {duration: 1m}}]",
             );
+        }
+        if let Some(analysis) = &step.analysis {
+            super::step_analysis::validate_step_analysis(analysis, &sp, r);
         }
         r.range(&format!("{sp}.setWeight"), step.set_weight, 0, 100, "20");
         if let Some(duration) = step.pause.as_ref().and_then(|p| p.duration.as_ref())

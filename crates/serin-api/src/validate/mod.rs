@@ -6,11 +6,13 @@ mod report;
 mod resources;
 mod routing;
 mod spec;
+mod step_analysis;
 
 pub use analysis::BUILTIN_METRICS;
 pub use report::{FieldError, is_absolute_http_url};
 pub use resources::{validate_alert_provider, validate_metric_template};
 pub use routing::{KUBERNETES_PROVIDER, PROVIDERS, ROUTING_PROVIDERS};
+pub use step_analysis::MAX_CONDITION_BYTES;
 
 use crate::Canary;
 use report::Report;

@@ -56,6 +56,12 @@ impl<'a> Tick<'a> {
                 time: Some(self.now_time()),
             };
             self.status.record_metric_check(record);
+            let phase = match (&reading, judgement.passed) {
+                (_, true) => serin_api::AnalysisPhase::Successful,
+                (MetricReading::Error(_), false) => serin_api::AnalysisPhase::Error,
+                (_, false) => serin_api::AnalysisPhase::Failed,
+            };
+            self.record_interval_reading(&metric.name, phase, judgement.value, &judgement.message);
             if !judgement.passed {
                 return Ok(Some(judgement.message));
             }

@@ -7,6 +7,7 @@
 
 mod ab_testing;
 mod affinity;
+mod analysis_step;
 mod blue_green;
 mod canary;
 mod gates;
@@ -114,6 +115,8 @@ enum RollbackCause {
     PrePromotion(String),
     /// A check of blue/green's post-promotion analysis failed, after the switch.
     PostPromotion(String),
+    /// The analysis of an `analysis` step failed, erred or was inconclusive: (step index, why).
+    StepAnalysis(usize, String),
     /// A confirm-* gate gave no answer for `seconds` (progressDeadlineSeconds).
     GateUnanswered {
         gate: String,
@@ -144,6 +147,9 @@ struct Tick<'a> {
     defer_requests: bool,
     /// The reason of what blocks the Canary this tick, for its Stalled condition.
     blocked_by: Option<&'static str>,
+    /// The tick came only for a measurement of an analysis step, not for the interval: the
+    /// interval checks wait for their own time.
+    measurement_only: bool,
 }
 
 impl<'a> Tick<'a> {
@@ -187,6 +193,7 @@ impl<'a> Tick<'a> {
             pending,
             defer_requests: false,
             blocked_by: None,
+            measurement_only: false,
         }
     }
 
@@ -314,11 +321,26 @@ impl<'a> Tick<'a> {
             .is_none_or(|last| self.now >= last.0 + interval)
     }
 
+    /// Whether a measurement of the analysis step the canary is at is due now.
+    fn measurement_due(&self) -> bool {
+        self.next_measurement(&self.old)
+            .is_some_and(|next| self.now >= next)
+    }
+
     fn wait_until_due(&mut self) -> Step {
+        self.requeue_for_interval();
+        if let Some(next) = self.next_measurement(&self.old) {
+            let wait = milliseconds_up(next.duration_since(self.now));
+            self.requeue = self.requeue.map(|r| r.min(wait));
+        }
+        Err(Halt::Done)
+    }
+
+    /// A requeue at the next interval tick.
+    fn requeue_for_interval(&mut self) {
         let interval = SignedDuration::from_secs(self.analysis.interval_seconds() as i64);
         let elapsed = self.elapsed_since(self.old.last_tick_time.as_ref());
         self.requeue = Some(milliseconds_up(interval - elapsed));
-        Err(Halt::Done)
     }
 
     /// A requeue no later than the end of the timed pause the canary is at, so the pause ends when
@@ -390,6 +412,12 @@ impl<'a> Tick<'a> {
         s.step_start_time = Some(MicroTime(self.now));
         s.metric_checks.clear();
         forget_silent_gate(s);
+        let why = match phase {
+            Phase::Succeeded => "the release ended back on the promoted revision",
+            Phase::Failed => "the release was rolled back",
+            _ => "the release started over",
+        };
+        self.close_runs(false, why);
     }
 
     /// Flagger's `SetStatusPhase`: a phase change that keeps the revision. Unlike Flagger,
@@ -407,6 +435,10 @@ impl<'a> Tick<'a> {
         if matches!(phase, Phase::Initialized | Phase::Succeeded) {
             s.last_promoted_spec = s.last_applied_spec.clone();
         }
+        if phase == Phase::Succeeded {
+            self.close_runs(true, "the release was promoted");
+        }
+        let s = &mut self.status;
         if !matches!(
             phase,
             Phase::Progressing | Phase::Waiting | Phase::WaitingPromotion
@@ -774,6 +806,7 @@ fn significant(status: &CanaryStatus) -> CanaryStatus {
         last_transition_time: None,
         last_tick_time: None,
         metric_checks: Vec::new(),
+        analysis_runs: Vec::new(),
         conditions: Vec::new(),
         observed_generation: None,
         ..status.clone()

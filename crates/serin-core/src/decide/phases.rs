@@ -247,10 +247,14 @@ impl<'a> Tick<'a> {
 
     pub(super) fn in_flight(&mut self) -> Step {
         let phase = self.phase().expect("in-flight phases are set");
-        if !self.due() {
+        if self.due() {
+            self.ticked();
+        } else if self.measurement_due() {
+            self.measurement_only = true;
+            self.requeue_for_interval();
+        } else {
             return self.wait_until_due();
         }
-        self.ticked();
 
         if self.pending.abort.is_some() {
             if matches!(phase, Phase::Promoting | Phase::Finalising) {
@@ -445,7 +449,7 @@ impl<'a> Tick<'a> {
                     }
                 }
             }
-        } else {
+        } else if !self.measurement_only {
             self.analyse()?;
         }
 

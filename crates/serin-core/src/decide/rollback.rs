@@ -118,6 +118,22 @@ impl<'a> Tick<'a> {
                     false,
                 );
             }
+            RollbackCause::StepAnalysis(index, why) => {
+                let total = self.analysis.steps().len();
+                self.warning(
+                    reason::ROLLED_BACK,
+                    format!(
+                        "Rolling back {}: the analysis at step {}/{total} failed: {why}",
+                        self.canary_id,
+                        index + 1
+                    ),
+                );
+                self.alert(
+                    Severity::Error,
+                    format!("Step-based analysis failed: {why}"),
+                    false,
+                );
+            }
             RollbackCause::GateUnanswered {
                 gate,
                 seconds,

@@ -1,6 +1,7 @@
 //! Argo Rollouts' explicit steps: setWeight, pause (timed or until promoted), setCanaryScale and analysis steps.
 
 use super::*;
+use serin_api::AnalysisPhase;
 
 impl<'a> Tick<'a> {
     /// The canary's size when a release with steps starts: what the `setCanaryScale` steps before
@@ -84,6 +85,9 @@ impl<'a> Tick<'a> {
                 (None, Some(w)) => format!("setCanaryScale{{weight: {w}}}"),
                 _ => "setCanaryScale{matchTrafficWeight: true}".into(),
             }
+        } else if let Some(analysis) = &step.analysis {
+            let names: Vec<&str> = analysis.metrics.iter().map(|m| m.name.as_str()).collect();
+            format!("analysis: {}", names.join(", "))
         } else {
             "invalid".into()
         }
@@ -112,6 +116,14 @@ impl<'a> Tick<'a> {
                 ),
             };
             self.normal(reason::WAITING, message);
+        }
+        if let Some(spec) = self
+            .analysis
+            .steps()
+            .get(index)
+            .and_then(|s| s.analysis.clone())
+        {
+            self.start_step_analysis(index, &spec);
         }
     }
 
@@ -213,6 +225,50 @@ impl<'a> Tick<'a> {
                             index + 1
                         ),
                     );
+                }
+                self.step_completed(index);
+                index += 1;
+                self.step_entered(index);
+                continue;
+            }
+            if let Some(spec) = &step.analysis {
+                let state = self.step_analysis(index, spec)?;
+                match state.phase {
+                    AnalysisPhase::Running => {
+                        self.status.current_step_index = Some(index as i32);
+                        return Err(Halt::Done);
+                    }
+                    AnalysisPhase::Successful => {}
+                    AnalysisPhase::Inconclusive if self.pending.promote.is_some() => {
+                        self.handled(Request::Promote);
+                        self.normal(
+                            reason::REQUEST_HANDLED,
+                            format!(
+                                "Promoted: {} goes on past the inconclusive analysis at step {}/{total}",
+                                self.canary_id,
+                                index + 1
+                            ),
+                        );
+                    }
+                    AnalysisPhase::Inconclusive => {
+                        let message = format!(
+                            "Analysis at step {}/{total} is Inconclusive: {}; promote to go on, or abort",
+                            index + 1,
+                            state.message.unwrap_or_default()
+                        );
+                        if self.old.message.as_deref() != Some(message.as_str()) {
+                            self.warning(reason::WAITING, message.clone());
+                        }
+                        self.status.message = Some(message);
+                        self.status.current_step_index = Some(index as i32);
+                        return Err(Halt::Done);
+                    }
+                    AnalysisPhase::Failed | AnalysisPhase::Error => {
+                        let why = state
+                            .message
+                            .unwrap_or_else(|| format!("the analysis ended {}", state.phase));
+                        return self.rollback(RollbackCause::StepAnalysis(index, why));
+                    }
                 }
                 self.step_completed(index);
                 index += 1;
