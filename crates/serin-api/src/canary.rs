@@ -349,9 +349,13 @@ pub struct CanaryAnalysis {
     /// Cookie-based session affinity to the canary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_affinity: Option<SessionAffinity>,
-    /// Explicit steps (setWeight, pause, setCanaryScale), instead of stepWeight/stepWeights/iterations.
+    /// Explicit steps (setWeight, pause, setCanaryScale, analysis, setHeaderRoute, setMirrorRoute),
+    /// instead of stepWeight/stepWeights/iterations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<Vec<CanaryStep>>,
+    /// The routes setHeaderRoute and setMirrorRoute steps may add, in order of precedence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub managed_routes: Option<Vec<crate::managed_routes::ManagedRoute>>,
     /// Scale the primary down as traffic moves to the canary, to save replicas.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dynamic_stable_scale: Option<bool>,
@@ -465,6 +469,12 @@ pub struct CanaryStep {
     /// Measure metrics and wait here until they are assessed; a failed analysis rolls back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<crate::analysis_run::StepAnalysis>,
+    /// Send requests with a header to the canary from this step on (a managed route).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_header_route: Option<crate::managed_routes::SetHeaderRoute>,
+    /// Copy matching requests to the canary from this step on (a managed route).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_mirror_route: Option<crate::managed_routes::SetMirrorRoute>,
 }
 
 /// A pause step: `{}` waits for a promote, `{duration: 30s}` waits that long.

@@ -13,6 +13,7 @@ pub mod crd;
 pub mod duration;
 pub mod hooks;
 pub mod limits;
+pub mod managed_routes;
 pub mod mesh;
 pub mod metric_template;
 pub mod schema;
@@ -22,6 +23,7 @@ pub use alert_provider::{AlertProvider, AlertProviderSpec};
 pub use analysis_run::*;
 pub use canary::*;
 pub use hooks::HookType;
+pub use managed_routes::*;
 pub use metric_template::{MetricProvider, MetricTemplate, MetricTemplateSpec};
 pub use validate::{FieldError, validate};
 

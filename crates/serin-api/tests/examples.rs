@@ -494,7 +494,7 @@ const BROKEN: &[(&str, &[&str])] = &[
     (
         "spec.analysis.steps[0]",
         &[
-            "exactly one of setWeight, pause, setCanaryScale or analysis",
+            "exactly one of setWeight, pause, setCanaryScale, analysis, setHeaderRoute or setMirrorRoute",
             "split it into separate steps",
         ],
     ),

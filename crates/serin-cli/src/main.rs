@@ -4,6 +4,7 @@
 //! and Argo Rollouts manifests to Serin's), which `kubectl serin` runs too.
 
 mod demo;
+mod history;
 mod migrate;
 mod steer;
 

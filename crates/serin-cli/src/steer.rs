@@ -448,6 +448,16 @@ fn step_label(step: &serin_api::CanaryStep) -> String {
             _ => "scale with traffic".into(),
         };
     }
+    if let Some(analysis) = &step.analysis {
+        let names: Vec<&str> = analysis.metrics.iter().map(|m| m.name.as_str()).collect();
+        return format!("analysis {}", names.join(","));
+    }
+    if let Some(header) = &step.set_header_route {
+        return format!("header route {}", header.name);
+    }
+    if let Some(mirror) = &step.set_mirror_route {
+        return format!("mirror route {}", mirror.name);
+    }
     "?".into()
 }
 
@@ -568,6 +578,9 @@ async fn draw_release(
             metric.name,
             accepted_range(metric)
         )?;
+    }
+    for line in crate::history::history_lines(&status) {
+        writeln!(out, "{line}")?;
     }
     let waiting = matches!(status.phase, Some(Phase::Waiting | Phase::WaitingPromotion));
     for hook in analysis.webhooks.iter().flatten() {

@@ -407,3 +407,37 @@ fn a_reconcile_between_ticks_requeues_to_the_millisecond_the_next_tick_is_due() 
         started + SignedDuration::from_secs(10)
     );
 }
+
+#[test]
+fn route_steps_complete_at_once_and_the_release_goes_on_to_the_next_step() {
+    let mut world = initialized_with_replicas(
+        canary(json!({
+            "interval": "15s", "threshold": 2,
+            "managedRoutes": [{"name": "testers"}, {"name": "copies"}],
+            "steps": [
+                {"setWeight": 10},
+                {"setHeaderRoute": {"name": "testers", "match": [
+                    {"headerName": "x-tester", "headerValue": {"exact": "yes"}}]}},
+                {"setMirrorRoute": {"name": "copies", "match": [{"method": {"exact": "GET"}}]}},
+                {"pause": {}}
+            ]
+        })),
+        2,
+    );
+    world.set_target_image("podinfo:6.0.1");
+    world.reconcile();
+    let first = world.advance(15).clone();
+    assert_eq!(first.weight, 10);
+    assert_eq!(step_index(&world), Some(1));
+    let routes = world.advance(15).clone();
+    assert_eq!(
+        routes.events,
+        vec![
+            "Normal: Step 2/4 completed (setHeaderRoute: testers set)",
+            "Normal: Step 3/4 completed (setMirrorRoute: copies set)",
+            "Normal: Paused podinfo.test at step 4/4 until promoted: annotate the Canary with serin.dev/promote=<new value>",
+        ]
+    );
+    assert_eq!(step_index(&world), Some(3));
+    assert_eq!(routes.weight, 10);
+}

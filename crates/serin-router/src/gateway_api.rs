@@ -6,6 +6,7 @@
 //! back only once every parent Gateway has accepted the route's current generation.
 
 use crate::istio::merge_matches;
+use crate::managed::{ActiveRoute, active_routes, istio_matches};
 use crate::{Names, RouterError, custom_metadata, owner_reference};
 use serde_json::{Map, Value, json};
 use serin_core::plan::Routes;
@@ -148,8 +149,39 @@ fn set_cookie_filter(value: String) -> Value {
             "responseHeaderModifier": {"add": [{"name": "Set-Cookie", "value": value}]}}])
 }
 
-/// The rules Serin manages for `routes`.
+/// The rules Serin manages for `routes`: the managed routes in force, then the weighted rules.
 fn managed_rules(canary: &Value, routes: Routes) -> Result<Vec<Value>, RouterError> {
+    let names = Names::of(canary);
+    let service = &canary["spec"]["service"];
+    let port = service["port"].as_i64().unwrap_or(80);
+    let service_match: Vec<Value> = service["match"].as_array().cloned().unwrap_or_default();
+    let mut rules = Vec::new();
+    for active in active_routes(canary) {
+        let matches = route_matches(&merge_matches(&istio_matches(&active), &service_match))?;
+        let mut filters = filters(canary, false);
+        let backends = match &active {
+            ActiveRoute::Header { .. } => vec![backend(&names.canary, port, 100)],
+            ActiveRoute::Mirror { percentage, .. } => {
+                filters.push(json!({"type": "RequestMirror", "requestMirror": {
+                    "backendRef": {"name": names.canary, "port": port}, "percent": percentage}}));
+                vec![
+                    backend(&names.primary, port, i64::from(routes.primary)),
+                    backend(&names.canary, port, i64::from(routes.canary)),
+                ]
+            }
+        };
+        let mut rule = json!({"matches": matches, "backendRefs": backends});
+        if !filters.is_empty() {
+            rule["filters"] = json!(filters);
+        }
+        rules.push(rule);
+    }
+    rules.extend(weighted_rules(canary, routes)?);
+    Ok(rules)
+}
+
+/// The rules that split traffic by weight (with A/B matches or session affinity).
+fn weighted_rules(canary: &Value, routes: Routes) -> Result<Vec<Value>, RouterError> {
     let names = Names::of(canary);
     let service = &canary["spec"]["service"];
     let analysis = &canary["spec"]["analysis"];

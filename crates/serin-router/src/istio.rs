@@ -1,6 +1,7 @@
 //! Istio objects of a Canary: the two DestinationRules and the VirtualService, weights written into
 //! its routes and read back (the VirtualService is where the current step lives).
 
+use crate::managed::{ActiveRoute, active_routes, istio_matches};
 use crate::{Names, RouterError, custom_metadata, owner_reference};
 use serde_json::{Map, Value, json};
 pub use serin_core::plan::Routes;
@@ -141,6 +142,36 @@ fn spec(
             http[0]["mirrorPercentage"] = json!({"value": weight});
         }
     }
+    let managed = active_routes(canary_object);
+    let mut routes = Vec::with_capacity(managed.len() + http.len());
+    for active in &managed {
+        let matches = merge_matches(&istio_matches(active), &service_match);
+        let mut rule = match active {
+            ActiveRoute::Header { .. } => {
+                route(&matches, vec![destination(&names.canary, 100, port)])
+            }
+            ActiveRoute::Mirror { percentage, .. } => {
+                let mut rule = route(
+                    &matches,
+                    vec![
+                        destination(&names.primary, primary, port),
+                        destination(&names.canary, canary, port),
+                    ],
+                );
+                let mut mirror = json!({"host": names.canary});
+                if let Some(port) = port {
+                    mirror["port"] = json!({"number": port});
+                }
+                rule["mirror"] = mirror;
+                rule["mirrorPercentage"] = json!({"value": percentage});
+                rule
+            }
+        };
+        rule["name"] = json!(active.name());
+        routes.push(rule);
+    }
+    routes.append(&mut http);
+    let http = routes;
     let (hosts, gateways) = if delegation {
         (Vec::new(), Vec::new())
     } else {

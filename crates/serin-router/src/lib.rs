@@ -8,6 +8,7 @@
 pub mod gateway_api;
 pub mod istio;
 pub mod kubernetes;
+pub mod managed;
 pub mod services;
 
 use serde_json::Value;

@@ -262,6 +262,8 @@ fn validate_steps(steps: &[CanaryStep], base: &str, r: &mut Report) {
             step.pause.is_some(),
             step.set_canary_scale.is_some(),
             step.analysis.is_some(),
+            step.set_header_route.is_some(),
+            step.set_mirror_route.is_some(),
         ]
         .iter()
         .filter(|k| **k)
@@ -269,7 +271,7 @@ fn validate_steps(steps: &[CanaryStep], base: &str, r: &mut Report) {
         if kinds != 1 {
             r.add(
                 sp.clone(),
-                "a step has exactly one of setWeight, pause, setCanaryScale or analysis; split it into separate steps, e.g. [{setWeight: 20}, {pause: {duration: 1m}}]",
+                "a step has exactly one of setWeight, pause, setCanaryScale, analysis, setHeaderRoute or setMirrorRoute; split it into separate steps, e.g. [{setWeight: 20}, {pause: {duration: 1m}}]",
             );
         }
         if let Some(analysis) = &step.analysis {

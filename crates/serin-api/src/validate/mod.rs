@@ -2,6 +2,7 @@
 //! and what to write instead.
 
 mod analysis;
+mod managed_routes;
 mod report;
 mod resources;
 mod routing;
@@ -9,6 +10,7 @@ mod spec;
 mod step_analysis;
 
 pub use analysis::BUILTIN_METRICS;
+pub use managed_routes::MAX_MANAGED_ROUTES;
 pub use report::{FieldError, is_absolute_http_url};
 pub use resources::{validate_alert_provider, validate_metric_template};
 pub use routing::{KUBERNETES_PROVIDER, PROVIDERS, ROUTING_PROVIDERS};

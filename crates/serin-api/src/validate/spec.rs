@@ -47,6 +47,7 @@ pub(super) fn validate_spec(spec: &CanarySpec, r: &mut Report) {
             AnalysisSpelling::CanaryAnalysis => "spec.canaryAnalysis",
             _ => "spec.analysis",
         };
+        super::managed_routes::validate_managed_routes(spec, analysis, base, r);
         if !spec.splits_by_replicas() {
             for (field, set) in [
                 ("maxSurge", analysis.max_surge.is_some()),

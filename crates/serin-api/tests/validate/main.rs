@@ -8,6 +8,7 @@ mod checks;
 mod resources;
 mod routing;
 mod spec;
+mod step_analysis;
 mod support;
 
 use crate::support::{assert_spec_valid, assert_valid};

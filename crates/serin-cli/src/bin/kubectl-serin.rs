@@ -1,6 +1,8 @@
 //! `kubectl-serin`: the kubectl plugin. With it on the PATH, `kubectl serin get`, `kubectl serin status
 //! NAME --watch`, `kubectl serin promote NAME` and the rest run the same subcommands as `serin`.
 
+#[path = "../history.rs"]
+mod history;
 #[path = "../migrate/mod.rs"]
 mod migrate;
 #[path = "../steer.rs"]

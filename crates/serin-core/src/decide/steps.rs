@@ -85,6 +85,20 @@ impl<'a> Tick<'a> {
                 (None, Some(w)) => format!("setCanaryScale{{weight: {w}}}"),
                 _ => "setCanaryScale{matchTrafficWeight: true}".into(),
             }
+        } else if let Some(header) = &step.set_header_route {
+            let verb = if header.r#match.as_ref().is_some_and(|m| !m.is_empty()) {
+                "set"
+            } else {
+                "removed"
+            };
+            format!("setHeaderRoute: {} {verb}", header.name)
+        } else if let Some(mirror) = &step.set_mirror_route {
+            let verb = if mirror.r#match.as_ref().is_some_and(|m| !m.is_empty()) {
+                "set"
+            } else {
+                "removed"
+            };
+            format!("setMirrorRoute: {} {verb}", mirror.name)
         } else if let Some(analysis) = &step.analysis {
             let names: Vec<&str> = analysis.metrics.iter().map(|m| m.name.as_str()).collect();
             format!("analysis: {}", names.join(", "))
@@ -226,6 +240,13 @@ impl<'a> Tick<'a> {
                         ),
                     );
                 }
+                self.step_completed(index);
+                index += 1;
+                self.step_entered(index);
+                continue;
+            }
+            if step.set_header_route.is_some() || step.set_mirror_route.is_some() {
+                // The router builds the route from the steps passed; the step is done at once.
                 self.step_completed(index);
                 index += 1;
                 self.step_entered(index);
