@@ -24,6 +24,9 @@ pub struct StepAnalysis {
     /// How many measurements of a metric the status keeps (default 10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measurement_retention: Option<Vec<MeasurementRetention>>,
+    /// Background analysis only: the index of the step from which it runs (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starting_step: Option<i32>,
 }
 
 /// One metric of an analysis step, with Argo Rollouts' fields and meanings.
@@ -38,7 +41,8 @@ pub struct AnalysisMetric {
     /// Wait before the first measurement.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub initial_delay: Option<String>,
-    /// Measurements to take (default 1; more than 1 needs `interval`).
+    /// Measurements to take (default 1; more than 1 needs `interval`; with `interval` and no
+    /// `count`, a background analysis measures until the release ends).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<i32>,
     /// Failed measurements tolerated before the metric fails (default 0; -1 never fails).
@@ -163,12 +167,13 @@ impl std::fmt::Display for AnalysisPhase {
     }
 }
 
-/// The measurements of one analysis in one release: an `analysis` step's, or (`step` absent) the
-/// interval checks' of `analysis.metrics`.
+/// The measurements of one analysis in one release: an `analysis` step's, the background
+/// analysis's (`background`), or the interval checks' of `analysis.metrics` (`interval`).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AnalysisRunStatus {
-    /// `step-<index>` for an analysis step, `interval` for the interval checks.
+    /// `step-<index>` for an analysis step, `background` for the background analysis, `interval`
+    /// for the interval checks.
     pub name: String,
     /// Index of the analysis step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -271,9 +276,13 @@ impl StepAnalysis {
 }
 
 impl AnalysisMetric {
-    /// Measurements the metric takes: `count`, or 1.
-    pub fn effective_count(&self) -> i32 {
-        self.count.unwrap_or(1).max(1)
+    /// Measurements the metric takes: `count`, or 1; `None` for a metric with an `interval` and no
+    /// `count`, which measures until the release ends (a background analysis).
+    pub fn effective_count(&self) -> Option<i32> {
+        match (self.count, &self.interval) {
+            (None, Some(_)) => None,
+            (count, _) => Some(count.unwrap_or(1).max(1)),
+        }
     }
 
     /// `failureLimit`, default 0; `None` when -1 (never fails).

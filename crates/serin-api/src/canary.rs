@@ -353,6 +353,10 @@ pub struct CanaryAnalysis {
     /// instead of stepWeight/stepWeights/iterations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<Vec<CanaryStep>>,
+    /// An analysis that runs beside the steps from `startingStep` until the release ends; a
+    /// failure rolls the release back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background_analysis: Option<crate::analysis_run::StepAnalysis>,
     /// The routes setHeaderRoute and setMirrorRoute steps may add, in order of precedence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub managed_routes: Option<Vec<crate::managed_routes::ManagedRoute>>,
@@ -749,6 +753,10 @@ pub struct CanaryStatus {
     /// The last result of each metric check in the current run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub metric_checks: Vec<MetricCheckStatus>,
+    /// When the current release (or its latest restart) started; its analyses are the runs
+    /// started since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_started_at: Option<MicroTime>,
     /// Every measurement of the current release's analyses and of the latest earlier ones, run by
     /// run (bounded by `measurementRetention` and `serin_api::limits`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

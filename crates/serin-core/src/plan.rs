@@ -99,10 +99,11 @@ pub enum Check {
         /// Name of the metric in `analysis.metrics`.
         name: String,
     },
-    /// Take one measurement of metric `name` of the `analysis` step at `step`.
+    /// Take one measurement of metric `name` of the analysis step at `step`, or of the
+    /// background analysis.
     Measure {
-        /// Index of the analysis step in `analysis.steps`.
-        step: usize,
+        /// Index of the analysis step in `analysis.steps`; `None` for `analysis.backgroundAnalysis`.
+        step: Option<usize>,
         /// Name of the metric in that step's `analysis.metrics`.
         name: String,
     },

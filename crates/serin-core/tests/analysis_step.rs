@@ -252,3 +252,97 @@ fn interval_checks_keep_each_reading_in_the_history() {
             .all(|m| m.value.as_deref() == Some("100"))
     );
 }
+
+fn background_canary() -> serin_api::Canary {
+    canary(json!({
+        "interval": "15s", "threshold": 2,
+        "steps": [{"setWeight": 20}, {"pause": {"duration": "40s"}}, {"setWeight": 60}],
+        "backgroundAnalysis": {
+            "startingStep": 1,
+            "metrics": [{"name": "errors", "templateRef": {"name": "errors"}, "interval": "10s"}]
+        }
+    }))
+}
+
+fn background_run(world: &serin_core::simulation::World) -> Option<serin_api::AnalysisRunStatus> {
+    world
+        .status()
+        .analysis_runs
+        .into_iter()
+        .rev()
+        .find(|r| r.name == "background")
+}
+
+#[test]
+fn a_background_analysis_starts_at_its_step_and_a_failure_rolls_back() {
+    let mut world = initialized_with_replicas(background_canary(), 2);
+    world.respond(errors_measured(AnalysisPhase::Failed));
+    world.set_target_image("podinfo:6.0.1");
+    world.reconcile();
+    let first = world.advance(15).clone();
+    assert_eq!(first.weight, 20);
+    // Step 0 is before startingStep 1: nothing measured yet.
+    assert_eq!(measures(&first), 0);
+    assert!(background_run(&world).is_none());
+    let failed = world.advance(15).clone();
+    assert_eq!(measures(&failed), 1);
+    assert_eq!(failed.phase, Some(Phase::Failed));
+    assert!(failed.events.iter().any(|e| e.contains(
+        "the background analysis failed: metric \"errors\" assessed Failed due to failed (1) > failureLimit (0)"
+    )), "{:?}", failed.events);
+}
+
+#[test]
+fn a_healthy_background_analysis_measures_until_the_promotion() {
+    let mut world = initialized_with_replicas(background_canary(), 2);
+    world.respond(errors_measured(AnalysisPhase::Successful));
+    world.set_target_image("podinfo:6.0.1");
+    world.reconcile();
+    let mut taken = 0;
+    for _ in 0..30 {
+        let tick = world.advance(5).clone();
+        taken += measures(&tick);
+        if tick.phase == Some(Phase::Succeeded) {
+            break;
+        }
+    }
+    assert_eq!(world.phase(), Some(Phase::Succeeded));
+    // Measured every 10s from step 1 (t=30) while the 40s pause ran, then promoted.
+    assert!((4..=7).contains(&taken), "{taken} measurements");
+    let run = background_run(&world).unwrap();
+    assert_eq!(run.phase, AnalysisPhase::Successful);
+    assert_eq!(run.metrics[0].count, taken as i32);
+    assert!(run.finished_at.is_some());
+}
+
+#[test]
+fn a_retry_starts_new_analysis_runs() {
+    let mut world = initialized_with_replicas(analysis_canary(json!({})), 2);
+    world.respond(errors_measured(AnalysisPhase::Failed));
+    world.set_target_image("podinfo:6.0.1");
+    world.reconcile();
+    world.advance(15);
+    world.follow_requeue();
+    world.advance(10);
+    assert_eq!(world.phase(), Some(Phase::Failed));
+    world.respond(errors_measured(AnalysisPhase::Successful));
+    world.annotate(serin_api::RETRY_ANNOTATION, "again");
+    for _ in 0..20 {
+        if world.advance(5).weight == 60 {
+            break;
+        }
+    }
+    assert_eq!(
+        world.status().canary_weight,
+        60,
+        "the retry passed the analysis"
+    );
+    let runs: Vec<_> = world
+        .status()
+        .analysis_runs
+        .into_iter()
+        .filter(|r| r.step == Some(1))
+        .map(|r| r.phase)
+        .collect();
+    assert_eq!(runs, [AnalysisPhase::Failed, AnalysisPhase::Successful]);
+}

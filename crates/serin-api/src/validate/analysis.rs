@@ -100,6 +100,17 @@ pub(super) fn validate_analysis(
     validate_strategy_choice(a, base, strategy_optional, r);
     r.http_matches(&p("match"), a.r#match.as_ref());
     validate_steps(a.steps(), base, r);
+    if let Some(background) = &a.background_analysis {
+        let path = p("backgroundAnalysis");
+        if a.steps.is_none() {
+            r.add(
+                path.clone(),
+                "runs beside explicit steps only; add steps, or move its metrics to analysis.metrics, which are checked at every interval",
+            );
+        }
+        let steps = a.steps().len();
+        super::step_analysis::validate_step_analysis(background, &path, Some(steps), r);
+    }
     validate_metrics(a.metrics(), base, r);
     validate_webhooks(a.webhooks(), base, r);
     validate_promotion_analyses(a, base, r);
@@ -275,7 +286,8 @@ fn validate_steps(steps: &[CanaryStep], base: &str, r: &mut Report) {
             );
         }
         if let Some(analysis) = &step.analysis {
-            super::step_analysis::validate_step_analysis(analysis, &sp, r);
+            let path = format!("{sp}.analysis");
+            super::step_analysis::validate_step_analysis(analysis, &path, None, r);
         }
         r.range(&format!("{sp}.setWeight"), step.set_weight, 0, 100, "20");
         if let Some(duration) = step.pause.as_ref().and_then(|p| p.duration.as_ref())

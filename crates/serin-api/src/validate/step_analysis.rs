@@ -9,8 +9,26 @@ use std::collections::HashSet;
 /// Longest `successCondition` or `failureCondition`, in bytes.
 pub const MAX_CONDITION_BYTES: usize = 4096;
 
-pub(super) fn validate_step_analysis(a: &StepAnalysis, sp: &str, r: &mut Report) {
-    let base = format!("{sp}.analysis");
+/// Checks the analysis at `base`: an analysis step's (`background` false), whose metrics must
+/// end, or the background analysis, whose metrics may measure until the release ends.
+pub(super) fn validate_step_analysis(
+    a: &StepAnalysis,
+    base: &str,
+    background: Option<usize>,
+    r: &mut Report,
+) {
+    let base = base.to_string();
+    match (background, a.starting_step) {
+        (None, Some(_)) => r.add(
+            format!("{base}.startingStep"),
+            "only the background analysis (analysis.backgroundAnalysis) starts at a step; remove it, an analysis step runs where it stands",
+        ),
+        (Some(steps), Some(start)) if start < 0 || start as usize >= steps.max(1) => r.add(
+            format!("{base}.startingStep"),
+            format!("{start} is not the index of a step; write 0 to {}", steps.saturating_sub(1)),
+        ),
+        _ => {}
+    }
     if a.metrics.is_empty() {
         r.add(
             format!("{base}.metrics"),
@@ -44,6 +62,12 @@ pub(super) fn validate_step_analysis(a: &StepAnalysis, sp: &str, r: &mut Report)
             );
         }
         validate_metric(m, &mp, r);
+        if background.is_none() && m.effective_count().is_none() {
+            r.add(
+                format!("{mp}.count"),
+                "missing: with an interval and no count the metric measures until the release ends, so the step would never end; set count (e.g. 3), or move the metric to analysis.backgroundAnalysis",
+            );
+        }
     }
     let known = |name: &str| name == "*" || names.contains(name);
     for (i, selector) in a.dry_run.iter().flatten().enumerate() {

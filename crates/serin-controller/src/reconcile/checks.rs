@@ -235,9 +235,7 @@ impl Tick<'_> {
             return Job::Done(Outcome::Measurement(Measurement {
                 phase: AnalysisPhase::Error,
                 value: None,
-                message: Some(format!(
-                    "metric {name} of steps[{step}] cannot be measured yet"
-                )),
+                message: Some(format!("metric {name} of {step:?} cannot be measured yet")),
             }));
         }
         let Check::Metric { name } = check else {
@@ -316,7 +314,11 @@ pub(super) fn slow_check_message(canary: &Canary, check: &Check, elapsed: Durati
             )
         }
         Check::Measure { step, name } => format!(
-            "waiting {waited}s for metric {name} of the analysis at steps[{step}]: its namespace's other checks take all {} places, or its backend is slow",
+            "waiting {waited}s for metric {name} of {}: its namespace's other checks take all {} places, or its backend is slow",
+            step.map_or_else(
+                || "the background analysis".to_string(),
+                |i| format!("the analysis at steps[{i}]")
+            ),
             serin_api::limits::MAX_CHECKS_IN_FLIGHT_PER_NAMESPACE,
         ),
         Check::Metric { name } => format!(

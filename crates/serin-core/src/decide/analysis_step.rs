@@ -16,6 +16,17 @@ use serin_api::{
 /// The name of the run that holds the interval checks' readings.
 pub(super) const INTERVAL_RUN: &str = "interval";
 
+/// The name of the background analysis's runs.
+pub(super) const BACKGROUND_RUN: &str = "background";
+
+/// How events name the analysis at `step` (the background one for `None`).
+pub(super) fn analysis_title(step: Option<usize>) -> String {
+    match step {
+        Some(index) => format!("Analysis at step {}", index + 1),
+        None => "Background analysis".into(),
+    }
+}
+
 /// How an analysis step stands after this tick.
 pub(super) struct StepAnalysisState {
     pub(super) phase: AnalysisPhase,
@@ -102,7 +113,10 @@ pub(crate) fn assess_metric(
     if let Some((phase, why)) = verdict {
         return (phase, Some(why));
     }
-    if status.count >= spec.effective_count() {
+    if spec
+        .effective_count()
+        .is_some_and(|count| status.count >= count)
+    {
         return (AnalysisPhase::Successful, None);
     }
     (AnalysisPhase::Running, None)
@@ -136,25 +150,42 @@ fn assess_run(run: &AnalysisRunStatus) -> (AnalysisPhase, Option<String>) {
 }
 
 impl<'a> Tick<'a> {
-    /// Where this release's run of the analysis at step `index` is in the new status, creating it
-    /// if the step has none yet.
-    pub(super) fn step_run(&mut self, index: usize, spec: &StepAnalysis) -> usize {
-        let step_start = self.status.step_start_time.as_ref().map(|t| t.0);
-        let found = self.status.analysis_runs.iter().rposition(|run| {
-            run.step == Some(index as i32)
-                && run.revision.as_deref() == Some(self.hash.as_str())
+    /// The analysis at step `step`, or the background analysis (`None`).
+    fn analysis_at(&self, step: Option<usize>) -> Option<StepAnalysis> {
+        match step {
+            Some(index) => self.analysis.steps().get(index)?.analysis.clone(),
+            None => self.analysis.background_analysis.clone(),
+        }
+    }
+
+    /// Where the run of the analysis at `step` (the background one for `None`) of the release in
+    /// `status` is, if it has started.
+    fn find_run(status: &CanaryStatus, step: Option<usize>) -> Option<usize> {
+        let release_start = status.release_started_at.as_ref().map(|t| t.0);
+        status.analysis_runs.iter().rposition(|run| {
+            let same_analysis = match step {
+                Some(index) => run.step == Some(index as i32),
+                None => run.step.is_none() && run.name == BACKGROUND_RUN,
+            };
+            same_analysis
+                && run.revision == status.last_applied_spec
                 && run
                     .started_at
                     .as_ref()
-                    .is_some_and(|started| step_start.is_none_or(|s| started.0 >= s))
-        });
-        if let Some(position) = found {
+                    .is_some_and(|started| release_start.is_none_or(|s| started.0 >= s))
+        })
+    }
+
+    /// Where this release's run of the analysis at `step` is in the new status, creating it if it
+    /// has not started yet.
+    pub(super) fn step_run(&mut self, step: Option<usize>, spec: &StepAnalysis) -> usize {
+        if let Some(position) = Self::find_run(&self.status, step) {
             return position;
         }
         let run = AnalysisRunStatus {
-            name: format!("step-{index}"),
-            step: Some(index as i32),
-            revision: Some(self.hash.clone()),
+            name: step.map_or_else(|| BACKGROUND_RUN.to_string(), |i| format!("step-{i}")),
+            step: step.map(|i| i as i32),
+            revision: self.status.last_applied_spec.clone(),
             phase: AnalysisPhase::Running,
             message: None,
             started_at: Some(self.now_micro()),
@@ -175,7 +206,7 @@ impl<'a> Tick<'a> {
     /// Starts the analysis of step `index` as the step is entered, and comes back for its first
     /// measurement.
     pub(super) fn start_step_analysis(&mut self, index: usize, spec: &StepAnalysis) {
-        self.step_run(index, spec);
+        self.step_run(Some(index), spec);
         let names: Vec<&str> = spec.metrics.iter().map(|m| m.name.as_str()).collect();
         self.normal(
             reason::PROGRESSING,
@@ -210,7 +241,7 @@ impl<'a> Tick<'a> {
     }
 
     /// The measurement of `name` at step `index` this round, or a request to take it.
-    fn measurement(&self, step: usize, name: &str) -> Result<Measurement, Halt> {
+    fn measurement(&self, step: Option<usize>, name: &str) -> Result<Measurement, Halt> {
         let check = Check::Measure {
             step,
             name: name.to_string(),
@@ -228,26 +259,28 @@ impl<'a> Tick<'a> {
         }
     }
 
-    /// When the next measurement of the running analysis at step `index` is due, if one is.
+    /// When the next measurement of a running analysis of the release in `status` is due (the
+    /// step it is at, or the background analysis), if one is.
     pub(super) fn next_measurement(&self, status: &CanaryStatus) -> Option<Timestamp> {
         if status.phase != Some(Phase::Progressing) || self.strategy() != Strategy::Steps {
             return None;
         }
         let index = usize::try_from(status.current_step_index?).ok()?;
-        let spec = self.analysis.steps().get(index)?.analysis.as_ref()?;
-        let run = status
-            .analysis_runs
-            .iter()
-            .rev()
-            .find(|r| r.step == Some(index as i32) && r.revision == status.last_applied_spec)?;
-        if run.phase.is_complete() {
-            return None;
-        }
-        spec.metrics
-            .iter()
-            .filter_map(|m| {
-                let metric = run.metrics.iter().find(|s| s.name == m.name)?;
-                self.metric_due(m, metric, run)
+        [Some(index), None]
+            .into_iter()
+            .filter_map(|step| {
+                let spec = self.analysis_at(step)?;
+                let run = &status.analysis_runs[Self::find_run(status, step)?];
+                if run.phase.is_complete() {
+                    return None;
+                }
+                spec.metrics
+                    .iter()
+                    .filter_map(|m| {
+                        let metric = run.metrics.iter().find(|s| s.name == m.name)?;
+                        self.metric_due(m, metric, run)
+                    })
+                    .min()
             })
             .min()
     }
@@ -278,7 +311,7 @@ impl<'a> Tick<'a> {
     /// measurement (a [`Halt::Check`]) when one is due and not taken yet this round.
     pub(super) fn step_analysis(
         &mut self,
-        index: usize,
+        index: Option<usize>,
         spec: &StepAnalysis,
     ) -> Result<StepAnalysisState, Halt> {
         let position = self.step_run(index, spec);
@@ -310,8 +343,8 @@ impl<'a> Tick<'a> {
             let metric = &mut run.metrics[slot];
             if measurement.phase != AnalysisPhase::Successful {
                 let what = format!(
-                    "Analysis at step {} of {}: metric {} measured {}{}",
-                    index + 1,
+                    "{} of {}: metric {} measured {}{}",
+                    analysis_title(index),
                     self.canary_id,
                     metric.name,
                     measurement.phase,
@@ -359,7 +392,7 @@ impl<'a> Tick<'a> {
         message: &str,
     ) {
         let found = self.status.analysis_runs.iter().rposition(|run| {
-            run.step.is_none()
+            run.name == INTERVAL_RUN
                 && run.phase == AnalysisPhase::Running
                 && run.revision.as_deref() == Some(self.hash.as_str())
         });

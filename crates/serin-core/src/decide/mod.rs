@@ -115,8 +115,9 @@ enum RollbackCause {
     PrePromotion(String),
     /// A check of blue/green's post-promotion analysis failed, after the switch.
     PostPromotion(String),
-    /// The analysis of an `analysis` step failed, erred or was inconclusive: (step index, why).
-    StepAnalysis(usize, String),
+    /// The analysis of an `analysis` step (or the background analysis, `None`) failed or erred:
+    /// (step index, why).
+    StepAnalysis(Option<usize>, String),
     /// A confirm-* gate gave no answer for `seconds` (progressDeadlineSeconds).
     GateUnanswered {
         gate: String,
@@ -410,6 +411,9 @@ impl<'a> Tick<'a> {
         s.current_step_index = None;
         s.pre_promotion_passed = None;
         s.step_start_time = Some(MicroTime(self.now));
+        if phase == Phase::Progressing {
+            s.release_started_at = Some(MicroTime(self.now));
+        }
         s.metric_checks.clear();
         forget_silent_gate(s);
         let why = match phase {

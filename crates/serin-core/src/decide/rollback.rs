@@ -120,17 +120,20 @@ impl<'a> Tick<'a> {
             }
             RollbackCause::StepAnalysis(index, why) => {
                 let total = self.analysis.steps().len();
+                let (which, kind) = match index {
+                    Some(index) => (
+                        format!("the analysis at step {}/{total}", index + 1),
+                        "Step-based",
+                    ),
+                    None => ("the background analysis".to_string(), "Background"),
+                };
                 self.warning(
                     reason::ROLLED_BACK,
-                    format!(
-                        "Rolling back {}: the analysis at step {}/{total} failed: {why}",
-                        self.canary_id,
-                        index + 1
-                    ),
+                    format!("Rolling back {}: {which} failed: {why}", self.canary_id),
                 );
                 self.alert(
                     Severity::Error,
-                    format!("Step-based analysis failed: {why}"),
+                    format!("{kind} analysis failed: {why}"),
                     false,
                 );
             }

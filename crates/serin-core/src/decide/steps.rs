@@ -159,6 +159,31 @@ impl<'a> Tick<'a> {
         } else {
             self.old.current_step_index.unwrap_or(0).max(0) as usize
         };
+        if let Some(spec) = self.analysis.background_analysis.clone()
+            && index as i32 >= spec.starting_step.unwrap_or(0)
+        {
+            let state = self.step_analysis(None, &spec)?;
+            match state.phase {
+                AnalysisPhase::Failed | AnalysisPhase::Error => {
+                    let why = state
+                        .message
+                        .unwrap_or_else(|| format!("the analysis ended {}", state.phase));
+                    return self.rollback(RollbackCause::StepAnalysis(None, why));
+                }
+                AnalysisPhase::Inconclusive if self.pending.promote.is_none() => {
+                    let message = format!(
+                        "Background analysis is Inconclusive: {}; promote to go on, or abort",
+                        state.message.unwrap_or_default()
+                    );
+                    if self.old.message.as_deref() != Some(message.as_str()) {
+                        self.warning(reason::WAITING, message.clone());
+                    }
+                    self.status.message = Some(message);
+                    return Err(Halt::Done);
+                }
+                _ => {}
+            }
+        }
         let mut weight = routes.canary;
         loop {
             if index >= total {
@@ -253,7 +278,7 @@ impl<'a> Tick<'a> {
                 continue;
             }
             if let Some(spec) = &step.analysis {
-                let state = self.step_analysis(index, spec)?;
+                let state = self.step_analysis(Some(index), spec)?;
                 match state.phase {
                     AnalysisPhase::Running => {
                         self.status.current_step_index = Some(index as i32);
@@ -288,7 +313,7 @@ impl<'a> Tick<'a> {
                         let why = state
                             .message
                             .unwrap_or_else(|| format!("the analysis ended {}", state.phase));
-                        return self.rollback(RollbackCause::StepAnalysis(index, why));
+                        return self.rollback(RollbackCause::StepAnalysis(Some(index), why));
                     }
                 }
                 self.step_completed(index);
