@@ -200,35 +200,41 @@ struct CommandRun {
 }
 
 /// Runs a load tester container's command as its image would: `hey` through the built-in load
-/// generator; any other program does not exist in the sandbox's image.
+/// generator, anything else through the sandbox's command interpreter (`sh -c`, `curl`, `exit`,
+/// ...; see [`crate::exec`]), whose exit code ends the pod.
 async fn run_command(
     words: Vec<String>,
     proxy: ProxyConfig,
+    context: crate::exec::Context,
     log: Arc<ContainerLog>,
 ) -> Termination {
-    let failed = |exit_code: i32, reason: &str, message: String| Termination {
+    let ended = |exit_code: i32, reason: &str| Termination {
         exit_code,
         reason: reason.into(),
-        message,
+        message: String::new(),
     };
     if !serin_loadtester::hey::is_hey(&words) {
-        let program = words.first().cloned().unwrap_or_default();
-        let message = format!(
-            "failed to create containerd task: exec: \"{program}\": executable file not found in $PATH (the sandbox's load tester image runs hey only)"
-        );
-        log.write(&message);
-        return failed(128, "StartError", message);
+        let outcome = crate::exec::run(&words, &context).await;
+        for text in [&outcome.stdout, &outcome.stderr] {
+            if !text.is_empty() {
+                log.write(text.trim_end());
+            }
+        }
+        return match outcome.exit_code {
+            0 => ended(0, "Completed"),
+            code => ended(code, "Error"),
+        };
     }
     match serin_loadtester::hey::parse_hey_args(&words[1..]) {
         Ok(plan) => {
             let report =
                 serin_loadtester::load::run_load(&plan, &proxy, Duration::from_secs(3600)).await;
             log.write(&report.summary());
-            failed(0, "Completed", String::new())
+            ended(0, "Completed")
         }
         Err(error) => {
             log.write(&error);
-            failed(1, "Error", String::new())
+            ended(1, "Error")
         }
     }
 }
@@ -740,8 +746,9 @@ impl PodRuntime for ServingRuntime {
             let ended = Arc::new(Mutex::new(None));
             let recorded = ended.clone();
             let proxy = setup.proxy.clone();
+            let context = crate::exec::Context::of(pod, &container, proxy.clone());
             let task = tokio::spawn(async move {
-                let termination = run_command(words, proxy, log.clone()).await;
+                let termination = run_command(words, proxy, context, log.clone()).await;
                 *recorded.lock().unwrap() = Some(termination);
                 log.clone().end();
             });
