@@ -8,7 +8,7 @@ pub mod query;
 pub mod read;
 
 pub use conditions::{MetricResult, check_syntax, evaluate, evaluate_result};
-pub use prometheus::{Auth, ClientCache, ClientOptions, PrometheusClient, QueryError};
+pub use prometheus::{Auth, ClientCache, ClientOptions, PrometheusClient, QueryError, result_of};
 pub use query::{
     BuiltinQuery, QueryContext, RenderError, builtin_query, builtin_query_for, collapse_whitespace,
     render,
