@@ -117,6 +117,11 @@ pub async fn read(metric: &CanaryMetric, inputs: MetricInputs<'_>) -> MetricRead
             Ok(client) => client,
             Err(message) => return MetricReading::Error(message),
         };
+        if template.spec.query.trim().is_empty() {
+            return MetricReading::Error(format!(
+                "Metric template {label} error: spec.query is empty; a prometheus template needs its query"
+            ));
+        }
         let query = match render(&template.spec.query, &context) {
             Ok(query) => query,
             Err(e) => {

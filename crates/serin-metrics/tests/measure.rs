@@ -249,6 +249,13 @@ async fn prometheus_templates_are_rendered_with_args_and_variables() {
     let measured = run(&m, Some(&t), None, &unused, &args(&[("service", "api")])).await;
     assert_eq!(measured.phase, AnalysisPhase::Successful, "{measured:?}");
     assert!(seen.lock().unwrap()[0].contains("api"));
+
+    // A prometheus template without its query says which field to write.
+    let mut without_query = t.clone();
+    without_query.spec.query = String::new();
+    let measured = run(&m, Some(&without_query), None, &unused, &BTreeMap::new()).await;
+    assert_eq!(measured.phase, AnalysisPhase::Error);
+    assert!(measured.message.unwrap().contains("spec.query is empty"));
 }
 
 #[tokio::test]
