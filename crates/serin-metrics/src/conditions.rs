@@ -509,8 +509,16 @@ fn scan(expression: &str) -> Result<(), String> {
                             count_operator()?;
                             push(&mut stack, Open::plain(false))?;
                         }
-                        "and" | "or" | "not" | "in" | "contains" | "startsWith" | "endsWith"
-                        | "matches" => count_operator()?,
+                        // Regular expressions are left out of the build (expr's `regex` feature).
+                        "matches" => {
+                            return Err(
+                                "the matches operator is not available in conditions: use contains, startsWith or endsWith"
+                                    .into(),
+                            );
+                        }
+                        "and" | "or" | "not" | "in" | "contains" | "startsWith" | "endsWith" => {
+                            count_operator()?
+                        }
                         "result" | "$env" => {
                             if in_body(&stack) {
                                 return Err(format!(
@@ -938,6 +946,7 @@ mod tests {
             ("any(result, len(result) > 0)", "cannot be used in the body"),
             ("'x'.repeat(3) == 'xxx'", "method calls"),
             ("toJSON(result) == ''", "toJSON() is not available"),
+            ("result.name matches '^a'", "matches operator"),
             (&"result == ".repeat(9)[..], "more than 8 times"),
             (
                 &format!("{}1{}", "(".repeat(17), ")".repeat(17))[..],
