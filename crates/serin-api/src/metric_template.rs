@@ -23,7 +23,9 @@ pub struct MetricTemplateSpec {
     /// Where the query runs.
     pub provider: MetricProvider,
     /// The query, with `{{ name }}`, `{{ namespace }}`, `{{ target }}`, `{{ service }}`, `{{ ingress }}`,
-    /// `{{ route }}`, `{{ interval }}` and `{{ variables.<key> }}` placeholders.
+    /// `{{ route }}`, `{{ interval }}`, `{{ variables.<key> }}` and `{{ args.<name> }}` placeholders;
+    /// required for Prometheus, unused by `web` (empty when absent).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub query: String,
 }
 
@@ -31,11 +33,11 @@ pub struct MetricTemplateSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MetricProvider {
-    /// `prometheus`, `influxdb`, `datadog`, `externalmetrics`, `stackdriver`, `cloudwatch`, `newrelic`,
-    /// `graphite`, `dynatrace`, `keptn` or `splunk`.
+    /// `prometheus`, `web`, `influxdb`, `datadog`, `externalmetrics`, `stackdriver`, `cloudwatch`,
+    /// `newrelic`, `graphite`, `dynatrace`, `keptn` or `splunk`.
     #[serde(rename = "type")]
     pub type_: String,
-    /// API URL (required for Prometheus).
+    /// API URL (required for Prometheus); for `web`, the URL called, with the query's placeholders.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
     /// HTTP headers sent with each query.
@@ -50,6 +52,19 @@ pub struct MetricProvider {
     /// Skip TLS verification.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub insecure_skip_verify: Option<bool>,
+    /// HTTP method of a `web` metric: `GET` (the default), `POST` or `PUT`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// Request body of a `web` metric, with the query's placeholders.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// JSONPath of the value a `web` metric's conditions judge, e.g. `{$.data.ok}` or `$.data.ok`
+    /// (the whole answer when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_path: Option<String>,
+    /// Seconds a `web` metric's request may take, 1 to 60 (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<i64>,
 }
 
 /// Reference to a Secret in the same namespace.
@@ -68,8 +83,9 @@ pub struct MetricTemplateStatus {
 }
 
 /// Metric provider types a MetricTemplate may name.
-pub const METRIC_PROVIDER_TYPES: [&str; 11] = [
+pub const METRIC_PROVIDER_TYPES: [&str; 12] = [
     "prometheus",
+    "web",
     "influxdb",
     "datadog",
     "externalmetrics",

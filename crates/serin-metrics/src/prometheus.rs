@@ -2,6 +2,7 @@
 //! series winning, an empty result or NaN meaning "no values", and a 5 s timeout. An address may be
 //! chosen by a tenant, so the answer is read with a size limit and redirects are not followed.
 
+use crate::conditions::MetricResult;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use prometheus_http_query::response::{Data, PromqlResult};
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
@@ -207,6 +208,20 @@ pub fn value_of(data: &Data) -> Result<f64, QueryError> {
     }
 }
 
+/// Reads an instant-query answer as Argo's conditions see it: a vector's values in series order
+/// (NaN kept, an empty vector an empty array), or a scalar's value.
+pub fn result_of(data: &Data) -> Result<MetricResult, QueryError> {
+    match data {
+        Data::Vector(series) => Ok(MetricResult::Vector(
+            series.iter().map(|s| s.sample().value()).collect(),
+        )),
+        Data::Scalar(sample) => Ok(MetricResult::Scalar(sample.value())),
+        Data::Matrix(_) => Err(QueryError::Unexpected(
+            "query returned a range vector: query an instant vector".into(),
+        )),
+    }
+}
+
 /// The error and its causes, which reqwest keeps apart (`error sending request` → `certificate ...`).
 fn causes(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
@@ -293,6 +308,12 @@ impl PrometheusClient {
     /// Runs an instant query (white space collapsed first) and returns its value.
     pub async fn query(&self, promql: &str) -> Result<f64, QueryError> {
         value_of(&self.instant(promql).await?)
+    }
+
+    /// Runs an instant query and returns its result as an analysis metric's conditions see it
+    /// (see [`result_of`]).
+    pub async fn query_result(&self, promql: &str) -> Result<MetricResult, QueryError> {
+        result_of(&self.instant(promql).await?)
     }
 
     /// Runs an instant query and returns how many series it answered with a number other than
@@ -503,6 +524,24 @@ mod tests {
             matches!(value_of(&matrix), Err(QueryError::Unexpected(m)) if m.contains("multiple values"))
         );
         assert_eq!(QueryError::NoValues.reading(), MetricReading::NoData);
+    }
+
+    #[test]
+    fn answers_are_read_as_argos_conditions_see_them() {
+        let vector = data(
+            r#"{"resultType":"vector","result":[{"metric":{"a":"1"},"value":[1,"0.5"]},{"metric":{"a":"2"},"value":[1,"NaN"]}]}"#,
+        );
+        let MetricResult::Vector(values) = result_of(&vector).unwrap() else {
+            panic!("a vector");
+        };
+        assert_eq!(values[0], 0.5);
+        assert!(values[1].is_nan(), "NaN is kept for isNaN()");
+        let empty = data(r#"{"resultType":"vector","result":[]}"#);
+        assert_eq!(result_of(&empty), Ok(MetricResult::Vector(vec![])));
+        let scalar = data(r#"{"resultType":"scalar","result":[1,"42"]}"#);
+        assert_eq!(result_of(&scalar), Ok(MetricResult::Scalar(42.0)));
+        let matrix = data(r#"{"resultType":"matrix","result":[{"metric":{},"values":[[1,"1"]]}]}"#);
+        assert!(matches!(result_of(&matrix), Err(QueryError::Unexpected(_))));
     }
 
     #[test]

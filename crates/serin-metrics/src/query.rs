@@ -1,7 +1,8 @@
 //! Building the PromQL of a canary metric: Flagger's builtin queries and MetricTemplate rendering.
 //!
 //! Templates use Flagger's placeholders — `{{ name }}`, `{{ namespace }}`, `{{ target }}`,
-//! `{{ service }}`, `{{ ingress }}`, `{{ route }}`, `{{ interval }}` and `{{ variables.KEY }}` —
+//! `{{ service }}`, `{{ ingress }}`, `{{ route }}`, `{{ interval }}` and `{{ variables.KEY }}`, and
+//! Argo Rollouts' `{{ args.NAME }}` (also written `{{args.NAME}}`) —
 //! and, as in Flagger (`missingkey=error`), anything else is an error rather than an empty string.
 //! Only placeholders are filled in: templates are written by tenants, and a template language with
 //! loops and expressions would let one of them spend the operator's memory and threads.
@@ -28,6 +29,8 @@ pub struct QueryContext {
     pub interval: String,
     /// The metric's `templateVariables`.
     pub variables: BTreeMap<String, String>,
+    /// The analysis step's `args`, resolved to their values.
+    pub args: BTreeMap<String, String>,
 }
 
 /// Why a template could not be rendered.
@@ -38,15 +41,20 @@ pub enum RenderError {
         "template variable {0:?} is not set: add it to the metric's templateVariables ({0}: <value>)"
     )]
     MissingVariable(String),
+    /// `{{ args.NAME }}` with no such arg in the analysis step.
+    #[error(
+        "analysis arg {0:?} is not set: add it to the step's analysis.args (- name: {0}, value: <value>)"
+    )]
+    MissingArg(String),
     /// A placeholder Flagger does not define.
     #[error(
-        "unknown placeholder {{{{ {0} }}}}: use name, namespace, target, service, ingress, route, interval or variables.<key>"
+        "unknown placeholder {{{{ {0} }}}}: use name, namespace, target, service, ingress, route, interval, variables.<key> or args.<name>"
     )]
     UnknownPlaceholder(String),
     /// Something between `{{` and `}}` that is not a placeholder (an expression, a filter), or a
     /// template statement (`{% for %}`).
     #[error(
-        "{0:?} is not a placeholder: a query takes only {{{{ name }}}}, {{{{ namespace }}}}, {{{{ target }}}}, {{{{ service }}}}, {{{{ ingress }}}}, {{{{ route }}}}, {{{{ interval }}}} and {{{{ variables.<key> }}}}; write the rest of the query as plain text"
+        "{0:?} is not a placeholder: a query takes only {{{{ name }}}}, {{{{ namespace }}}}, {{{{ target }}}}, {{{{ service }}}}, {{{{ ingress }}}}, {{{{ route }}}}, {{{{ interval }}}}, {{{{ variables.<key> }}}} and {{{{ args.<name> }}}}; write the rest of the query as plain text"
     )]
     NotAPlaceholder(String),
     /// The template is not valid template syntax (e.g. `{{` without `}}`).
@@ -131,6 +139,19 @@ fn placeholder<'a>(name: &str, context: &'a QueryContext) -> Result<&'a str, Ren
             .get(key)
             .map(String::as_str)
             .ok_or_else(|| RenderError::MissingVariable(key.to_string()));
+    }
+    // Argo's arg names are Kubernetes-style: `service-name`, `canary_hash`.
+    if let Some(arg) = name.strip_prefix("args.")
+        && !arg.is_empty()
+        && arg
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return context
+            .args
+            .get(arg)
+            .map(String::as_str)
+            .ok_or_else(|| RenderError::MissingArg(arg.to_string()));
     }
     Ok(match name {
         "name" => &context.name,
@@ -291,7 +312,31 @@ mod tests {
             route: "podinfo".into(),
             interval: "1m".into(),
             variables: BTreeMap::from([("quantile".to_string(), "0.95".to_string())]),
+            args: BTreeMap::from([("service-name".to_string(), "podinfo-canary".to_string())]),
         }
+    }
+
+    #[test]
+    fn args_render_with_and_without_spaces_and_a_missing_one_names_the_fix() {
+        assert_eq!(
+            render(
+                "up{service=\"{{args.service-name}}\"} or {{ args.service-name }}",
+                &podinfo()
+            )
+            .unwrap(),
+            "up{service=\"podinfo-canary\"} or podinfo-canary"
+        );
+        let missing = render("{{ args.canary_hash }}", &podinfo()).unwrap_err();
+        assert_eq!(missing, RenderError::MissingArg("canary_hash".into()));
+        assert!(missing.to_string().contains("analysis.args"), "{missing}");
+        assert!(matches!(
+            render("{{ args. }}", &podinfo()).unwrap_err(),
+            RenderError::NotAPlaceholder(_)
+        ));
+        assert!(matches!(
+            render("{{ args.a b }}", &podinfo()).unwrap_err(),
+            RenderError::NotAPlaceholder(_)
+        ));
     }
 
     #[test]

@@ -25,7 +25,52 @@ pub struct MetricInputs<'a> {
     pub clients: &'a ClientCache,
 }
 
-fn template_client(
+/// The headers of a template's `provider.headers`, a name repeated for each of its values.
+pub(crate) fn template_headers(template: &MetricTemplate) -> Vec<(String, String)> {
+    template
+        .spec
+        .provider
+        .headers
+        .iter()
+        .flatten()
+        .flat_map(|(name, values)| values.iter().map(move |v| (name.clone(), v.clone())))
+        .collect()
+}
+
+/// The credentials of a template's `provider.secretRef`: a `token`, or `username` and `password`.
+pub(crate) fn template_auth(
+    template: &MetricTemplate,
+    secret: Option<&BTreeMap<String, String>>,
+    label: &str,
+) -> Result<Option<Auth>, String> {
+    let Some(reference) = &template.spec.provider.secret_ref else {
+        return Ok(None);
+    };
+    let data = secret.ok_or_else(|| {
+        format!(
+            "Metric template {label} secret {} error: the Secret was not found in the template's namespace",
+            reference.name
+        )
+    })?;
+    match (
+        data.get("token"),
+        data.get("username"),
+        data.get("password"),
+    ) {
+        (Some(token), _, _) => Ok(Some(Auth::Bearer(token.clone()))),
+        (None, Some(username), Some(password)) => Ok(Some(Auth::Basic {
+            username: username.clone(),
+            password: password.clone(),
+        })),
+        _ => Err(format!(
+            "Metric template {label} secret {} error: it needs a token key, or both username and password",
+            reference.name
+        )),
+    }
+}
+
+/// The client of a Prometheus template, from the cache.
+pub(crate) fn template_client(
     template: &MetricTemplate,
     secret: Option<&BTreeMap<String, String>>,
     clients: &ClientCache,
@@ -34,50 +79,19 @@ fn template_client(
     let provider = &template.spec.provider;
     if provider.type_ != "prometheus" {
         return Err(format!(
-            "Metric template {label} error: provider type {:?} is not supported yet; use provider.type: prometheus",
+            "Metric template {label} error: provider type {:?} is not supported here; use provider.type: prometheus (web templates are for analysis steps)",
             provider.type_
         ));
     }
     let address = provider.address.as_deref().ok_or_else(|| {
         format!("Metric template {label} error: provider.address is required for prometheus")
     })?;
-    let mut options = ClientOptions {
-        headers: provider
-            .headers
-            .iter()
-            .flatten()
-            .flat_map(|(name, values)| values.iter().map(move |v| (name.clone(), v.clone())))
-            .collect(),
+    let options = ClientOptions {
+        headers: template_headers(template),
         insecure_skip_verify: provider.insecure_skip_verify == Some(true),
+        auth: template_auth(template, secret, label)?,
         ..ClientOptions::default()
     };
-    if let Some(reference) = &provider.secret_ref {
-        let data = secret.ok_or_else(|| {
-            format!(
-                "Metric template {label} secret {} error: the Secret was not found in the template's namespace",
-                reference.name
-            )
-        })?;
-        options.auth = Some(
-            match (
-                data.get("token"),
-                data.get("username"),
-                data.get("password"),
-            ) {
-                (Some(token), _, _) => Auth::Bearer(token.clone()),
-                (None, Some(username), Some(password)) => Auth::Basic {
-                    username: username.clone(),
-                    password: password.clone(),
-                },
-                _ => {
-                    return Err(format!(
-                        "Metric template {label} secret {} error: it needs a token key, or both username and password",
-                        reference.name
-                    ));
-                }
-            },
-        );
-    }
     clients
         .client(address, options)
         .map_err(|e| format!("Metric template {label} error: {e}"))
@@ -103,6 +117,11 @@ pub async fn read(metric: &CanaryMetric, inputs: MetricInputs<'_>) -> MetricRead
             Ok(client) => client,
             Err(message) => return MetricReading::Error(message),
         };
+        if template.spec.query.trim().is_empty() {
+            return MetricReading::Error(format!(
+                "Metric template {label} error: spec.query is empty; a prometheus template needs its query"
+            ));
+        }
         let query = match render(&template.spec.query, &context) {
             Ok(query) => query,
             Err(e) => {

@@ -1,41 +1,122 @@
 //! The checks of the resources a Canary refers to: MetricTemplate and AlertProvider.
 
-use super::report::{FieldError, Report};
+use super::report::{FieldError, Report, is_absolute_http_url};
 use crate::{AlertProvider, MetricTemplate};
 
 /// Checks a MetricTemplate and returns every problem found.
 pub fn validate_metric_template(template: &MetricTemplate) -> Vec<FieldError> {
     let mut r = Report::default();
     let provider = &template.spec.provider;
-    if provider.type_ != "prometheus" {
-        let known =
-            crate::metric_template::METRIC_PROVIDER_TYPES.contains(&provider.type_.as_str());
-        r.add(
-            "spec.provider.type",
-            format!(
-                "{} provider {:?}; write prometheus (the only metrics provider Serin queries yet)",
-                if known {
-                    "not supported yet:"
-                } else {
-                    "unknown"
-                },
-                provider.type_,
-            ),
-        );
-    }
-    match provider.address.as_deref() {
-        Some(address) => r.prometheus_address("spec.provider.address", address),
-        None if provider.type_ == "prometheus" => r.add(
-            "spec.provider.address",
-            "missing; write the Prometheus URL, e.g. http://prometheus.istio-system:9090",
-        ),
-        None => {}
-    }
-    if template.spec.query.trim().is_empty() {
-        r.add("spec.query", "empty; write the query, e.g. sum(rate(...{namespace=\"{{ namespace }}\"}[{{ interval }}]))");
+    match provider.type_.as_str() {
+        "prometheus" => {
+            match provider.address.as_deref() {
+                Some(address) => r.prometheus_address("spec.provider.address", address),
+                None => r.add(
+                    "spec.provider.address",
+                    "missing; write the Prometheus URL, e.g. http://prometheus.istio-system:9090",
+                ),
+            }
+            if template.spec.query.trim().is_empty() {
+                r.add("spec.query", "missing or empty; a prometheus template needs its query, e.g. sum(rate(...{namespace=\"{{ namespace }}\"}[{{ interval }}]))");
+            }
+            for (field, set) in [
+                ("method", provider.method.is_some()),
+                ("body", provider.body.is_some()),
+                ("jsonPath", provider.json_path.is_some()),
+                ("timeoutSeconds", provider.timeout_seconds.is_some()),
+            ] {
+                if set {
+                    r.add(
+                        format!("spec.provider.{field}"),
+                        "only a web provider uses it; remove it, or set provider.type: web",
+                    );
+                }
+            }
+        }
+        "web" => validate_web_provider(&mut r, provider),
+        other => {
+            let known = crate::metric_template::METRIC_PROVIDER_TYPES.contains(&other);
+            r.add(
+                "spec.provider.type",
+                format!(
+                    "{} provider {other:?}; write prometheus or web (the metrics providers Serin queries yet)",
+                    if known {
+                        "not supported yet:"
+                    } else {
+                        "unknown"
+                    },
+                ),
+            );
+            if let Some(address) = provider.address.as_deref() {
+                r.prometheus_address("spec.provider.address", address);
+            }
+        }
     }
     r.query_length("spec.query", &template.spec.query);
     r.errors
+}
+
+/// The fields of a `web` provider: an http(s) address (placeholders allowed), GET, POST or PUT,
+/// a JSONPath, and a timeout within [`crate::limits::MAX_WEB_METRIC_TIMEOUT`].
+fn validate_web_provider(r: &mut Report, provider: &crate::MetricProvider) {
+    match provider.address.as_deref() {
+        // Placeholders (`{{ args.host }}`) are filled in at run time; any word stands in for them.
+        Some(address) if !is_absolute_http_url(&without_placeholders(address)) => r.add(
+            "spec.provider.address",
+            format!("{address:?} is not an absolute URL; write http:// or https:// followed by a host, e.g. \"http://checks.test/api/{{{{ args.service }}}}\""),
+        ),
+        Some(_) => {}
+        None => r.add(
+            "spec.provider.address",
+            "missing; a web provider needs the URL to call, e.g. http://checks.test/api/health",
+        ),
+    }
+    if let Some(method) = provider.method.as_deref()
+        && !matches!(method, "GET" | "POST" | "PUT")
+    {
+        r.add(
+            "spec.provider.method",
+            format!("{method:?} is not supported; write GET, POST or PUT"),
+        );
+    }
+    if let Some(path) = provider.json_path.as_deref() {
+        let inner = path
+            .trim()
+            .strip_prefix('{')
+            .and_then(|p| p.strip_suffix('}'))
+            .unwrap_or(path.trim());
+        if !inner.starts_with('$') {
+            r.add(
+                "spec.provider.jsonPath",
+                format!("{path:?} is not a JSONPath; start it at the document's root, e.g. {{$.data.ok}} or $.data.ok"),
+            );
+        }
+    }
+    let max = crate::limits::MAX_WEB_METRIC_TIMEOUT.as_secs();
+    if let Some(seconds) = provider.timeout_seconds
+        && !(1..=i64::try_from(max).unwrap_or(i64::MAX)).contains(&seconds)
+    {
+        r.add(
+            "spec.provider.timeoutSeconds",
+            format!("{seconds} is out of range; write a whole number of seconds from 1 to {max}, e.g. 10"),
+        );
+    }
+}
+
+/// `text` with each `{{ ... }}` replaced by a word, for checks of the text around placeholders.
+fn without_placeholders(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find("{{") {
+        let Some(close) = rest[open..].find("}}") else {
+            break;
+        };
+        out.push_str(&rest[..open]);
+        out.push('x');
+        rest = &rest[open + close + 2..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Checks an AlertProvider and returns every problem found.
@@ -65,4 +146,87 @@ pub fn validate_alert_provider(provider: &AlertProvider) -> Vec<FieldError> {
         r.url("spec.proxy", proxy);
     }
     r.errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn errors(spec: serde_json::Value) -> Vec<String> {
+        let template: MetricTemplate = serde_json::from_value(json!({
+            "apiVersion": "serin.dev/v1beta1",
+            "kind": "MetricTemplate",
+            "metadata": {"name": "checks", "namespace": "test"},
+            "spec": spec,
+        }))
+        .unwrap();
+        validate_metric_template(&template)
+            .into_iter()
+            .map(|e| e.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn a_web_template_needs_no_query_and_checks_its_request() {
+        let web = |provider: serde_json::Value| {
+            let mut base =
+                json!({"type": "web", "address": "http://checks.test/api/{{ args.service-name }}"});
+            for (key, value) in provider.as_object().unwrap() {
+                base[key] = value.clone();
+            }
+            errors(json!({ "provider": base }))
+        };
+        assert!(web(json!({})).is_empty(), "{:?}", web(json!({})));
+        assert!(
+            web(json!({"method": "POST", "body": "{\"q\": 1}", "jsonPath": "{$.data.ok}", "timeoutSeconds": 60}))
+                .is_empty()
+        );
+        assert!(web(json!({"jsonPath": "$.data[0].value"})).is_empty());
+        let method = web(json!({"method": "DELETE"}));
+        assert!(
+            method[0].starts_with("spec.provider.method: ")
+                && method[0].contains("GET, POST or PUT"),
+            "{method:?}"
+        );
+        let path = web(json!({"jsonPath": "data.ok"}));
+        assert!(
+            path[0].starts_with("spec.provider.jsonPath: ") && path[0].contains("$.data.ok"),
+            "{path:?}"
+        );
+        for seconds in [0, 61] {
+            let timeout = web(json!({"timeoutSeconds": seconds}));
+            assert!(
+                timeout[0].starts_with("spec.provider.timeoutSeconds: ")
+                    && timeout[0].contains("1 to 60"),
+                "{timeout:?}"
+            );
+        }
+        for address in [
+            json!("checks.test/api"),
+            json!("ftp://checks.test"),
+            json!(null),
+            json!("http://{{ args.host }} x/"),
+        ] {
+            let error = web(json!({ "address": address }));
+            assert!(error[0].starts_with("spec.provider.address: "), "{error:?}");
+        }
+        assert!(web(json!({"address": "https://{{ args.host }}:8443/health"})).is_empty());
+    }
+
+    #[test]
+    fn a_prometheus_template_needs_its_query_and_no_web_fields() {
+        let provider = json!({"type": "prometheus", "address": "http://prometheus:9090"});
+        assert!(errors(json!({"provider": provider, "query": "up"})).is_empty());
+        let missing = errors(json!({ "provider": provider }));
+        assert_eq!(missing.len(), 1);
+        assert!(missing[0].starts_with("spec.query: missing"), "{missing:?}");
+        let mut with_web_fields = provider.clone();
+        with_web_fields["jsonPath"] = json!("$.x");
+        let extra = errors(json!({"provider": with_web_fields, "query": "up"}));
+        assert!(
+            extra[0].starts_with("spec.provider.jsonPath: only a web provider"),
+            "{extra:?}"
+        );
+    }
 }
