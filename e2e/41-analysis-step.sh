@@ -114,7 +114,7 @@ follow_baseline podinfo
 release_faulty_podinfo 6.0.1
 follow_canary podinfo 150 Failed Succeeded
 expect_eq "phase after the failed analysis" Failed "$PHASE"
-expect_event 'metric \"error-ratio\" assessed Failed due to failed (2) > failureLimit (1)'
+expect_event 'metric "error-ratio" assessed Failed due to failed (2) > failureLimit (1)'
 expect_sequence_includes weights 20
 [[ " $(followed_values weights) " != *" 60 "* ]] || fail "the faulty release reached 60%: $(followed_values weights)"
 expect_eq "analysis run phase" Failed "$(step_run 'run["phase"]')"
@@ -148,7 +148,7 @@ follow_baseline podinfo
 kc set image deployment/podinfo podinfod=ghcr.io/stefanprodan/podinfo:6.0.3 >/dev/null
 follow_canary podinfo 150 Failed Succeeded
 expect_eq "phase after the web check said no" Failed "$PHASE"
-expect_event 'metric \"release-check\" assessed Failed due to failed (1) > failureLimit (0)'
+expect_event 'metric "release-check" assessed Failed due to failed (1) > failureLimit (0)'
 expect_eq "primary image (still 6.0.2)" ghcr.io/stefanprodan/podinfo:6.0.2 "$(image_of podinfo-primary)"
 expect_eq "analysis runs kept: one per release" 3 \
   "$(runs_json | python3 -c 'import json, sys; print(len(json.load(sys.stdin)))')"

@@ -12,7 +12,7 @@ use super::{Shared, Tick};
 use crate::budget::BudgetFull;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
-use serin_api::AnalysisPhase;
+use serin_api::{AnalysisMetric, AnalysisPhase, StepAnalysis};
 use serin_api::{Canary, CanaryMetric, MetricTemplate};
 use serin_core::plan::{Check, Measurement, MetricReading, Outcome};
 use serin_metrics::{ClientOptions, MetricInputs, PrometheusClient, QueryContext};
@@ -232,11 +232,7 @@ impl Tick<'_> {
     /// Everything running `check` needs, read from the caches now, so the run owns its inputs.
     fn prepare(&self, canary: &Arc<Canary>, check: &Check) -> Job {
         if let Check::Measure { step, name } = check {
-            return Job::Done(Outcome::Measurement(Measurement {
-                phase: AnalysisPhase::Error,
-                value: None,
-                message: Some(format!("metric {name} of {step:?} cannot be measured yet")),
-            }));
+            return self.prepare_measurement(canary, *step, name);
         }
         let Check::Metric { name } = check else {
             return Job::Hook {
@@ -291,6 +287,115 @@ impl Tick<'_> {
     }
 }
 
+impl Tick<'_> {
+    /// Everything one measurement of metric `name` of the analysis at step `step` (the background
+    /// analysis for `None`) needs.
+    fn prepare_measurement(&self, canary: &Arc<Canary>, step: Option<usize>, name: &str) -> Job {
+        let error = |message: String| {
+            Job::Done(Outcome::Measurement(Measurement {
+                phase: AnalysisPhase::Error,
+                value: None,
+                message: Some(message),
+            }))
+        };
+        let field = match step {
+            Some(index) => format!("spec.analysis.steps[{index}].analysis"),
+            None => "spec.analysis.backgroundAnalysis".to_string(),
+        };
+        let analysis = canary.spec.analysis().and_then(|a| match step {
+            Some(index) => a.steps().get(index).and_then(|s| s.analysis.as_ref()),
+            None => a.background_analysis.as_ref(),
+        });
+        let Some(analysis) = analysis else {
+            return error(format!("{field} is not an analysis"));
+        };
+        let Some(metric) = analysis.metrics.iter().find(|m| m.name == name) else {
+            return error(format!("metric {name} is not in {field}.metrics"));
+        };
+        let args = match self.analysis_args(canary, &field, analysis) {
+            Ok(args) => args,
+            Err(message) => return error(message),
+        };
+        let template = metric.template_ref.as_ref().and_then(|reference| {
+            self.caches
+                .metric_template(reference.namespace_or(&self.namespace), &reference.name)
+        });
+        let secret = template.as_ref().and_then(|template| {
+            let reference = template.spec.provider.secret_ref.as_ref()?;
+            let namespace = template.namespace().unwrap_or(self.namespace.clone());
+            self.caches.secret_text(&namespace, &reference.name)
+        });
+        let server = match canary.spec.metrics_server.as_deref() {
+            Some(address) => match self
+                .ctx
+                .prometheus_clients
+                .client(address, ClientOptions::default())
+            {
+                Ok(client) => Some(client),
+                Err(e) => return error(format!("spec.metricsServer: {e}")),
+            },
+            None => None,
+        };
+        Job::Measure(Box::new(MeasureJob {
+            metric: metric.clone(),
+            args,
+            query: MetricJob {
+                metric: CanaryMetric::default(),
+                context: query_context(&self.canary, &self.namespace),
+                template,
+                secret,
+                server,
+                provider: self.canary["spec"]["provider"]
+                    .as_str()
+                    .unwrap_or("istio")
+                    .to_string(),
+            },
+        }))
+    }
+
+    /// The values of the args of the analysis at `step`: given, read from a Secret of the
+    /// Canary's namespace, or a revision (`Stable`: the promoted one; `Latest`: the one analysed).
+    fn analysis_args(
+        &self,
+        canary: &Canary,
+        base: &str,
+        analysis: &StepAnalysis,
+    ) -> Result<BTreeMap<String, String>, String> {
+        let status = canary.status.clone().unwrap_or_default();
+        let mut args = BTreeMap::new();
+        for (i, arg) in analysis.args.iter().flatten().enumerate() {
+            let field = format!("{base}.args[{i}]");
+            let from = arg.value_from.as_ref();
+            let value = match (&arg.value, from.and_then(|f| f.secret_key_ref.as_ref())) {
+                (Some(value), _) => value.clone(),
+                (None, Some(reference)) => self
+                    .caches
+                    .secret_text(&self.namespace, &reference.name)
+                    .ok_or_else(|| {
+                        format!(
+                            "{field}.valueFrom.secretKeyRef: Secret {} not found in namespace {}; create it",
+                            reference.name, self.namespace
+                        )
+                    })?
+                    .remove(&reference.key)
+                    .ok_or_else(|| {
+                        format!(
+                            "{field}.valueFrom.secretKeyRef: Secret {} has no text key {:?}; add it",
+                            reference.name, reference.key
+                        )
+                    })?,
+                (None, None) => match from.and_then(|f| f.pod_template_hash_value.as_deref()) {
+                    Some("Stable") => status.last_promoted_spec.clone().unwrap_or_default(),
+                    Some(_) => status.last_applied_spec.clone().unwrap_or_default(),
+                    None => return Err(format!("{field}: no value; set value or valueFrom")),
+                },
+            };
+            args.insert(arg.name.clone(), value);
+        }
+        Ok(args)
+    }
+}
+
 /// What the status says while `check` has run for `elapsed`: what it waits for and the most it
 /// may take.
 pub(super) fn slow_check_message(canary: &Canary, check: &Check, elapsed: Duration) -> String {
@@ -337,6 +442,15 @@ enum Job {
     Hook { canary: Arc<Canary>, check: Check },
     /// A metric query.
     Metric(Box<MetricJob>),
+    /// A measurement of an analysis step's metric.
+    Measure(Box<MeasureJob>),
+}
+
+/// A measurement and what it reads: the query's inputs, the metric and the args.
+struct MeasureJob {
+    metric: AnalysisMetric,
+    args: BTreeMap<String, String>,
+    query: MetricJob,
 }
 
 /// A metric query and what it reads.
@@ -368,6 +482,18 @@ impl Job {
                     provider: &job.provider,
                 };
                 Outcome::Metric(serin_metrics::read(&job.metric, inputs).await)
+            }
+            Job::Measure(job) => {
+                let query = job.query;
+                let inputs = MetricInputs {
+                    context: query.context,
+                    template: query.template.as_deref(),
+                    secret: query.secret.as_ref(),
+                    metrics_server: query.server.as_ref().unwrap_or(&ctx.metrics_server),
+                    clients: &ctx.prometheus_clients,
+                    provider: &query.provider,
+                };
+                Outcome::Measurement(serin_metrics::measure(&job.metric, inputs, &job.args).await)
             }
         }
     }

@@ -126,6 +126,9 @@ pub(super) fn observe<'a>(
                 )
             })
             .or_else(|| {
+                references::analysis_problem(canary, caches, &namespace, ctx.cross_namespace_refs)
+            })
+            .or_else(|| {
                 references::alert_provider_problem(
                     canary,
                     caches,

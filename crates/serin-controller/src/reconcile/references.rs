@@ -154,6 +154,11 @@ pub(super) fn metric_problem(
             Ok(template) => template,
             Err(problem) => return Some(problem),
         };
+        if template.spec.provider.type_ == "web" {
+            return Some(format!(
+                "MetricTemplate {id} ({field}) is a web metric, which analysis steps and the background analysis read with its conditions; move the metric there, or use a prometheus template here"
+            ));
+        }
         if let Err(error) = serin_metrics::render(&template.spec.query, &context(metric)) {
             return Some(format!(
                 "MetricTemplate {id} ({field}) is invalid: spec.query: {error}"
@@ -162,6 +167,82 @@ pub(super) fn metric_problem(
     }
     None
 }
+
+/// Why an analysis step's or the background analysis's metrics cannot be measured, if so: a
+/// condition that is not a valid expression, or a MetricTemplate that is missing, invalid, of a
+/// provider analysis cannot read, or across the namespace boundary. The release waits for the fix.
+pub(super) fn analysis_problem(
+    canary: &Canary,
+    caches: &Caches,
+    namespace: &str,
+    cross_namespace_refs: bool,
+) -> Option<String> {
+    let analysis = canary.spec.analysis()?;
+    let steps = analysis.steps().iter().enumerate().filter_map(|(i, step)| {
+        let spec = step.analysis.as_ref()?;
+        Some((format!("spec.analysis.steps[{i}].analysis"), spec))
+    });
+    let background = analysis
+        .background_analysis
+        .as_ref()
+        .map(|spec| ("spec.analysis.backgroundAnalysis".to_string(), spec));
+    for (base, spec) in steps.chain(background) {
+        for (i, metric) in spec.metrics.iter().enumerate() {
+            let path = format!("{base}.metrics[{i}]");
+            for (field, condition) in [
+                ("successCondition", &metric.success_condition),
+                ("failureCondition", &metric.failure_condition),
+            ] {
+                if let Some(text) = condition
+                    && let Err(error) = serin_metrics::conditions::check_syntax(text)
+                {
+                    return Some(format!("{path}.{field} cannot be evaluated: {error}"));
+                }
+            }
+            let Some(reference) = &metric.template_ref else {
+                continue;
+            };
+            let field = format!("{path}.templateRef");
+            let template_namespace = reference.namespace_or(namespace);
+            let id = format!("{}.{template_namespace}", reference.name);
+            let template = caches.metric_template(template_namespace, &reference.name);
+            let secret = template
+                .as_ref()
+                .and_then(|t| t.spec.provider.secret_ref.as_ref())
+                .map(|s| s.name.as_str());
+            if let Some(problem) = boundary_problem(
+                &field,
+                "MetricTemplate",
+                &id,
+                template.as_ref().map(|t| &t.metadata),
+                secret,
+                (namespace, template_namespace),
+                cross_namespace_refs,
+            ) {
+                return Some(problem);
+            }
+            let template = match usable(
+                ("MetricTemplate", &id, &field, "templateRef"),
+                template,
+                serin_api::validate::validate_metric_template,
+            ) {
+                Ok(template) => template,
+                Err(problem) => return Some(problem),
+            };
+            let kind = template.spec.provider.type_.as_str();
+            if !ANALYSIS_PROVIDERS.contains(&kind) {
+                return Some(format!(
+                    "MetricTemplate {id} ({field}) has provider type {kind:?}, which analysis cannot read yet; use one of {}",
+                    ANALYSIS_PROVIDERS.join(", ")
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// The MetricTemplate providers an analysis measures.
+const ANALYSIS_PROVIDERS: [&str; 2] = ["prometheus", "web"];
 
 /// Why an AlertProvider the analysis's alerts reference cannot be used (missing, invalid, its
 /// address Secret missing, or across the namespace boundary), if so: the release waits for it to
