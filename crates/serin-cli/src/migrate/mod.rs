@@ -178,6 +178,12 @@ fn convert_document(
             if conversion.metric_templates.is_empty() {
                 return Outcome::LeftOut;
             }
+            let before = report.object.clone();
+            for template in &conversion.metric_templates {
+                report.object = format!("{before} (as MetricTemplate {})", name_of(template));
+                warnings::validate_serin_object(template, report);
+            }
+            report.object = before;
             emitted.extend(
                 conversion
                     .metric_templates

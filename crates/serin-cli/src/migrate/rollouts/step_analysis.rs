@@ -364,3 +364,433 @@ fn selectors(
     }
     selected
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::migrate::tests::{documents, find, migrate_files, migrate_one, warning};
+    use serde_json::{Value, json};
+
+    const EXAMPLE: &str =
+        include_str!("../../../../../artifacts/examples/migrate/argo/analysis-step-rollout.yaml");
+
+    /// The problems Serin's own validation finds in a converted Canary.
+    fn refused(canary: &Value) -> Vec<serin_api::FieldError> {
+        let canary: serin_api::Canary = serde_json::from_value(canary.clone()).unwrap();
+        serin_api::validate::validate(&canary)
+    }
+
+    /// Warnings about the analysis fields an analysis step now carries over.
+    fn analysis_field_warnings(migration: &crate::migrate::Migration) -> Vec<String> {
+        let fields = [
+            "analysis",
+            "dryRun",
+            "measurementRetention",
+            "count",
+            "failureLimit",
+            "inconclusiveLimit",
+            "consecutiveErrorLimit",
+            "successCondition",
+            "failureCondition",
+            "initialDelay",
+            "args",
+        ];
+        migration
+            .warnings
+            .iter()
+            .filter(|w| {
+                let path = w.path.as_deref().unwrap_or_default();
+                fields
+                    .iter()
+                    .any(|f| path.contains(f) || w.message.contains(f))
+            })
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn the_example_analysis_step_becomes_a_serin_analysis_step() {
+        let migration = migrate_files(&[("analysis-step-rollout.yaml", EXAMPLE)]);
+        let output = documents(&migration);
+        let canary = find(&output, "Canary", "checkout");
+        assert_eq!(
+            canary["spec"]["analysis"]["steps"],
+            json!([
+                {"setWeight": 25},
+                {"analysis": {
+                    "metrics": [
+                        {
+                            "name": "order-success",
+                            "interval": "45s",
+                            "successCondition": "result[0] >= 0.95",
+                            "count": 4,
+                            "failureLimit": 1,
+                            "templateRef": {"name": "order-success", "namespace": "rollouts"},
+                        },
+                        {
+                            "name": "payments-status",
+                            "interval": "1m",
+                            "successCondition": "result == \"operational\"",
+                            "count": 2,
+                            "templateRef": {"name": "payments-status", "namespace": "rollouts"},
+                        },
+                    ],
+                    "args": [
+                        {"name": "service-name", "value": "checkout.rollouts.svc.cluster.local"},
+                        {"name": "tenant-token", "valueFrom": {"secretKeyRef": {"name": "metrics-tenant", "key": "token"}}},
+                        {"name": "region", "value": "eu-west"},
+                    ],
+                    "dryRun": [{"metricName": "payments-status"}],
+                    "measurementRetention": [{"metricName": "*", "limit": 20}],
+                }},
+                {"setWeight": 75},
+                {"pause": {"duration": "2m"}},
+            ])
+        );
+        assert!(
+            canary["spec"]["analysis"].get("metrics").is_none(),
+            "no interval metrics"
+        );
+        assert_eq!(refused(canary), []);
+
+        // The step's Prometheus metric keeps Argo's query and headers, args placeholders included.
+        let success = find(&output, "MetricTemplate", "order-success");
+        assert_eq!(
+            success["spec"]["provider"],
+            json!({
+                "type": "prometheus",
+                "address": "http://thanos-query.monitoring:9090",
+                "headers": {"Authorization": ["Bearer {{args.tenant-token}}"]},
+            })
+        );
+        assert!(
+            success["spec"]["query"]
+                .as_str()
+                .unwrap()
+                .contains("service=\"{{args.service-name}}\",code!~\"5..\"")
+        );
+        let template: serin_api::MetricTemplate = serde_json::from_value(success.clone()).unwrap();
+        assert_eq!(serin_api::validate::validate_metric_template(&template), []);
+        // The web metric's MetricTemplate, of type web, without a query.
+        let status = find(&output, "MetricTemplate", "payments-status");
+        assert_eq!(
+            status["spec"],
+            json!({"provider": {
+                "type": "web",
+                "address": "http://status.payments.svc.cluster.local/api/v2/components",
+                "method": "POST",
+                "headers": {"Content-Type": ["application/json"]},
+                "body": "{\"component\":\"checkout\",\"region\":\"{{args.region}}\"}",
+                "jsonPath": "{$.status}",
+                "timeoutSeconds": 10,
+            }})
+        );
+        // Until MetricTemplate has the web provider's fields, Serin cannot read it: that is the one
+        // warning about the analysis.
+        let about_status: Vec<String> = migration
+            .warnings
+            .iter()
+            .filter(|w| w.object.contains("payments-status"))
+            .map(|w| w.message.clone())
+            .collect();
+        assert_eq!(
+            about_status,
+            ["does not decode as a Serin MetricTemplate: missing field `query`"]
+        );
+        assert_eq!(analysis_field_warnings(&migration), Vec::<String>::new());
+    }
+
+    /// The Argo Rollouts documentation's examples of an analysis step and of template args
+    /// (docs/features/analysis.md), with values of our own.
+    const DOCS_EXAMPLES: &str = "\
+apiVersion: argoproj.io/v1alpha1
+kind: AnalysisTemplate
+metadata: {name: success-rate}
+spec:
+  args: [{name: service-name}]
+  metrics:
+  - name: success-rate
+    successCondition: result >= 0.95
+    interval: 60s
+    count: 5
+    provider:
+      prometheus:
+        address: http://prometheus.example.com:9090
+        query: sum(rate(requests{svc=~\"{{args.service-name}}\",code!~\"5.*\"}[5m])) / sum(rate(requests{svc=~\"{{args.service-name}}\"}[5m]))
+---
+apiVersion: argoproj.io/v1alpha1
+kind: AnalysisTemplate
+metadata: {name: args-example}
+spec:
+  args:
+  - name: service-name
+  - name: stable-hash
+  - name: latest-hash
+  - name: api-url
+    value: http://example/measure
+  - name: api-token
+    valueFrom: {secretKeyRef: {name: token-secret, key: apiToken}}
+  metrics:
+  - name: webmetric
+    successCondition: result == 'true'
+    provider:
+      web:
+        url: \"{{ args.api-url }}?service={{ args.service-name }}\"
+        headers: [{key: Authorization, value: \"Bearer {{ args.api-token }}\"}]
+        jsonPath: \"{$.results.ok}\"
+---
+apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata: {name: guestbook}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: guestbook}}
+  template:
+    metadata: {labels: {app: guestbook}}
+    spec: {containers: [{name: guestbook, image: ghcr.io/stefanprodan/podinfo:6.0.0}]}
+  strategy:
+    canary:
+      steps:
+      - setWeight: 20
+      - pause: {duration: 5m}
+      - analysis:
+          templates: [{templateName: success-rate}]
+          args: [{name: service-name, value: guestbook-svc.default.svc.cluster.local}]
+      - analysis:
+          templates: [{templateName: args-example}]
+          args:
+          - name: service-name
+            value: guestbook-svc.default.svc.cluster.local
+          - name: api-url
+            value: http://other-api
+          - name: stable-hash
+            valueFrom: {podTemplateHashValue: Stable}
+          - name: latest-hash
+            valueFrom: {podTemplateHashValue: Latest}
+";
+
+    #[test]
+    fn the_argo_docs_analysis_steps_and_args_carry_over() {
+        let migration = migrate_one(DOCS_EXAMPLES);
+        let output = documents(&migration);
+        let canary = find(&output, "Canary", "guestbook");
+        let steps = &canary["spec"]["analysis"]["steps"];
+        assert_eq!(
+            steps[2],
+            json!({"analysis": {
+                "metrics": [{
+                    "name": "success-rate",
+                    "interval": "60s",
+                    "successCondition": "result >= 0.95",
+                    "count": 5,
+                    "templateRef": {"name": "success-rate"},
+                }],
+                "args": [{"name": "service-name", "value": "guestbook-svc.default.svc.cluster.local"}],
+            }})
+        );
+        // The Rollout's args, overriding the template's default, then the template's own.
+        assert_eq!(
+            steps[3],
+            json!({"analysis": {
+                "metrics": [{
+                    "name": "webmetric",
+                    "successCondition": "result == 'true'",
+                    "templateRef": {"name": "args-example"},
+                }],
+                "args": [
+                    {"name": "service-name", "value": "guestbook-svc.default.svc.cluster.local"},
+                    {"name": "api-url", "value": "http://other-api"},
+                    {"name": "stable-hash", "valueFrom": {"podTemplateHashValue": "Stable"}},
+                    {"name": "latest-hash", "valueFrom": {"podTemplateHashValue": "Latest"}},
+                    {"name": "api-token", "valueFrom": {"secretKeyRef": {"name": "token-secret", "key": "apiToken"}}},
+                ],
+            }})
+        );
+        assert_eq!(refused(canary), []);
+        assert_eq!(
+            find(&output, "MetricTemplate", "success-rate")["spec"]["query"],
+            "sum(rate(requests{svc=~\"{{args.service-name}}\",code!~\"5.*\"}[5m])) / sum(rate(requests{svc=~\"{{args.service-name}}\"}[5m]))"
+        );
+        assert_eq!(
+            find(&output, "MetricTemplate", "args-example")["spec"]["provider"],
+            json!({
+                "type": "web",
+                "address": "{{ args.api-url }}?service={{ args.service-name }}",
+                "headers": {"Authorization": ["Bearer {{ args.api-token }}"]},
+                "jsonPath": "{$.results.ok}",
+            })
+        );
+        assert_eq!(analysis_field_warnings(&migration), Vec::<String>::new());
+    }
+
+    const LIMITS: &str = "\
+apiVersion: argoproj.io/v1alpha1
+kind: AnalysisTemplate
+metadata: {name: http}
+spec:
+  args:
+  - {name: samples, value: \"3\"}
+  - {name: tolerated}
+  - {name: region}
+  dryRun: [{metricName: latency}]
+  measurementRetention: [{metricName: error-rate, limit: 5}]
+  metrics:
+  - name: error-rate
+    interval: 30s
+    initialDelay: 1m
+    count: \"{{args.samples}}\"
+    failureLimit: \"{{ args.tolerated }}\"
+    inconclusiveLimit: \"1\"
+    consecutiveErrorLimit: 2
+    failureCondition: result[0] > 0.01
+    provider: {prometheus: {address: http://prometheus:9090, query: \"errors{region='{{args.region}}'}\"}}
+  - name: error-count
+    provider: {prometheus: {address: http://prometheus:9090, query: sum(errors)}}
+  - name: latency
+    provider: {prometheus: {address: http://prometheus:9090, query: p99}}
+---
+apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata: {name: api, labels: {app: api, region: eu}}
+spec:
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api}}
+    spec: {containers: [{name: api, image: ghcr.io/stefanprodan/podinfo:6.0.0}]}
+  strategy:
+    canary:
+      steps:
+      - setWeight: 10
+      - analysis:
+          templates: [{templateName: http}]
+          args:
+          - name: tolerated
+            valueFrom: {podTemplateHashValue: Latest}
+          - name: region
+            valueFrom: {fieldRef: {fieldPath: \"metadata.labels['region']\"}}
+          dryRun: [{metricName: error}, {metricName: \"^latency$\"}, {metricName: \"[\"}]
+          measurementRetention: [{metricName: \".*\", limit: 15}]
+";
+
+    #[test]
+    fn counts_read_args_and_metric_name_patterns_become_names() {
+        let migration = migrate_one(LIMITS);
+        let output = documents(&migration);
+        let canary = find(&output, "Canary", "api");
+        let analysis = &canary["spec"]["analysis"]["steps"][1]["analysis"];
+        let path = "spec.strategy.canary.steps[1].analysis";
+        // count from the arg's literal value; failureLimit's arg has none, so it is left out.
+        assert_eq!(
+            analysis["metrics"][0],
+            json!({
+                "name": "error-rate",
+                "interval": "30s",
+                "initialDelay": "1m",
+                "failureCondition": "result[0] > 0.01",
+                "count": 3,
+                "inconclusiveLimit": 1,
+                "consecutiveErrorLimit": 2,
+                "templateRef": {"name": "http-error-rate"},
+            })
+        );
+        assert!(
+            warning(&migration, &format!("{path}.templates[0]"))
+                .message
+                .contains("failureLimit \"{{ args.tolerated }}\" is the arg tolerated, which has no literal value")
+        );
+        assert!(
+            find(&output, "MetricTemplate", "http-error-rate")["spec"]["query"]
+                == "errors{region='{{args.region}}'}"
+        );
+        // A fieldRef is read from the Rollout now, and said so.
+        assert_eq!(
+            analysis["args"][1],
+            json!({"name": "region", "value": "eu"})
+        );
+        assert!(
+            warning(&migration, &format!("{path}.args[1].valueFrom.fieldRef"))
+                .message
+                .contains("written as value \"eu\"")
+        );
+        // `error` matches two metrics in Argo; `^latency$` is one name; `[` is no pattern. The
+        // template's own entries come after the step's.
+        assert_eq!(
+            analysis["dryRun"],
+            json!([{"metricName": "error-rate"}, {"metricName": "error-count"}, {"metricName": "latency"}])
+        );
+        assert!(
+            warning(&migration, &format!("{path}.dryRun[0]"))
+                .message
+                .contains("written as the metrics it matches here, error-rate, error-count")
+        );
+        assert!(
+            !migration
+                .warnings
+                .iter()
+                .any(|w| w.path.as_deref() == Some(&format!("{path}.dryRun[1]")))
+        );
+        assert!(
+            warning(&migration, &format!("{path}.dryRun[2]"))
+                .message
+                .contains("not a regular expression")
+        );
+        assert_eq!(
+            analysis["measurementRetention"],
+            json!([{"metricName": "*", "limit": 15}, {"metricName": "error-rate", "limit": 5}])
+        );
+        assert_eq!(refused(canary), []);
+    }
+
+    #[test]
+    fn steps_serin_has_not_built_say_what_becomes_of_them() {
+        let rollout = "\
+apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata: {name: api}
+spec:
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api}}
+    spec: {containers: [{name: api, image: ghcr.io/stefanprodan/podinfo:6.0.0}]}
+  strategy:
+    canary:
+      trafficRouting: {istio: {virtualService: {name: api}}}
+      analysis: {templates: [{templateName: smoke}], startingStep: 1}
+      steps:
+      - setWeight: 10
+      - setHeaderRoute: {name: testers, match: [{headerName: x-tester, headerValue: {exact: \"1\"}}]}
+      - analysis: {templates: [{templateName: smoke}]}
+---
+apiVersion: argoproj.io/v1alpha1
+kind: AnalysisTemplate
+metadata: {name: smoke}
+spec:
+  metrics:
+  - name: smoke
+    provider: {job: {spec: {template: {spec: {containers: [{name: t, image: busybox}]}}}}}
+";
+        let migration = migrate_one(rollout);
+        let output = documents(&migration);
+        let steps = &find(&output, "Canary", "api")["spec"]["analysis"]["steps"];
+        assert_eq!(steps, &json!([{"setWeight": 10}]));
+        assert!(
+            warning(&migration, "spec.strategy.canary.steps[1].setHeaderRoute")
+                .message
+                .contains("reach the canary only by its weight")
+        );
+        assert!(
+            warning(&migration, "spec.metrics[0].provider.job")
+                .message
+                .contains("Serin has no job metric provider")
+        );
+        assert!(
+            warning(&migration, "spec.strategy.canary.steps[2].analysis")
+                .message
+                .contains("the step is left out")
+        );
+        assert!(
+            warning(&migration, "spec.strategy.canary.analysis.startingStep")
+                .message
+                .contains("also gate the steps before this one")
+        );
+    }
+}
