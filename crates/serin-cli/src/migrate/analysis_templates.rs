@@ -1,7 +1,8 @@
 //! Argo Rollouts' AnalysisTemplates: each Prometheus metric becomes a MetricTemplate, and each web
-//! metric one of type `web`. A metric an analysis step runs keeps Argo's fields as they are (the
-//! step's metric carries them); one the Canary checks at every interval gets the thresholdRange
-//! its success and failure conditions describe.
+//! metric one of type `web` (unless only the Canary's interval metrics, which query Prometheus,
+//! would use it). A metric an analysis step runs keeps Argo's fields as they are (the step's metric
+//! carries them); one the Canary checks at every interval gets the thresholdRange its success and
+//! failure conditions describe.
 
 use super::documents::{DEFAULT_INTERVAL, SERIN_API_VERSION, name_of, namespace_of};
 use serde_json::{Map, Number, Value, json};
@@ -215,6 +216,15 @@ pub(super) fn convert_analysis_template(template: &Value, usage: Usage) -> Templ
         }
         match kind.as_str() {
             "prometheus" => {}
+            "web" if usage.intervals && !usage.steps => {
+                warn(
+                    Some(format!("{path}.provider.web")),
+                    format!(
+                        "the Canary's interval metrics (spec.analysis.metrics) query Prometheus only, so metric {metric_name:?} is left out (no MetricTemplate, no Canary metric); an analysis step could measure it through a MetricTemplate of type web"
+                    ),
+                );
+                continue;
+            }
             "web" => {
                 converted_any = true;
                 let provider = web_provider(&provider["web"], &path, &mut warn);
@@ -228,7 +238,7 @@ pub(super) fn convert_analysis_template(template: &Value, usage: Usage) -> Templ
                     warn(
                         Some(format!("{path}.provider.web")),
                         format!(
-                            "the Canary's interval metrics (spec.analysis.metrics) query Prometheus only, so metric {metric_name:?} is left out of the background, pre- and post-promotion analyses that run it; its web MetricTemplate {template_name} serves analysis steps"
+                            "the Canary's interval metrics (spec.analysis.metrics) query Prometheus only, so metric {metric_name:?} is left out of the background, pre- and post-promotion analyses that run it; its web MetricTemplate {template_name} serves the analysis steps"
                         ),
                     );
                 }
