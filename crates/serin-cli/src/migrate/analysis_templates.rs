@@ -32,10 +32,11 @@ pub(super) struct TemplateConversion {
     pub(super) metrics: Vec<ConvertedMetric>,
     /// Its Prometheus and web metrics as an analysis step's metrics.
     pub(super) step_metrics: Vec<StepMetric>,
-    /// The template's `args`, `dryRun` and `measurementRetention` as written, which an analysis
-    /// step merges with its own.
+    /// The template's `args` as written: defaults for the args an analysis step does not give.
     pub(super) args: Vec<Value>,
+    /// The template's `dryRun` as written, which an analysis step appends to its own.
     pub(super) dry_run: Vec<Value>,
+    /// The template's `measurementRetention` as written, which an analysis step appends to its own.
     pub(super) measurement_retention: Vec<Value>,
     pub(super) warnings: Vec<(Option<String>, String)>,
 }
@@ -47,6 +48,7 @@ pub(super) struct StepMetric {
     pub(super) metric: Value,
     /// The MetricTemplate holding its provider and query (with `{{args.NAME}}` kept).
     pub(super) template_name: String,
+    /// The template's namespace; none for a ClusterAnalysisTemplate's.
     pub(super) template_namespace: Option<String>,
 }
 
