@@ -1,5 +1,8 @@
-//! Argo Rollouts' AnalysisTemplates: each Prometheus metric becomes a MetricTemplate, and its
-//! success and failure conditions become the thresholdRange a Canary metric using it gets.
+//! Argo Rollouts' AnalysisTemplates: each Prometheus metric becomes a MetricTemplate, and each web
+//! metric one of type `web` (unless only the Canary's interval metrics, which query Prometheus,
+//! would use it). A metric an analysis step runs keeps Argo's fields as they are (the step's metric
+//! carries them); one the Canary checks at every interval gets the thresholdRange its success and
+//! failure conditions describe.
 
 use super::documents::{DEFAULT_INTERVAL, SERIN_API_VERSION, name_of, namespace_of};
 use serde_json::{Map, Number, Value, json};
@@ -12,11 +15,41 @@ pub(super) struct TemplateReference {
     pub(super) cluster_scope: bool,
 }
 
+/// How the Rollouts given use an AnalysisTemplate, which decides the MetricTemplates it becomes.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(super) struct Usage {
+    /// An analysis step runs it: its metrics keep Argo's fields and its queries `{{args.NAME}}`.
+    pub(super) steps: bool,
+    /// A background, pre- or post-promotion analysis runs it: its metrics become the Canary's
+    /// interval metrics, their queries reading `{{ variables.NAME }}`.
+    pub(super) intervals: bool,
+}
+
 /// The MetricTemplates made from one AnalysisTemplate, and what a Canary metric using each needs.
 pub(super) struct TemplateConversion {
     pub(super) metric_templates: Vec<Value>,
+    /// Its Prometheus metrics as interval metrics.
     pub(super) metrics: Vec<ConvertedMetric>,
+    /// Its Prometheus and web metrics as an analysis step's metrics.
+    pub(super) step_metrics: Vec<StepMetric>,
+    /// The template's `args` as written: defaults for the args an analysis step does not give.
+    pub(super) args: Vec<Value>,
+    /// The template's `dryRun` as written, which an analysis step appends to its own.
+    pub(super) dry_run: Vec<Value>,
+    /// The template's `measurementRetention` as written, which an analysis step appends to its own.
+    pub(super) measurement_retention: Vec<Value>,
     pub(super) warnings: Vec<(Option<String>, String)>,
+}
+
+/// One metric of an AnalysisTemplate as an analysis step runs it.
+#[derive(Clone, Debug)]
+pub(super) struct StepMetric {
+    /// The Argo metric as written; the step's metric takes its fields verbatim.
+    pub(super) metric: Value,
+    /// The MetricTemplate holding its provider and query (with `{{args.NAME}}` kept).
+    pub(super) template_name: String,
+    /// The template's namespace; none for a ClusterAnalysisTemplate's.
+    pub(super) template_namespace: Option<String>,
 }
 
 /// One Prometheus metric of an AnalysisTemplate, as a Canary metric will reference it.
@@ -32,7 +65,7 @@ pub(super) struct ConvertedMetric {
     /// Whether no data (NaN, empty) passes, as an `isNaN(result[0]) || ...` condition says.
     pub(super) ignores_no_data: bool,
     pub(super) interval: Option<String>,
-    /// Measurements before the metric completes; with `interval`, how long an analysis step lasts.
+    /// Measurements before the metric completes; blue/green's iterations.
     pub(super) count: Option<u64>,
     /// `failureLimit` (default 0); `None` when it is -1 (never fail).
     pub(super) failure_limit: Option<i64>,
@@ -77,40 +110,76 @@ impl Range {
     }
 }
 
-pub(super) fn convert_analysis_template(template: &Value, referenced: bool) -> TemplateConversion {
+/// Converts one AnalysisTemplate (or ClusterAnalysisTemplate) for the way the Rollouts use it.
+pub(super) fn convert_analysis_template(template: &Value, usage: Usage) -> TemplateConversion {
+    let spec = &template["spec"];
+    let list = |field: &str| spec[field].as_array().cloned().unwrap_or_default();
     let mut conversion = TemplateConversion {
         metric_templates: Vec::new(),
         metrics: Vec::new(),
+        step_metrics: Vec::new(),
+        args: list("args"),
+        dry_run: list("dryRun"),
+        measurement_retention: list("measurementRetention"),
         warnings: Vec::new(),
     };
     let mut warn =
         |path: Option<String>, message: String| conversion.warnings.push((path, message));
-    let spec = &template["spec"];
     let cluster = template["kind"] == "ClusterAnalysisTemplate";
+    let referenced = usage.steps || usage.intervals;
+    // A template no Rollout uses converts as it always did, for the Canary's interval metrics.
+    let for_intervals = usage.intervals || !referenced;
+    // What a field the interval metrics cannot hold still does in an analysis step.
+    let kept_by_steps = if usage.steps {
+        " of the Canary's interval metrics (the analysis steps running this template keep it)"
+    } else {
+        ""
+    };
     let mut defaults = BTreeMap::new();
     for (i, arg) in spec["args"].as_array().into_iter().flatten().enumerate() {
         let name = arg["name"].as_str().unwrap_or_default();
         if let Some(value) = arg["value"].as_str() {
             defaults.insert(name.to_string(), value.to_string());
-        } else if !arg["valueFrom"].is_null() {
+            continue;
+        }
+        if arg["valueFrom"].is_null() {
+            continue;
+        }
+        let from_secret = arg["valueFrom"]["secretKeyRef"].is_object();
+        let mut reasons = Vec::new();
+        if for_intervals {
+            reasons.push("a MetricTemplate's variables are plain strings from the Canary's templateVariables, not read from Secrets; put the value in the Canary metric's templateVariables, or credentials in the MetricTemplate's secretRef");
+        }
+        if usage.steps && !from_secret {
+            reasons.push("an analysis step's args read Secrets and pod template hashes, not fields; a Rollout running this template in a step must give the arg's value");
+        }
+        if !reasons.is_empty() {
             warn(
                 Some(format!("spec.args[{i}].valueFrom")),
-                "no equivalent: a MetricTemplate's variables are plain strings from the Canary's templateVariables, not read from Secrets; put the value in the Canary metric's templateVariables, or credentials in the MetricTemplate's secretRef".into(),
+                format!("no equivalent: {}", reasons.join("; ")),
             );
         }
     }
-    for field in ["dryRun", "measurementRetention", "templates"] {
-        if !spec[field].is_null() {
-            let why = match field {
-                "dryRun" => "Serin has no dry-run metrics: every metric of a Canary counts",
-                "measurementRetention" => {
-                    "Serin keeps only each metric's last result, in status.metricChecks"
-                }
-                _ => "templates are not composed in Serin; migrate the included templates as well",
-            };
+    if !spec["templates"].is_null() {
+        warn(
+            Some("spec.templates".into()),
+            "no equivalent (templates are not composed in Serin; migrate the included templates as well); left out".into(),
+        );
+    }
+    for (field, why) in [
+        (
+            "dryRun",
+            "the Canary's interval metrics have no dry run: every one of them counts",
+        ),
+        (
+            "measurementRetention",
+            "Serin keeps only each interval metric's last result, in status.metricChecks",
+        ),
+    ] {
+        if for_intervals && !spec[field].is_null() {
             warn(
                 Some(format!("spec.{field}")),
-                format!("no equivalent ({why}); left out"),
+                format!("no equivalent ({why}); left out{kept_by_steps}"),
             );
         }
     }
@@ -118,96 +187,147 @@ pub(super) fn convert_analysis_template(template: &Value, referenced: bool) -> T
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or_default();
+    let template_namespace = if cluster {
+        None
+    } else {
+        namespace_of(template).map(str::to_string)
+    };
+    let metadata = |name: &str| {
+        let mut metadata = Map::new();
+        metadata.insert("name".into(), json!(name));
+        if let Some(namespace) = namespace_of(template) {
+            metadata.insert("namespace".into(), json!(namespace));
+        }
+        Value::Object(metadata)
+    };
     let mut converted_any = false;
     for (i, metric) in metrics.iter().enumerate() {
         let path = format!("spec.metrics[{i}]");
         let metric_name = metric["name"].as_str().unwrap_or_default();
         let provider = &metric["provider"];
-        let Some(prometheus) = provider.get("prometheus") else {
-            let kind = provider
-                .as_object()
-                .and_then(|p| p.keys().next().cloned())
-                .unwrap_or_else(|| "none".into());
-            warn(
-                Some(format!("{path}.provider.{kind}")),
-                format!(
-                    "no equivalent: Serin queries Prometheus only, so metric {metric_name:?} is left out (no MetricTemplate, no Canary metric). A webhook (spec.analysis.webhooks) can run such a check"
-                ),
-            );
-            continue;
-        };
-        converted_any = true;
+        let kind = provider
+            .as_object()
+            .and_then(|p| p.keys().next().cloned())
+            .unwrap_or_else(|| "none".into());
         let template_name = metric_template_name(name_of(template), metric_name, metrics.len());
-        let (query, used, unknown) =
-            convert_placeholders(prometheus["query"].as_str().unwrap_or_default());
+        if !metric["consecutiveSuccessLimit"].is_null() {
+            warn(
+                Some(format!("{path}.consecutiveSuccessLimit")),
+                "no equivalent (Serin has no success streaks: an interval metric counts failed checks, and an analysis step's metric is assessed after its count measurements); left out".into(),
+            );
+        }
+        match kind.as_str() {
+            "prometheus" => {}
+            "web" if usage.intervals && !usage.steps => {
+                warn(
+                    Some(format!("{path}.provider.web")),
+                    format!(
+                        "the Canary's interval metrics (spec.analysis.metrics) query Prometheus only, so metric {metric_name:?} is left out (no MetricTemplate, no Canary metric); an analysis step could measure it through a MetricTemplate of type web"
+                    ),
+                );
+                continue;
+            }
+            "web" => {
+                converted_any = true;
+                let provider = web_provider(&provider["web"], &path, &mut warn);
+                conversion.metric_templates.push(json!({
+                    "apiVersion": SERIN_API_VERSION,
+                    "kind": "MetricTemplate",
+                    "metadata": metadata(&template_name),
+                    "spec": {"provider": provider},
+                }));
+                if usage.intervals {
+                    warn(
+                        Some(format!("{path}.provider.web")),
+                        format!(
+                            "the Canary's interval metrics (spec.analysis.metrics) query Prometheus only, so metric {metric_name:?} is left out of the background, pre- and post-promotion analyses that run it; its web MetricTemplate {template_name} serves the analysis steps"
+                        ),
+                    );
+                }
+                conversion.step_metrics.push(StepMetric {
+                    metric: metric.clone(),
+                    template_name,
+                    template_namespace: template_namespace.clone(),
+                });
+                continue;
+            }
+            "job" => {
+                warn(
+                    Some(format!("{path}.provider.job")),
+                    format!(
+                        "not converted yet: Serin has no job metric provider, so metric {metric_name:?} is left out (no MetricTemplate; the analyses running it measure the template's other metrics only). A webhook (spec.analysis.webhooks) can run such a check"
+                    ),
+                );
+                continue;
+            }
+            _ => {
+                warn(
+                    Some(format!("{path}.provider.{kind}")),
+                    format!(
+                        "no equivalent: Serin queries Prometheus and web endpoints only, so metric {metric_name:?} is left out (no MetricTemplate, no Canary metric). A webhook (spec.analysis.webhooks) can run such a check"
+                    ),
+                );
+                continue;
+            }
+        }
+        let prometheus = &provider["prometheus"];
+        converted_any = true;
+        let written = prometheus["query"].as_str().unwrap_or_default();
+        let (query, used, unknown) = convert_placeholders(written);
         for placeholder in unknown {
             warn(
                 Some(format!("{path}.provider.prometheus.query")),
                 format!(
-                    "placeholder {{{{{placeholder}}}}} has no equivalent (Serin's are name, namespace, target, service, interval and variables.KEY); left in the query, where Serin will refuse to render it"
+                    "placeholder {{{{{placeholder}}}}} has no equivalent (Serin's are name, namespace, target, service, interval, variables.KEY and, in an analysis step, args.NAME); left in the query, where Serin will refuse to render it"
                 ),
             );
         }
-        let mut provider = Map::new();
-        provider.insert("type".into(), json!("prometheus"));
-        match prometheus["address"].as_str() {
-            Some(address) => {
-                provider.insert("address".into(), json!(address));
+        let provider = prometheus_provider(prometheus, &path, &mut warn);
+        let mut template_for = |name: &str, query: &str| {
+            conversion.metric_templates.push(json!({
+                "apiVersion": SERIN_API_VERSION,
+                "kind": "MetricTemplate",
+                "metadata": metadata(name),
+                "spec": {"provider": provider, "query": query},
+            }));
+        };
+        if for_intervals {
+            template_for(&template_name, &query);
+        }
+        if usage.steps {
+            // An analysis step fills `{{args.NAME}}` itself, so its MetricTemplate keeps the query
+            // as written; only when the interval metrics need it rewritten are there two.
+            let step_template = if for_intervals && query != written {
+                format!("{template_name}-args")
+            } else {
+                template_name.clone()
+            };
+            if !for_intervals || step_template != template_name {
+                template_for(&step_template, written);
             }
-            None => warn(
-                Some(format!("{path}.provider.prometheus.address")),
-                "missing: Argo Rollouts used its controller's default Prometheus, Serin needs the address in the MetricTemplate; add spec.provider.address".into(),
-            ),
+            conversion.step_metrics.push(StepMetric {
+                metric: metric.clone(),
+                template_name: step_template,
+                template_namespace: template_namespace.clone(),
+            });
         }
-        if prometheus["insecure"].as_bool() == Some(true) {
-            provider.insert("insecureSkipVerify".into(), json!(true));
+        if !for_intervals {
+            continue;
         }
-        if let Some(headers) = prometheus["headers"].as_array() {
-            let mut map = Map::new();
-            for header in headers {
-                if let (Some(key), Some(value)) = (header["key"].as_str(), header["value"].as_str())
-                {
-                    map.insert(key.into(), json!([value]));
-                }
-            }
-            provider.insert("headers".into(), Value::Object(map));
-        }
-        for (field, why) in [
-            (
-                "timeout",
-                "Serin waits 5 seconds for every Prometheus query",
-            ),
-            (
-                "authentication",
-                "Serin authenticates with a bearer token or basic auth from the MetricTemplate's secretRef (keys token, or username and password); create that Secret and set spec.provider.secretRef",
-            ),
-            ("rangeQuery", "Serin runs instant queries only"),
-        ] {
-            if !prometheus[field].is_null() {
-                warn(
-                    Some(format!("{path}.provider.prometheus.{field}")),
-                    format!("no equivalent ({why}); left out"),
-                );
-            }
-        }
-        let mut metadata = Map::new();
-        metadata.insert("name".into(), json!(template_name));
-        if let Some(namespace) = namespace_of(template) {
-            metadata.insert("namespace".into(), json!(namespace));
-        }
-        conversion.metric_templates.push(json!({
-            "apiVersion": SERIN_API_VERSION,
-            "kind": "MetricTemplate",
-            "metadata": metadata,
-            "spec": {"provider": provider, "query": query},
-        }));
 
         let (range, ignores_no_data) = read_conditions(metric, &path, &mut warn);
         let failure_limit = match metric["failureLimit"].as_i64() {
             Some(-1) => {
                 warn(
                     Some(format!("{path}.failureLimit")),
-                    "-1 (never fail) has no equivalent: Serin rolls back after spec.analysis.threshold failed checks of any metric".into(),
+                    format!(
+                        "-1 (never fail) has no equivalent: Serin rolls back after spec.analysis.threshold failed checks of any interval metric{}",
+                        if usage.steps {
+                            " (an analysis step keeps -1)"
+                        } else {
+                            ""
+                        }
+                    ),
                 );
                 None
             }
@@ -217,19 +337,21 @@ pub(super) fn convert_analysis_template(template: &Value, referenced: bool) -> T
         for (field, why) in [
             (
                 "initialDelay",
-                "Serin checks metrics from the first analysis tick of a release",
+                "Serin checks interval metrics from the first analysis tick of a release",
             ),
             (
                 "consecutiveErrorLimit",
-                "a query error is a failed check in Serin, counted towards spec.analysis.threshold",
+                "a query error is a failed check of an interval metric, counted towards spec.analysis.threshold",
             ),
-            ("inconclusiveLimit", "Serin has no inconclusive results"),
-            ("consecutiveSuccessLimit", "Serin counts failed checks only"),
+            (
+                "inconclusiveLimit",
+                "an interval metric has no inconclusive results",
+            ),
         ] {
             if !metric[field].is_null() {
                 warn(
                     Some(format!("{path}.{field}")),
-                    format!("no equivalent ({why}); left out"),
+                    format!("no equivalent ({why}); left out{kept_by_steps}"),
                 );
             }
         }
@@ -247,11 +369,7 @@ pub(super) fn convert_analysis_template(template: &Value, referenced: bool) -> T
         conversion.metrics.push(ConvertedMetric {
             name: metric_name.to_string(),
             template_name,
-            template_namespace: if cluster {
-                None
-            } else {
-                namespace_of(template).map(str::to_string)
-            },
+            template_namespace: template_namespace.clone(),
             range,
             ignores_no_data,
             interval: interval.filter(|text| is_prometheus_duration(text)),
@@ -275,10 +393,120 @@ pub(super) fn convert_analysis_template(template: &Value, referenced: bool) -> T
     if !referenced && converted_any {
         warn(
             None,
-            "no Rollout among the files given uses it, so its successCondition, failureCondition and failureLimit have no Canary metric to go to; reference the MetricTemplate from a Canary with a thresholdRange".into(),
+            "no Rollout among the files given uses it, so its successCondition, failureCondition and failureLimit have no Canary metric to go to; reference the MetricTemplate from an analysis step's metric (which takes them as Argo wrote them) or from a Canary metric with a thresholdRange".into(),
         );
     }
     conversion
+}
+
+/// A Prometheus provider as a MetricTemplate's: address, `insecure` and headers carried over.
+fn prometheus_provider(
+    prometheus: &Value,
+    path: &str,
+    warn: &mut impl FnMut(Option<String>, String),
+) -> Value {
+    let mut provider = Map::new();
+    provider.insert("type".into(), json!("prometheus"));
+    match prometheus["address"].as_str() {
+        Some(address) => {
+            provider.insert("address".into(), json!(address));
+        }
+        None => warn(
+            Some(format!("{path}.provider.prometheus.address")),
+            "missing: Argo Rollouts used its controller's default Prometheus, Serin needs the address in the MetricTemplate; add spec.provider.address".into(),
+        ),
+    }
+    if prometheus["insecure"].as_bool() == Some(true) {
+        provider.insert("insecureSkipVerify".into(), json!(true));
+    }
+    if let Some(headers) = prometheus["headers"].as_array() {
+        provider.insert("headers".into(), header_map(headers));
+    }
+    for (field, why) in [
+        (
+            "timeout",
+            "Serin waits 5 seconds for every Prometheus query",
+        ),
+        (
+            "authentication",
+            "Serin authenticates with a bearer token or basic auth from the MetricTemplate's secretRef (keys token, or username and password); create that Secret and set spec.provider.secretRef",
+        ),
+        ("rangeQuery", "Serin runs instant queries only"),
+    ] {
+        if !prometheus[field].is_null() {
+            warn(
+                Some(format!("{path}.provider.prometheus.{field}")),
+                format!("no equivalent ({why}); left out"),
+            );
+        }
+    }
+    Value::Object(provider)
+}
+
+/// A web provider as a MetricTemplate's of type `web`: `url` is its address, `jsonBody` its body
+/// written as JSON; placeholders stay for the analysis step's args.
+fn web_provider(web: &Value, path: &str, warn: &mut impl FnMut(Option<String>, String)) -> Value {
+    let mut provider = Map::new();
+    provider.insert("type".into(), json!("web"));
+    for (from, to) in [
+        ("url", "address"),
+        ("method", "method"),
+        ("body", "body"),
+        ("jsonPath", "jsonPath"),
+        ("timeoutSeconds", "timeoutSeconds"),
+    ] {
+        if !web[from].is_null() {
+            provider.insert(to.into(), web[from].clone());
+        }
+    }
+    if let Some(headers) = web["headers"].as_array() {
+        provider.insert("headers".into(), header_map(headers));
+    }
+    if !web["jsonBody"].is_null() && web["body"].is_null() {
+        provider.insert("body".into(), json!(web["jsonBody"].to_string()));
+    }
+    if web["insecure"].as_bool() == Some(true) {
+        provider.insert("insecureSkipVerify".into(), json!(true));
+    }
+    let known = [
+        "url",
+        "method",
+        "headers",
+        "body",
+        "jsonBody",
+        "jsonPath",
+        "timeoutSeconds",
+        "insecure",
+    ];
+    for field in web.as_object().into_iter().flat_map(Map::keys) {
+        if known.contains(&field.as_str()) {
+            continue;
+        }
+        let why = if field == "authentication" {
+            "Serin's web provider sends the headers written and nothing else; an Authorization header with an arg read from a Secret can carry a token"
+        } else {
+            "not a field of Serin's web provider"
+        };
+        warn(
+            Some(format!("{path}.provider.web.{field}")),
+            format!("no equivalent ({why}); left out"),
+        );
+    }
+    Value::Object(provider)
+}
+
+/// Argo's `[{key, value}]` headers as a MetricTemplate's `{Name: [value, ...]}`.
+fn header_map(headers: &[Value]) -> Value {
+    let mut map = Map::new();
+    for header in headers {
+        if let (Some(key), Some(value)) = (header["key"].as_str(), header["value"].as_str()) {
+            let values = map.entry(key).or_insert_with(|| json!([]));
+            if let Some(values) = values.as_array_mut() {
+                values.push(json!(value));
+            }
+        }
+    }
+    Value::Object(map)
 }
 
 /// A MetricTemplate holds one query: a one-metric template keeps its name, the metrics of a larger
@@ -549,8 +777,8 @@ fn number_text(number: &Number) -> String {
 mod tests {
     use super::*;
     use crate::migrate::tests::{
-        CANARY_ROLLOUT, SERVICES, TEMPLATES, documents, migrate_files, migrate_one,
-        object_warnings, warning,
+        CANARY_ROLLOUT, SERVICES, TEMPLATES, background_success_rate, documents, migrate_files,
+        migrate_one, object_warnings, warning,
     };
 
     #[test]
@@ -646,10 +874,11 @@ mod tests {
             "successCondition: result[0] >= 0.95",
             "successCondition: result[0] >= 0.95 || result[1] >= 0.95",
         );
+        // Only the interval metrics need a thresholdRange: success-rate runs in the background too.
         let migration = migrate_files(&[
             ("templates.yaml", &templates),
             ("services.yaml", SERVICES),
-            ("rollout.yaml", CANARY_ROLLOUT),
+            ("rollout.yaml", &background_success_rate(CANARY_ROLLOUT)),
         ]);
         assert!(
             warning(&migration, "spec.metrics[0].successCondition")

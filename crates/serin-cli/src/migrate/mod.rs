@@ -6,7 +6,8 @@
 //! - Flagger `v1alpha3` Canaries are converted field by field: `canaryAnalysis`,
 //!   `service.appendHeaders` and the Istio metric names of 2019 with their single-number thresholds.
 //! - An Argo Rollouts `Rollout` becomes a Deployment (or keeps its `workloadRef` Deployment) and a
-//!   Canary; AnalysisTemplates with a Prometheus provider become MetricTemplates; an HPA scaling the
+//!   Canary; AnalysisTemplates with a Prometheus or web provider become MetricTemplates (an analysis
+//!   step stays an analysis step, its metrics keeping Argo's fields); an HPA scaling the
 //!   Rollout scales the Deployment instead.
 //!
 //! Every other object passes through as written. The conversion itself is pure (text in, text and
@@ -178,6 +179,12 @@ fn convert_document(
             if conversion.metric_templates.is_empty() {
                 return Outcome::LeftOut;
             }
+            let before = report.object.clone();
+            for template in &conversion.metric_templates {
+                report.object = format!("{before} (as MetricTemplate {})", name_of(template));
+                warnings::validate_serin_object(template, report);
+            }
+            report.object = before;
             emitted.extend(
                 conversion
                     .metric_templates

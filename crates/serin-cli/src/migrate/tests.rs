@@ -241,6 +241,15 @@ spec:
       - pause: {}
 ";
 
+/// [`CANARY_ROLLOUT`] with success-rate in its background analysis too, so that template serves
+/// the Canary's interval metrics as well as the analysis step.
+pub(super) fn background_success_rate(rollout: &str) -> String {
+    rollout.replace(
+        "templates: [{templateName: checks, clusterScope: true}]",
+        "templates: [{templateName: checks, clusterScope: true}, {templateName: success-rate}]\n        args: [{name: service-name, value: shop}]",
+    )
+}
+
 pub(super) fn shop() -> Migration {
     migrate_files(&[
         ("templates.yaml", TEMPLATES),

@@ -1,5 +1,7 @@
-//! The analyses a Rollout runs, as the Canary's metrics: which templates each analysis names, their
-//! args as templateVariables, and the interval and threshold the metrics give the analysis.
+//! The analyses a Rollout runs: which templates each names, and those that run alongside the release
+//! (background, pre- and post-promotion) as the Canary's interval metrics, their args as
+//! templateVariables, with the interval and threshold the metrics give the analysis. Analysis steps
+//! are converted in `step_analysis`.
 
 use crate::migrate::analysis_templates::{ConvertedMetric, TemplateReference};
 use crate::migrate::documents::{DEFAULT_INTERVAL, namespace_of};
@@ -106,22 +108,21 @@ pub(super) fn analysis_references(rollout: &Value) -> Vec<AnalysisReference> {
 /// Which analyses of a Rollout a list of metrics is made from.
 #[derive(Clone, Copy, PartialEq)]
 pub(super) enum Stage {
-    /// Every analysis that runs before promotion (background, steps, pre-promotion).
+    /// Every analysis that runs alongside the release before promotion (background, pre-promotion).
     BeforePromotion,
     /// Blue/green's post-promotion analysis.
     AfterSwitch,
 }
 
-/// A metric a Rollout uses, with the steps that ran it and the Canary metric name it gets.
+/// A metric a Rollout checks at every interval, with the Canary metric name it gets.
 pub(super) struct RolloutMetric {
     pub(super) metric: ConvertedMetric,
     pub(super) canary_name: String,
     pub(super) variables: BTreeMap<String, String>,
-    /// Indexes of the analysis steps that ran it.
-    pub(super) steps: Vec<usize>,
 }
 
-/// The Prometheus metrics of the analyses the Rollout runs at `stage`, once each.
+/// The Prometheus metrics of the analyses the Rollout runs at `stage`, once each; analysis steps
+/// are steps of their own and never among them.
 pub(super) fn analysis_metrics(
     rollout: &Value,
     references: &[AnalysisReference],
@@ -133,20 +134,21 @@ pub(super) fn analysis_metrics(
     let namespace = namespace_of(rollout);
     for reference in references {
         let after_switch = reference.role == AnalysisRole::PostPromotion;
-        if after_switch != (stage == Stage::AfterSwitch) {
+        if reference.role == AnalysisRole::Step || after_switch != (stage == Stage::AfterSwitch) {
             continue;
         }
         for field in &reference.unconverted {
-            report.field(
-                format!("{}.{field}", reference.path),
-                "no equivalent: Serin creates no AnalysisRuns and every metric counts; left out",
-            );
+            let message = match field.as_str() {
+                "dryRun" => {
+                    "no equivalent: the Canary's interval metrics have no dry run, every one of them counts (an analysis step has dryRun); left out"
+                }
+                "measurementRetention" => {
+                    "no equivalent: Serin keeps only each interval metric's last result, in status.metricChecks; left out"
+                }
+                _ => "no equivalent: Serin creates no AnalysisRun objects; left out",
+            };
+            report.field(format!("{}.{field}", reference.path), message);
         }
-        let step = reference
-            .path
-            .strip_prefix("spec.strategy.canary.steps[")
-            .and_then(|rest| rest.split(']').next())
-            .and_then(|i| i.parse::<usize>().ok());
         for (t, template) in reference.templates.iter().enumerate() {
             let Some(position) = index.find_template(template, namespace) else {
                 report.field(
@@ -156,11 +158,10 @@ pub(super) fn analysis_metrics(
                 continue;
             };
             for metric in &index.templates[&position].metrics {
-                if let Some(existing) = metrics.iter_mut().find(|m| {
+                if metrics.iter().any(|m| {
                     m.metric.template_name == metric.template_name
                         && m.metric.template_namespace == metric.template_namespace
                 }) {
-                    existing.steps.extend(step);
                     continue;
                 }
                 let variables = template_variables(rollout, reference, metric, report);
@@ -174,7 +175,6 @@ pub(super) fn analysis_metrics(
                     metric: metric.clone(),
                     canary_name,
                     variables,
-                    steps: step.into_iter().collect(),
                 });
             }
         }
@@ -239,7 +239,7 @@ fn template_variables(
 
 /// `metadata.name`, `metadata.namespace`, `metadata.labels['x']`, `metadata.annotations['x']` of
 /// the Rollout.
-fn field_of(rollout: &Value, field: &str) -> Option<String> {
+pub(super) fn field_of(rollout: &Value, field: &str) -> Option<String> {
     let metadata = &rollout["metadata"];
     match field {
         "metadata.name" | "metadata.namespace" => {
@@ -325,12 +325,18 @@ pub(super) fn analysis_threshold(
 mod tests {
     use super::*;
     use crate::migrate::tests::{
-        CANARY_ROLLOUT, TEMPLATES, documents, find, migrate_files, object_warnings, shop, warning,
+        CANARY_ROLLOUT, SERVICES, TEMPLATES, background_success_rate, documents, find,
+        migrate_files, object_warnings, warning,
     };
 
     #[test]
-    fn a_rollouts_analyses_become_canary_metrics_of_converted_metric_templates() {
-        let migration = shop();
+    fn a_rollouts_background_analyses_become_canary_metrics_of_converted_metric_templates() {
+        let rollout = background_success_rate(CANARY_ROLLOUT);
+        let migration = migrate_files(&[
+            ("templates.yaml", TEMPLATES),
+            ("services.yaml", SERVICES),
+            ("rollout.yaml", &rollout),
+        ]);
         let output = documents(&migration);
         let canary = find(&output, "Canary", "shop");
         let analysis = &canary["spec"]["analysis"];
@@ -357,18 +363,27 @@ mod tests {
         );
         let template = find(&output, "MetricTemplate", "success-rate");
         assert_eq!(template["metadata"]["namespace"], "shop");
-        assert_eq!(
-            template["spec"]["provider"],
-            json!({
-                "type": "prometheus",
-                "address": "http://prometheus.monitoring:9090",
-                "insecureSkipVerify": true,
-                "headers": {"X-Scope-OrgID": ["shop"]},
-            })
-        );
+        let provider = json!({
+            "type": "prometheus",
+            "address": "http://prometheus.monitoring:9090",
+            "insecureSkipVerify": true,
+            "headers": {"X-Scope-OrgID": ["shop"]},
+        });
+        assert_eq!(template["spec"]["provider"], provider);
         assert_eq!(
             template["spec"]["query"],
             "sum(rate(ok{svc=\"{{ variables.service_name }}\"}[{{ variables.window }}])) / sum(rate(all{svc=\"{{ variables.service_name }}\"}[{{ variables.window }}]))"
+        );
+        // The analysis step fills the args itself: its MetricTemplate keeps Argo's query.
+        let for_step = find(&output, "MetricTemplate", "success-rate-args");
+        assert_eq!(for_step["spec"]["provider"], provider);
+        assert_eq!(
+            for_step["spec"]["query"],
+            "sum(rate(ok{svc=\"{{args.service-name}}\"}[{{args.window}}])) / sum(rate(all{svc=\"{{args.service-name}}\"}[{{args.window}}]))"
+        );
+        assert_eq!(
+            analysis["steps"][3]["analysis"]["metrics"][0]["templateRef"],
+            json!({"name": "success-rate-args", "namespace": "shop"})
         );
         let errors = find(&output, "MetricTemplate", "checks-errors");
         assert!(errors["metadata"].get("namespace").is_none());
@@ -380,7 +395,7 @@ mod tests {
         assert!(
             warning(&migration, "spec.metrics[0].provider.job")
                 .message
-                .contains("Prometheus only")
+                .contains("Serin has no job metric provider")
         );
         assert!(
             object_warnings(&migration, "ClusterAnalysisTemplate checks")
@@ -413,16 +428,27 @@ mod tests {
             .message
             .contains("AnalysisTemplate success-rate is not among the files given")
         );
+        // With none of its metrics, the analysis step is left out.
+        assert!(
+            warning(&migration, "spec.strategy.canary.steps[3].analysis")
+                .message
+                .contains("the step is left out")
+        );
         assert!(
             warning(&migration, "spec.strategy.canary.analysis.templates[0]")
                 .message
                 .contains("ClusterAnalysisTemplate checks")
         );
+        // An analysis step reads pod template hashes; the interval metrics cannot.
+        let rollout = background_success_rate(&rollout).replace(
+            "args: [{name: service-name, value: shop}]",
+            "args: [{name: service-name, valueFrom: {podTemplateHashValue: Stable}}]",
+        );
         let migration = migrate_files(&[("templates.yaml", TEMPLATES), ("rollout.yaml", &rollout)]);
         assert!(
             warning(
                 &migration,
-                "spec.strategy.canary.steps[3].analysis.args[0].valueFrom"
+                "spec.strategy.canary.analysis.args[0].valueFrom"
             )
             .message
             .contains("rollouts-pod-template-hash")
@@ -431,6 +457,10 @@ mod tests {
         assert_eq!(
             canary["spec"]["analysis"]["metrics"][1]["templateVariables"],
             json!({"window": "2m"})
+        );
+        assert_eq!(
+            canary["spec"]["analysis"]["steps"][3]["analysis"]["args"][0],
+            json!({"name": "service-name", "valueFrom": {"podTemplateHashValue": "Latest"}})
         );
     }
 }

@@ -3,16 +3,17 @@
 
 mod metrics;
 mod routing;
+mod step_analysis;
 mod strategy;
 
-use super::analysis_templates::convert_analysis_template;
+use super::analysis_templates::{Usage, convert_analysis_template};
 use super::documents::{
     ARGO_GROUP, DEFAULT_INTERVAL, Document, Emitted, ISTIO_GROUP, SERIN_API_VERSION, is_kind,
     name_of, namespace_of, same_namespace,
 };
 use super::index::{Index, Replacement};
 use super::warnings::{Report, validate_serin_object};
-use metrics::analysis_references;
+use metrics::{AnalysisRole, analysis_references};
 use routing::{canary_service, canary_service_name, routing_references};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,7 +32,7 @@ pub(super) fn index(documents: &[Document]) -> Index<'_> {
         rollout_autoscalers: BTreeSet::new(),
         templates: BTreeMap::new(),
     };
-    let mut referenced = BTreeSet::new();
+    let mut usages: BTreeMap<usize, Usage> = BTreeMap::new();
     for document in documents {
         if !is_kind(&document.value, ARGO_GROUP, "Rollout") {
             continue;
@@ -61,7 +62,12 @@ pub(super) fn index(documents: &[Document]) -> Index<'_> {
         for reference in analysis_references(rollout) {
             for template in &reference.templates {
                 if let Some(found) = index.find_template(template, namespace) {
-                    referenced.insert(found);
+                    let usage = usages.entry(found).or_default();
+                    if reference.role == AnalysisRole::Step {
+                        usage.steps = true;
+                    } else {
+                        usage.intervals = true;
+                    }
                 }
             }
         }
@@ -81,7 +87,8 @@ pub(super) fn index(documents: &[Document]) -> Index<'_> {
         if is_kind(value, ARGO_GROUP, "AnalysisTemplate")
             || is_kind(value, ARGO_GROUP, "ClusterAnalysisTemplate")
         {
-            let conversion = convert_analysis_template(value, referenced.contains(&position));
+            let usage = usages.get(&position).copied().unwrap_or_default();
+            let conversion = convert_analysis_template(value, usage);
             index.templates.insert(position, conversion);
         }
     }

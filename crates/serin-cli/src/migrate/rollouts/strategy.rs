@@ -1,12 +1,12 @@
-//! A Rollout's strategy as the Canary's analysis: a canary's steps, or Serin's blue/green, with the
-//! strategy fields that map one to one.
+//! A Rollout's strategy as the Canary's analysis: a canary's steps (analysis steps included), or
+//! Serin's blue/green, with the strategy fields that map one to one.
 
 use super::metrics::{
     AnalysisRole, Stage, analysis_interval, analysis_metrics, analysis_references,
     analysis_threshold, canary_metrics,
 };
 use super::routing::{canary_service_name, traffic_routing_warnings};
-use crate::migrate::analysis_templates::ConvertedMetric;
+use super::step_analysis::step_analysis;
 use crate::migrate::index::Index;
 use crate::migrate::warnings::Report;
 use serde_json::{Map, Value, json};
@@ -18,7 +18,7 @@ const SAME_NAMED: [&str; 3] = [
     "dynamicStableScale",
 ];
 
-/// The analysis of a canary Rollout: its steps, and its analyses as metrics.
+/// The analysis of a canary Rollout: its steps, and its background analysis as interval metrics.
 pub(super) fn canary_analysis(rollout: &Value, index: &Index, report: &mut Report) -> Value {
     let canary = &rollout["spec"]["strategy"]["canary"];
     let base = "spec.strategy.canary";
@@ -45,23 +45,13 @@ pub(super) fn canary_analysis(rollout: &Value, index: &Index, report: &mut Repor
             ),
             "setWeight" | "pause" | "setCanaryScale" => steps.push(json!({ kind: body })),
             "analysis" => {
-                let step_metrics: Vec<&ConvertedMetric> = metrics
+                let reference = references
                     .iter()
-                    .filter(|m| m.steps.contains(&i))
-                    .map(|m| &m.metric)
-                    .collect();
-                match analysis_duration(&step_metrics) {
-                    Some(seconds) => {
-                        steps.push(json!({"pause": {"duration": duration_text(seconds)}}));
-                        report.field(
-                            format!("{path}.analysis"),
-                            format!("Serin has no analysis step: its metrics are checked at every interval of the release, and the step became a {} pause (their count × interval) during which they gate the release", duration_text(seconds)),
-                        );
-                    }
-                    None => report.field(
-                        format!("{path}.analysis"),
-                        "Serin has no analysis step: its metrics are checked at every interval of the release, and the step is left out (its metrics have no count and interval to time a pause by)",
-                    ),
+                    .find(|r| r.path == format!("{path}.analysis"));
+                if let Some(step) =
+                    reference.and_then(|r| step_analysis(rollout, body, r, index, report))
+                {
+                    steps.push(step);
                 }
             }
             "experiment" => report.field(
@@ -70,11 +60,11 @@ pub(super) fn canary_analysis(rollout: &Value, index: &Index, report: &mut Repor
             ),
             "setHeaderRoute" => report.field(
                 format!("{path}.setHeaderRoute"),
-                "no equivalent: a Serin canary has no header route beside its weights (A/B testing with analysis.match and iterations is a separate strategy); left out",
+                "not converted: a Serin canary with steps routes by weight only, so the step is left out and requests with the header reach the canary only by its weight; Serin routes by header in A/B testing (analysis.match with iterations), a strategy of its own",
             ),
             "setMirrorRoute" => report.field(
                 format!("{path}.setMirrorRoute"),
-                "no equivalent with steps: Serin mirrors (analysis.mirror) only in stepWeight canaries and blue/green; left out",
+                "not converted: Serin mirrors traffic (analysis.mirror) only in stepWeight canaries and blue/green, not with steps, so the step is left out and nothing is mirrored to the canary",
             ),
             other => report.field(
                 format!("{path}.{other}"),
@@ -144,7 +134,7 @@ pub(super) fn canary_analysis(rollout: &Value, index: &Index, report: &mut Repor
     {
         report.field(
             format!("{}.startingStep", reference.path),
-            "no equivalent: Serin checks the metrics from the first step; left out",
+            "not converted: Serin checks the Canary's interval metrics from the start of every release, so these metrics also gate the steps before this one; left out",
         );
     }
     if !metrics.is_empty() {
@@ -241,32 +231,6 @@ pub(super) fn blue_green_analysis(rollout: &Value, index: &Index, report: &mut R
     Value::Object(analysis)
 }
 
-/// How long an analysis step ran: the longest count × interval of its metrics.
-fn analysis_duration(metrics: &[&ConvertedMetric]) -> Option<u64> {
-    if metrics.is_empty() {
-        return None;
-    }
-    metrics
-        .iter()
-        .map(|m| {
-            let interval = serin_api::duration::parse_go_duration(m.interval.as_deref()?).ok()?;
-            Some(m.count? * interval.as_secs())
-        })
-        .collect::<Option<Vec<u64>>>()?
-        .into_iter()
-        .max()
-}
-
-fn duration_text(seconds: u64) -> String {
-    if seconds.is_multiple_of(3600) && seconds > 0 {
-        format!("{}h", seconds / 3600)
-    } else if seconds.is_multiple_of(60) && seconds > 0 {
-        format!("{}m", seconds / 60)
-    } else {
-        format!("{seconds}s")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,24 +251,49 @@ mod tests {
         assert_eq!(canary["spec"]["provider"], "istio");
         assert_eq!(canary["spec"]["progressDeadlineSeconds"], 300);
         let analysis = &canary["spec"]["analysis"];
-        // The success-rate analysis step ran 5 measurements a minute apart.
+        // The success-rate analysis step stays an analysis step, at the same place.
         assert_eq!(
             analysis["steps"],
             json!([
                 {"setCanaryScale": {"weight": 20}},
                 {"setWeight": 20},
                 {"pause": {"duration": "10m"}},
-                {"pause": {"duration": "5m"}},
+                {"analysis": {
+                    "metrics": [{
+                        "name": "success-rate",
+                        "interval": "1m",
+                        "successCondition": "result[0] >= 0.95",
+                        "count": 5,
+                        "failureLimit": 1,
+                        "templateRef": {"name": "success-rate", "namespace": "shop"},
+                    }],
+                    "args": [
+                        {"name": "service-name", "value": "shop"},
+                        {"name": "window", "value": "2m"},
+                    ],
+                }},
                 {"setWeight": 60},
                 {"pause": {}},
             ])
         );
         assert_eq!(analysis["dynamicStableScale"], true);
         assert_eq!(analysis["abortScaleDownDelaySeconds"], 10);
+        // The fieldRef arg is read from the Rollout's labels, which the warning says.
         assert!(
-            warning(&migration, "spec.strategy.canary.steps[3].analysis")
-                .message
-                .contains("became a 5m pause")
+            warning(
+                &migration,
+                "spec.strategy.canary.steps[3].analysis.args[0].valueFrom.fieldRef"
+            )
+            .message
+            .contains("written as value \"shop\"")
+        );
+        assert!(
+            !migration
+                .warnings
+                .iter()
+                .any(|w| w.path.as_deref() == Some("spec.strategy.canary.steps[3].analysis")),
+            "{:#?}",
+            migration.warnings
         );
         assert!(
             warning(&migration, "spec.strategy.canary.steps[4].experiment")
@@ -314,7 +303,7 @@ mod tests {
         assert!(
             warning(&migration, "spec.strategy.canary.steps[5].setMirrorRoute")
                 .message
-                .starts_with("no equivalent")
+                .contains("the step is left out and nothing is mirrored")
         );
         assert!(
             warning(&migration, "spec.strategy.canary.canaryMetadata")
