@@ -25,9 +25,9 @@ spec:
     type: prometheus
     address: $PROMETHEUS_URL
   query: |
-    sum(rate(istio_requests_total{reporter="destination",destination_workload_namespace="{{ namespace }}",destination_workload="{{args.workload}}",response_code=~"5.."}[20s]))
+    sum(rate(istio_requests_total{reporter="destination",destination_workload_namespace="{{ namespace }}",destination_workload="{{args.workload}}",response_code=~"5.."}[10s]))
     /
-    sum(rate(istio_requests_total{reporter="destination",destination_workload_namespace="{{ namespace }}",destination_workload="{{args.workload}}"}[20s]))
+    sum(rate(istio_requests_total{reporter="destination",destination_workload_namespace="{{ namespace }}",destination_workload="{{args.workload}}"}[10s]))
 ---
 apiVersion: serin.dev/v1beta1
 kind: MetricTemplate
@@ -39,7 +39,7 @@ spec:
     type: prometheus
     address: $PROMETHEUS_URL
   query: |
-    sum(increase(istio_requests_total{reporter="destination",destination_workload_namespace="{{ namespace }}",destination_workload="{{args.workload}}"}[20s]))
+    sum(increase(istio_requests_total{reporter="destination",destination_workload_namespace="{{ namespace }}",destination_workload="{{args.workload}}"}[10s]))
 ---
 apiVersion: serin.dev/v1beta1
 kind: MetricTemplate
@@ -71,7 +71,7 @@ apply_canary <<EOF
             - name: error-ratio
               templateRef:
                 name: error-ratio
-              initialDelay: 5s
+              initialDelay: 10s
               count: 3
               interval: 10s
               failureLimit: 1
@@ -140,7 +140,10 @@ expect_contains "the web metric's request carried the revision arg" "revision=$r
 measured=$(step_run '[m["finishedAt"] for m in metric("error-ratio")["measurements"]]')
 log "error-ratio measured at: $measured"
 expect_eq "primary image" ghcr.io/stefanprodan/podinfo:6.0.2 "$(image_of podinfo-primary)"
-expect_contains "serin get shows the analysis" "error-ratio" "$("$TARGET_DIR/debug/serin" get podinfo -n "$NS" 2>&1)"
+shown=$("$TARGET_DIR/debug/serin" get podinfo -n "$NS" 2>&1)
+printf '%s\n' "$shown" | sed 's/^/    | /'
+expect_contains "serin get: the analysis run" "Analysis at step 2 (Successful)" "$shown"
+expect_contains "serin get: error-ratio's three verdicts" "✔✔✔" "$(grep -F error-ratio <<<"$shown")"
 
 log "releasing podinfo 6.0.3, healthy, but the release check says no"
 receiver_answer /release-check 'json:{"ok":false,"checks":3}'
