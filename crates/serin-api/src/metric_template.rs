@@ -33,7 +33,7 @@ pub struct MetricTemplateSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MetricProvider {
-    /// `prometheus`, `web`, `influxdb`, `datadog`, `externalmetrics`, `stackdriver`, `cloudwatch`,
+    /// `prometheus`, `web`, `job`, `influxdb`, `datadog`, `externalmetrics`, `stackdriver`, `cloudwatch`,
     /// `newrelic`, `graphite`, `dynatrace`, `keptn` or `splunk`.
     #[serde(rename = "type")]
     pub type_: String,
@@ -65,6 +65,21 @@ pub struct MetricProvider {
     /// Seconds a `web` metric's request may take, 1 to 60 (default 10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<i64>,
+    /// The Job a `job` metric runs in the Canary's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobMetric>,
+}
+
+/// The Job a `job` metric runs for each measurement: it passes when the Job completes and fails
+/// when the Job fails; the Job is deleted once it has ended.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct JobMetric {
+    /// Labels and annotations for the Job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<crate::CustomMetadata>,
+    /// The Job's spec, as `batch/v1` Job's `spec`.
+    #[schemars(schema_with = "crate::schema::free_form_object")]
+    pub spec: serde_json::Value,
 }
 
 /// Reference to a Secret in the same namespace.
@@ -83,9 +98,10 @@ pub struct MetricTemplateStatus {
 }
 
 /// Metric provider types a MetricTemplate may name.
-pub const METRIC_PROVIDER_TYPES: [&str; 12] = [
+pub const METRIC_PROVIDER_TYPES: [&str; 13] = [
     "prometheus",
     "web",
+    "job",
     "influxdb",
     "datadog",
     "externalmetrics",

@@ -75,6 +75,10 @@ struct Flags {
     /// Cluster name shown in alerts.
     #[arg(long)]
     cluster_name: Option<String>,
+    /// Let analysis metrics of provider `job` run their Jobs in the Canaries' namespaces (with the
+    /// operator's rights: whoever may write a Canary or MetricTemplate there may then run pods).
+    #[arg(long)]
+    allow_job_metrics: bool,
 }
 
 fn main() -> std::process::ExitCode {
@@ -167,6 +171,7 @@ async fn operate(flags: Flags) -> anyhow::Result<()> {
     ctx.concurrency = flags.concurrency.max(1);
     ctx.event_webhook = flags.event_webhook.filter(|url| !url.is_empty());
     ctx.cross_namespace_refs = !flags.no_cross_namespace_refs;
+    ctx.job_metrics = flags.allow_job_metrics;
     ctx.cluster_name = flags.cluster_name;
     let leading = Arc::new(AtomicBool::new(false));
     let admin = admin_server(

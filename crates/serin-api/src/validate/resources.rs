@@ -34,12 +34,13 @@ pub fn validate_metric_template(template: &MetricTemplate) -> Vec<FieldError> {
             }
         }
         "web" => validate_web_provider(&mut r, provider),
+        "job" => validate_job_provider(&mut r, template),
         other => {
             let known = crate::metric_template::METRIC_PROVIDER_TYPES.contains(&other);
             r.add(
                 "spec.provider.type",
                 format!(
-                    "{} provider {other:?}; write prometheus or web (the metrics providers Serin queries yet)",
+                    "{} provider {other:?}; write prometheus, web or job (the metrics providers Serin reads yet)",
                     if known {
                         "not supported yet:"
                     } else {
@@ -52,8 +53,60 @@ pub fn validate_metric_template(template: &MetricTemplate) -> Vec<FieldError> {
             }
         }
     }
+    if provider.type_ != "job" && provider.job.is_some() {
+        r.add(
+            "spec.provider.job",
+            "only a job provider runs a Job; remove it, or set provider.type: job",
+        );
+    }
     r.query_length("spec.query", &template.spec.query);
     r.errors
+}
+
+/// A `job` provider: a Job spec that decodes as `batch/v1` JobSpec with at least one container,
+/// and none of the other providers' fields.
+fn validate_job_provider(r: &mut Report, template: &MetricTemplate) {
+    let provider = &template.spec.provider;
+    match &provider.job {
+        None => r.add(
+            "spec.provider.job",
+            "missing; write the Job to run, e.g. {spec: {backoffLimit: 0, template: {spec: {restartPolicy: Never, containers: [{name: check, image: curlimages/curl, command: [curl, -sf, http://podinfo-canary:9898/healthz]}]}}}}",
+        ),
+        Some(job) => {
+            match serde_json::from_value::<k8s_openapi::api::batch::v1::JobSpec>(job.spec.clone()) {
+                Err(e) => r.add(
+                    "spec.provider.job.spec",
+                    format!("is not a batch/v1 JobSpec: {e}; write it as a Job's spec"),
+                ),
+                Ok(spec) if spec.template.spec.as_ref().is_none_or(|p| p.containers.is_empty()) => r.add(
+                    "spec.provider.job.spec.template.spec.containers",
+                    "missing; a Job runs at least one container",
+                ),
+                Ok(_) => {}
+            }
+        }
+    }
+    for (field, set) in [
+        ("address", provider.address.is_some()),
+        ("method", provider.method.is_some()),
+        ("body", provider.body.is_some()),
+        ("jsonPath", provider.json_path.is_some()),
+        ("timeoutSeconds", provider.timeout_seconds.is_some()),
+        ("secretRef", provider.secret_ref.is_some()),
+    ] {
+        if set {
+            r.add(
+                format!("spec.provider.{field}"),
+                "a job metric runs its Job and uses none of the HTTP fields; remove it",
+            );
+        }
+    }
+    if !template.spec.query.trim().is_empty() {
+        r.add(
+            "spec.query",
+            "a job metric passes when its Job completes and has no query; remove it",
+        );
+    }
 }
 
 /// The fields of a `web` provider: an http(s) address (placeholders allowed), GET, POST or PUT,

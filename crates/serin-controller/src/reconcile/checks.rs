@@ -12,6 +12,7 @@ use super::{Shared, Tick};
 use crate::budget::BudgetFull;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
+use serde_json::json;
 use serin_api::{AnalysisMetric, AnalysisPhase, StepAnalysis};
 use serin_api::{Canary, CanaryMetric, MetricTemplate};
 use serin_core::plan::{Check, Measurement, MetricReading, Outcome};
@@ -336,6 +337,9 @@ impl Tick<'_> {
             },
             None => None,
         };
+        if let Some(template) = template.as_ref().filter(|t| t.spec.provider.type_ == "job") {
+            return self.prepare_job_metric(canary, step, metric, template, args);
+        }
         Job::Measure(Box::new(MeasureJob {
             metric: metric.clone(),
             args,
@@ -351,6 +355,90 @@ impl Tick<'_> {
                     .to_string(),
             },
         }))
+    }
+
+    /// The Job a `job` metric runs for its next measurement: the template's Job spec with its
+    /// placeholders filled in, named for the measurement, owned by the Canary.
+    fn prepare_job_metric(
+        &self,
+        canary: &Canary,
+        step: Option<usize>,
+        metric: &AnalysisMetric,
+        template: &MetricTemplate,
+        args: BTreeMap<String, String>,
+    ) -> Job {
+        let error = |message: String| {
+            Job::Done(Outcome::Measurement(Measurement {
+                phase: AnalysisPhase::Error,
+                value: None,
+                message: Some(message),
+            }))
+        };
+        if !self.ctx.job_metrics {
+            return error(
+                "job metrics are turned off in this operator; its administrator turns them on with --allow-job-metrics (Helm: jobMetrics.enabled)".into(),
+            );
+        }
+        let Some(job) = &template.spec.provider.job else {
+            return error("the MetricTemplate has no provider.job".into());
+        };
+        let mut context = query_context(&self.canary, &self.namespace);
+        context.args = args;
+        context.variables = metric.template_variables.clone().unwrap_or_default();
+        context.interval = metric.interval.clone().unwrap_or_else(|| "1m".into());
+        let spec = match render_strings(&job.spec, &context) {
+            Ok(spec) => spec,
+            Err(e) => {
+                return error(format!(
+                    "the Job spec of MetricTemplate {}: {e}",
+                    template.name_any()
+                ));
+            }
+        };
+        let status = canary.status.clone().unwrap_or_default();
+        let taken = status
+            .analysis_runs
+            .iter()
+            .rev()
+            .find(|r| {
+                r.revision == status.last_applied_spec
+                    && match step {
+                        Some(i) => r.step == Some(i as i32),
+                        None => r.step.is_none() && r.name == "background",
+                    }
+            })
+            .and_then(|r| r.metrics.iter().find(|m| m.name == metric.name))
+            .map_or(0, |m| m.count);
+        let release = status
+            .release_started_at
+            .as_ref()
+            .map(|t| t.0.to_string())
+            .unwrap_or_default();
+        let name = crate::job_metric::job_name(
+            (
+                &canary.name_any(),
+                canary.metadata.uid.as_deref().unwrap_or_default(),
+            ),
+            &release,
+            step,
+            &metric.name,
+            taken + 1,
+        );
+        let owner = json!({
+            "apiVersion": "serin.dev/v1beta1", "kind": "Canary", "name": canary.name_any(),
+            "uid": canary.metadata.uid, "controller": false, "blockOwnerDeletion": false,
+        });
+        let limit = crate::job_metric::wait_limit(&spec);
+        let job = crate::job_metric::job_object(
+            &name,
+            &self.namespace,
+            owner,
+            job.metadata.as_ref(),
+            &canary.name_any(),
+            &metric.name,
+            spec,
+        );
+        Job::Batch(Box::new(crate::job_metric::JobRun { job, limit }))
     }
 
     /// The values of the args of the analysis at `step`: given, read from a Secret of the
@@ -444,6 +532,35 @@ enum Job {
     Metric(Box<MetricJob>),
     /// A measurement of an analysis step's metric.
     Measure(Box<MeasureJob>),
+    /// A measurement by a job metric: runs its Job to the end.
+    Batch(Box<crate::job_metric::JobRun>),
+}
+
+/// `value` with every string's placeholders filled in from `context` (a Job spec's command, args
+/// and env name the args as queries do).
+fn render_strings(
+    value: &serde_json::Value,
+    context: &QueryContext,
+) -> Result<serde_json::Value, String> {
+    use serde_json::Value;
+    Ok(match value {
+        Value::String(text) if text.contains("{{") => {
+            Value::String(serin_metrics::render(text, context).map_err(|e| e.to_string())?)
+        }
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|v| render_strings(v, context))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), render_strings(v, context)?)))
+                .collect::<Result<_, String>>()?,
+        ),
+        other => other.clone(),
+    })
 }
 
 /// A measurement and what it reads: the query's inputs, the metric and the args.
@@ -483,6 +600,9 @@ impl Job {
                 };
                 Outcome::Metric(serin_metrics::read(&job.metric, inputs).await)
             }
+            Job::Batch(run) => Outcome::Measurement(
+                crate::job_metric::measure_with_job(ctx.client.clone(), *run).await,
+            ),
             Job::Measure(job) => {
                 let query = job.query;
                 let inputs = MetricInputs {

@@ -75,6 +75,9 @@ pub struct Context {
     /// (`--no-cross-namespace-refs` turns it off). Even then, one that uses a Secret is used only
     /// when its namespace shares it (see `references`).
     pub cross_namespace_refs: bool,
+    /// Whether analysis metrics of provider `job` may run Jobs in Canaries' namespaces
+    /// (`--allow-job-metrics`); off, such a metric holds its release with a message saying so.
+    pub job_metrics: bool,
 }
 
 impl Context {
@@ -97,6 +100,7 @@ impl Context {
             metrics: Arc::default(),
             prometheus_clients: serin_metrics::ClientCache::default(),
             cross_namespace_refs: true,
+            job_metrics: false,
         }
     }
 }

@@ -126,7 +126,12 @@ pub(super) fn observe<'a>(
                 )
             })
             .or_else(|| {
-                references::analysis_problem(canary, caches, &namespace, ctx.cross_namespace_refs)
+                references::analysis_problem(
+                    canary,
+                    caches,
+                    &namespace,
+                    (ctx.cross_namespace_refs, ctx.job_metrics),
+                )
             })
             .or_else(|| {
                 references::alert_provider_problem(

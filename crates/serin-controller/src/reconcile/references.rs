@@ -175,7 +175,7 @@ pub(super) fn analysis_problem(
     canary: &Canary,
     caches: &Caches,
     namespace: &str,
-    cross_namespace_refs: bool,
+    (cross_namespace_refs, job_metrics): (bool, bool),
 ) -> Option<String> {
     let analysis = canary.spec.analysis()?;
     let steps = analysis.steps().iter().enumerate().filter_map(|(i, step)| {
@@ -230,6 +230,18 @@ pub(super) fn analysis_problem(
                 Err(problem) => return Some(problem),
             };
             let kind = template.spec.provider.type_.as_str();
+            if kind == "job" && !job_metrics {
+                return Some(format!(
+                    "MetricTemplate {id} ({field}) runs a Job, and job metrics are turned off in this operator; its administrator turns them on with --allow-job-metrics (Helm: jobMetrics.enabled)"
+                ));
+            }
+            let conditions =
+                metric.success_condition.is_some() || metric.failure_condition.is_some();
+            if kind == "job" && (conditions || metric.threshold_range.is_some()) {
+                return Some(format!(
+                    "{path}: a job metric passes when its Job completes and fails when it fails; remove successCondition, failureCondition and thresholdRange"
+                ));
+            }
             if !ANALYSIS_PROVIDERS.contains(&kind) {
                 return Some(format!(
                     "MetricTemplate {id} ({field}) has provider type {kind:?}, which analysis cannot read yet; use one of {}",
@@ -242,7 +254,7 @@ pub(super) fn analysis_problem(
 }
 
 /// The MetricTemplate providers an analysis measures.
-const ANALYSIS_PROVIDERS: [&str; 2] = ["prometheus", "web"];
+const ANALYSIS_PROVIDERS: [&str; 3] = ["prometheus", "web", "job"];
 
 /// Why an AlertProvider the analysis's alerts reference cannot be used (missing, invalid, its
 /// address Secret missing, or across the namespace boundary), if so: the release waits for it to
