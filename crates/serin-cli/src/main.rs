@@ -5,6 +5,7 @@
 
 mod demo;
 mod history;
+mod lint;
 mod migrate;
 mod steer;
 

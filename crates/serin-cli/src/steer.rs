@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::json;
 use serin_api::{Canary, HandledRequests, Phase};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -130,7 +130,7 @@ pub fn print_completion(shell: clap_complete::Shell, command: &mut clap::Command
 /// Runs a subcommand; its exit code follows the subcommand's documentation.
 pub async fn run(cluster: Cluster, command: Steer) -> anyhow::Result<ExitCode> {
     if let Steer::Lint { files } = &command {
-        return lint(files);
+        return crate::lint::lint(files);
     }
     if let Steer::Migrate { files } = &command {
         return crate::migrate::run(files);
@@ -801,49 +801,5 @@ async fn suspend(canaries: &Api<Canary>, name: &str, suspend: bool) -> anyhow::R
             "resumed"
         }
     );
-    Ok(ExitCode::SUCCESS)
-}
-
-fn lint(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
-    let mut problems = 0;
-    let mut canaries = 0;
-    for file in files {
-        let text =
-            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-        for (index, document) in text.split("\n---").enumerate() {
-            let document = document.trim_start_matches("---").trim();
-            if document.is_empty() {
-                continue;
-            }
-            let value: Value = serde_saphyr::from_str(document)
-                .with_context(|| format!("{} document {}: not YAML", file.display(), index + 1))?;
-            let kind = value["kind"].as_str().unwrap_or_default();
-            let group = value["apiVersion"].as_str().unwrap_or_default();
-            if kind != "Canary" || !group.starts_with("serin.dev/") {
-                continue;
-            }
-            canaries += 1;
-            let name = value["metadata"]["name"]
-                .as_str()
-                .unwrap_or("?")
-                .to_string();
-            let found = match serde_json::from_value::<Canary>(value) {
-                Ok(canary) => serin_api::validate::validate(&canary)
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect(),
-                Err(error) => vec![format!("does not decode as a Canary: {error}")],
-            };
-            for problem in &found {
-                println!("{}: Canary {name}: {problem}", file.display());
-            }
-            problems += found.len();
-        }
-    }
-    if problems > 0 {
-        println!("{problems} problem(s) in {canaries} Canary manifest(s)");
-        return Ok(ExitCode::FAILURE);
-    }
-    println!("{canaries} Canary manifest(s) valid");
     Ok(ExitCode::SUCCESS)
 }

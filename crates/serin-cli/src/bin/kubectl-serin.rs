@@ -3,6 +3,8 @@
 
 #[path = "../history.rs"]
 mod history;
+#[path = "../lint.rs"]
+mod lint;
 #[path = "../migrate/mod.rs"]
 mod migrate;
 #[path = "../steer.rs"]
