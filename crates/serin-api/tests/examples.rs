@@ -44,6 +44,7 @@ fn expected_strategy(file: &str) -> Option<Strategy> {
         "canary-blue-green.yaml" => Some(Strategy::BlueGreen),
         "canary-mirroring.yaml" => Some(Strategy::Canary),
         "canary-steps.yaml" => Some(Strategy::Steps),
+        "canary-analysis-steps.yaml" => Some(Strategy::Steps),
         "canary-replica-ratio.yaml" => Some(Strategy::Steps),
         "canary-blue-green-post-promotion.yaml" => Some(Strategy::BlueGreen),
         _ => None,
@@ -253,6 +254,42 @@ fn examples_carry_the_settings_their_comments_describe() {
     assert_eq!(
         a.pre_promotion_analysis.as_ref().unwrap().metrics()[0].name,
         "request-duration"
+    );
+
+    let gated: Canary = load("canary-analysis-steps.yaml");
+    let a = gated.spec.analysis.as_ref().unwrap();
+    let step = a.steps()[3].analysis.as_ref().unwrap();
+    let errors = &step.metrics[0];
+    assert_eq!(
+        (
+            errors.count,
+            errors.interval.as_deref(),
+            errors.initial_delay.as_deref(),
+            errors.failure_limit
+        ),
+        (Some(3), Some("30s"), Some("30s"), Some(1)),
+        "3 measurements 30s apart after 30s, failing past 1"
+    );
+    assert!(step.is_dry_run("p99-latency") && !step.is_dry_run("error-ratio"));
+    assert_eq!(
+        a.steps()[1].set_header_route.as_ref().unwrap().name,
+        "testers"
+    );
+    assert_eq!(
+        a.steps()[2].set_mirror_route.as_ref().unwrap().percentage,
+        Some(50)
+    );
+    let background = a.background_analysis.as_ref().unwrap();
+    assert_eq!(background.starting_step, Some(1));
+    assert_eq!(
+        background.metrics[0].effective_count(),
+        None,
+        "measures until the release ends"
+    );
+    let job: MetricTemplate = load("metric-template-job.yaml");
+    assert_eq!(
+        job.spec.provider.job.as_ref().unwrap().spec["backoffLimit"],
+        0
     );
 
     let progressive: Canary = load("canary-progressive.yaml");

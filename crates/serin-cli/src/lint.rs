@@ -124,7 +124,8 @@ mod tests {
         let problems = condition_problems(&canary);
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(
-            problems[0].starts_with("spec.analysis.steps[0].analysis.metrics[1].successCondition: "),
+            problems[0]
+                .starts_with("spec.analysis.steps[0].analysis.metrics[1].successCondition: "),
             "{problems:?}"
         );
 

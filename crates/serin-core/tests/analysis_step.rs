@@ -346,3 +346,41 @@ fn a_retry_starts_new_analysis_runs() {
         .collect();
     assert_eq!(runs, [AnalysisPhase::Failed, AnalysisPhase::Successful]);
 }
+
+#[test]
+fn the_history_is_bounded_by_retention_and_by_the_runs_kept() {
+    let extra = json!({"metrics": [{
+        "name": "errors", "templateRef": {"name": "errors"}, "count": 12, "interval": "1s"
+    }]});
+    let mut world = initialized_with_replicas(analysis_canary(extra), 2);
+    world.respond(errors_measured(AnalysisPhase::Successful));
+    world.set_target_image("podinfo:6.0.1");
+    world.reconcile();
+    world.advance(15);
+    for _ in 0..20 {
+        if world.advance(1).weight == 60 {
+            break;
+        }
+    }
+    let run = step_run(&world);
+    assert_eq!(run.metrics[0].count, 12);
+    assert_eq!(
+        run.metrics[0].measurements.len(),
+        serin_api::limits::DEFAULT_MEASUREMENT_RETENTION,
+        "the latest 10 of 12"
+    );
+
+    // Failed releases, one after another: the status keeps the latest runs only.
+    world.respond(errors_measured(AnalysisPhase::Failed));
+    for release in 2..12 {
+        world.set_target_image(&format!("podinfo:6.0.{release}"));
+        for _ in 0..40 {
+            if world.advance(5).phase == Some(Phase::Failed) {
+                break;
+            }
+        }
+    }
+    let runs = world.status().analysis_runs;
+    assert_eq!(runs.len(), serin_api::limits::MAX_ANALYSIS_RUNS_KEPT);
+    assert!(runs.iter().all(|r| r.phase == AnalysisPhase::Failed));
+}
