@@ -17,6 +17,7 @@ pub mod managed_routes;
 pub mod mesh;
 pub mod metric_template;
 pub mod schema;
+pub mod status;
 pub mod validate;
 
 pub use alert_provider::{AlertProvider, AlertProviderSpec};
@@ -25,6 +26,7 @@ pub use canary::*;
 pub use hooks::HookType;
 pub use managed_routes::*;
 pub use metric_template::{MetricProvider, MetricTemplate, MetricTemplateSpec};
+pub use status::*;
 pub use validate::{FieldError, validate};
 
 /// API group of every Serin resource.
