@@ -2,7 +2,7 @@
 //! assessed with `failureLimit` and the other limits, conditions in Argo's expression syntax, dry
 //! run, args) and the measurement history the operator keeps in status.
 
-use crate::canary::{CrossNamespaceObjectReference, ThresholdRange};
+use crate::object_ref::CrossNamespaceObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -302,4 +302,16 @@ impl AnalysisMetric {
     pub fn consecutive_error_limit(&self) -> i32 {
         self.consecutive_error_limit.unwrap_or(4)
     }
+}
+
+/// Inclusive bounds of an accepted metric value.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThresholdRange {
+    /// Lowest accepted value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    /// Highest accepted value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
 }

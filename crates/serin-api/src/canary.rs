@@ -1,9 +1,11 @@
 //! The `Canary` custom resource: Flagger's v1beta1 fields plus Argo Rollouts-style extensions.
 
+use crate::analysis_run::ThresholdRange;
 use crate::mesh::{
     CorsPolicy, Headers, HttpMatchRequest, HttpRequestMirrorFilter, HttpRetry, HttpRewrite,
     ParentReference, TrafficPolicy,
 };
+use crate::object_ref::CrossNamespaceObjectReference;
 use crate::status::CanaryStatus;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
@@ -133,23 +135,6 @@ pub struct LocalObjectReference {
     /// Name of the referent.
     #[serde(default)]
     pub name: String,
-}
-
-/// Reference to an object that may live in another namespace.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CrossNamespaceObjectReference {
-    /// API version of the referent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api_version: Option<String>,
-    /// Kind of the referent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    /// Name of the referent.
-    pub name: String,
-    /// Namespace of the referent (default: the Canary's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
 }
 
 /// Reference to the target's autoscaler.
@@ -534,18 +519,6 @@ pub struct CanaryMetric {
     pub no_data: Option<String>,
 }
 
-/// Inclusive bounds of an accepted metric value.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ThresholdRange {
-    /// Lowest accepted value.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min: Option<f64>,
-    /// Highest accepted value.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max: Option<f64>,
-}
-
 /// A webhook called during the release.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -668,6 +641,10 @@ pub const MIN_INTERVAL_SECONDS: u64 = 10;
 /// Default `progressDeadlineSeconds`.
 pub const DEFAULT_PROGRESS_DEADLINE_SECONDS: i32 = 600;
 
+/// The provider without a mesh: blue/green by switching the apex Service's selector, or a canary by
+/// replica ratio.
+pub const KUBERNETES_PROVIDER: &str = "kubernetes";
+
 impl CanarySpec {
     /// The analysis in effect (`analysis`, or the deprecated `canaryAnalysis` it was read from).
     pub fn analysis(&self) -> Option<&CanaryAnalysis> {
@@ -687,7 +664,7 @@ impl CanarySpec {
     /// Whether the traffic split is the ratio of ready pods: provider `kubernetes` with a weighted
     /// strategy (steps, stepWeight or stepWeights), the apex Service selecting both sides' pods.
     pub fn splits_by_replicas(&self) -> bool {
-        self.provider.as_deref() == Some(crate::validate::KUBERNETES_PROVIDER)
+        self.provider.as_deref() == Some(KUBERNETES_PROVIDER)
             && self.target_ref.kind != "DaemonSet"
             && matches!(
                 self.analysis()
@@ -808,13 +785,6 @@ impl CanaryAnalysis {
     /// Whether blue/green promotion happens without a manual promote (default true).
     pub fn auto_promotion_enabled(&self) -> bool {
         self.auto_promotion_enabled.unwrap_or(true)
-    }
-}
-
-impl CrossNamespaceObjectReference {
-    /// The referent's namespace: its own, else `default` (the Canary's).
-    pub fn namespace_or<'a>(&'a self, default: &'a str) -> &'a str {
-        self.namespace.as_deref().unwrap_or(default)
     }
 }
 

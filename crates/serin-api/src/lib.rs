@@ -16,6 +16,7 @@ pub mod limits;
 pub mod managed_routes;
 pub mod mesh;
 pub mod metric_template;
+pub mod object_ref;
 pub mod schema;
 pub mod status;
 pub mod validate;
@@ -26,6 +27,7 @@ pub use canary::*;
 pub use hooks::HookType;
 pub use managed_routes::*;
 pub use metric_template::{MetricProvider, MetricTemplate, MetricTemplateSpec};
+pub use object_ref::CrossNamespaceObjectReference;
 pub use status::*;
 pub use validate::{FieldError, validate};
 

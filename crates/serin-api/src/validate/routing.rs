@@ -36,8 +36,7 @@ pub const ROUTING_PROVIDERS: [&str; 4] = [
     "gatewayapi:v1beta1",
 ];
 
-/// The provider without a mesh: blue/green by switching the apex Service's selector.
-pub const KUBERNETES_PROVIDER: &str = "kubernetes";
+pub use crate::canary::KUBERNETES_PROVIDER;
 
 /// The kubernetes provider has no L7 routing: the apex Service selects pods. Blue/green switches its
 /// selector between the sides; a weighted canary (steps, stepWeight) selects both sides and splits
