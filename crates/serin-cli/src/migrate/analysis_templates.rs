@@ -1,8 +1,8 @@
 //! Argo Rollouts' AnalysisTemplates: each Prometheus metric becomes a MetricTemplate, and each web
 //! or job metric one of type `web` or `job` (unless only the Canary's interval metrics, which query
-//! Prometheus, would use it). A metric an analysis step runs keeps Argo's fields as they are (the step's metric
-//! carries them); one the Canary checks at every interval gets the thresholdRange its success and
-//! failure conditions describe.
+//! Prometheus, would use it). A metric an analysis step runs keeps Argo's fields as they are (the
+//! step's metric carries them); one the Canary checks at every interval gets the thresholdRange its
+//! success and failure conditions describe.
 
 use super::documents::{DEFAULT_INTERVAL, SERIN_API_VERSION, name_of, namespace_of};
 use serde_json::{Map, Number, Value, json};
@@ -18,10 +18,12 @@ pub(super) struct TemplateReference {
 /// How the Rollouts given use an AnalysisTemplate, which decides the MetricTemplates it becomes.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(super) struct Usage {
-    /// An analysis step runs it: its metrics keep Argo's fields and its queries `{{args.NAME}}`.
+    /// An analysis step (or the background analysis of a canary with steps) runs it: its metrics
+    /// keep Argo's fields and its queries `{{args.NAME}}`.
     pub(super) steps: bool,
-    /// A background, pre- or post-promotion analysis runs it: its metrics become the Canary's
-    /// interval metrics, their queries reading `{{ variables.NAME }}`.
+    /// A pre- or post-promotion analysis, or the background analysis of a canary without steps,
+    /// runs it: its metrics become the Canary's interval metrics, their queries reading
+    /// `{{ variables.NAME }}`.
     pub(super) intervals: bool,
 }
 

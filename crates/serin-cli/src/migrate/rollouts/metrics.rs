@@ -1,7 +1,8 @@
 //! The analyses a Rollout runs: which templates each names, and those that run alongside the release
-//! (background, pre- and post-promotion) as the Canary's interval metrics, their args as
-//! templateVariables, with the interval and threshold the metrics give the analysis. Analysis steps
-//! are converted in `step_analysis`.
+//! (pre- and post-promotion, background without steps) as the Canary's interval metrics, their
+//! args as templateVariables, with the interval and threshold the metrics give the analysis.
+//! Analysis steps, and the background analysis of a canary with steps, are converted in
+//! `step_analysis`.
 
 use crate::migrate::analysis_templates::{ConvertedMetric, TemplateReference};
 use crate::migrate::documents::{DEFAULT_INTERVAL, namespace_of};
@@ -23,7 +24,8 @@ pub(super) struct AnalysisReference {
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum AnalysisRole {
-    /// `canary.analysis`, running alongside the steps.
+    /// `canary.analysis`, running alongside the steps: Serin's backgroundAnalysis when there are
+    /// steps, the Canary's interval metrics otherwise.
     Background,
     /// `canary.steps[i].analysis`.
     Step,

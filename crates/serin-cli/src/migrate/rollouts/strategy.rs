@@ -82,7 +82,9 @@ pub(super) fn canary_analysis(rollout: &Value, index: &Index, report: &mut Repor
                 "no equivalent: Serin runs no extra ReplicaSets; left out",
             ),
             "setHeaderRoute" | "setMirrorRoute" => {
-                steps.push(json!({ kind: managed_route_step(body, gateway_api, &format!("{path}.{kind}"), report) }));
+                let at = format!("{path}.{kind}");
+                let route = managed_route_step(body, gateway_api, &at, report);
+                steps.push(json!({ kind: route }));
             }
             other => report.field(
                 format!("{path}.{other}"),
