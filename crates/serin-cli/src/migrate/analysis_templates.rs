@@ -1,8 +1,8 @@
 //! Argo Rollouts' AnalysisTemplates: each Prometheus metric becomes a MetricTemplate, and each web
-//! metric one of type `web` (unless only the Canary's interval metrics, which query Prometheus,
-//! would use it). A metric an analysis step runs keeps Argo's fields as they are (the step's metric
-//! carries them); one the Canary checks at every interval gets the thresholdRange its success and
-//! failure conditions describe.
+//! or job metric one of type `web` or `job` (unless only the Canary's interval metrics, which query
+//! Prometheus, would use it). A metric an analysis step runs keeps Argo's fields as they are (the
+//! step's metric carries them); one the Canary checks at every interval gets the thresholdRange its
+//! success and failure conditions describe.
 
 use super::documents::{DEFAULT_INTERVAL, SERIN_API_VERSION, name_of, namespace_of};
 use serde_json::{Map, Number, Value, json};
@@ -18,10 +18,12 @@ pub(super) struct TemplateReference {
 /// How the Rollouts given use an AnalysisTemplate, which decides the MetricTemplates it becomes.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(super) struct Usage {
-    /// An analysis step runs it: its metrics keep Argo's fields and its queries `{{args.NAME}}`.
+    /// An analysis step (or the background analysis of a canary with steps) runs it: its metrics
+    /// keep Argo's fields and its queries `{{args.NAME}}`.
     pub(super) steps: bool,
-    /// A background, pre- or post-promotion analysis runs it: its metrics become the Canary's
-    /// interval metrics, their queries reading `{{ variables.NAME }}`.
+    /// A pre- or post-promotion analysis, or the background analysis of a canary without steps,
+    /// runs it: its metrics become the Canary's interval metrics, their queries reading
+    /// `{{ variables.NAME }}`.
     pub(super) intervals: bool,
 }
 
@@ -30,7 +32,7 @@ pub(super) struct TemplateConversion {
     pub(super) metric_templates: Vec<Value>,
     /// Its Prometheus metrics as interval metrics.
     pub(super) metrics: Vec<ConvertedMetric>,
-    /// Its Prometheus and web metrics as an analysis step's metrics.
+    /// Its Prometheus, web and job metrics as an analysis step's metrics.
     pub(super) step_metrics: Vec<StepMetric>,
     /// The template's `args` as written: defaults for the args an analysis step does not give.
     pub(super) args: Vec<Value>,
@@ -218,18 +220,22 @@ pub(super) fn convert_analysis_template(template: &Value, usage: Usage) -> Templ
         }
         match kind.as_str() {
             "prometheus" => {}
-            "web" if usage.intervals && !usage.steps => {
+            "web" | "job" if usage.intervals && !usage.steps => {
                 warn(
-                    Some(format!("{path}.provider.web")),
+                    Some(format!("{path}.provider.{kind}")),
                     format!(
-                        "the Canary's interval metrics (spec.analysis.metrics) query Prometheus only, so metric {metric_name:?} is left out (no MetricTemplate, no Canary metric); an analysis step could measure it through a MetricTemplate of type web"
+                        "the Canary's interval metrics (spec.analysis.metrics) query Prometheus only, so metric {metric_name:?} is left out (no MetricTemplate, no Canary metric); an analysis step could measure it through a MetricTemplate of type {kind}"
                     ),
                 );
                 continue;
             }
-            "web" => {
+            "web" | "job" => {
                 converted_any = true;
-                let provider = web_provider(&provider["web"], &path, &mut warn);
+                let provider = if kind == "web" {
+                    web_provider(&provider["web"], &path, &mut warn)
+                } else {
+                    job_provider(&provider["job"])
+                };
                 conversion.metric_templates.push(json!({
                     "apiVersion": SERIN_API_VERSION,
                     "kind": "MetricTemplate",
@@ -238,9 +244,9 @@ pub(super) fn convert_analysis_template(template: &Value, usage: Usage) -> Templ
                 }));
                 if usage.intervals {
                     warn(
-                        Some(format!("{path}.provider.web")),
+                        Some(format!("{path}.provider.{kind}")),
                         format!(
-                            "the Canary's interval metrics (spec.analysis.metrics) query Prometheus only, so metric {metric_name:?} is left out of the background, pre- and post-promotion analyses that run it; its web MetricTemplate {template_name} serves the analysis steps"
+                            "the Canary's interval metrics (spec.analysis.metrics) query Prometheus only, so metric {metric_name:?} is left out of the pre- and post-promotion analyses and the background analyses without steps that run it; its {kind} MetricTemplate {template_name} serves the analysis steps"
                         ),
                     );
                 }
@@ -251,20 +257,11 @@ pub(super) fn convert_analysis_template(template: &Value, usage: Usage) -> Templ
                 });
                 continue;
             }
-            "job" => {
-                warn(
-                    Some(format!("{path}.provider.job")),
-                    format!(
-                        "not converted yet: Serin has no job metric provider, so metric {metric_name:?} is left out (no MetricTemplate; the analyses running it measure the template's other metrics only). A webhook (spec.analysis.webhooks) can run such a check"
-                    ),
-                );
-                continue;
-            }
             _ => {
                 warn(
                     Some(format!("{path}.provider.{kind}")),
                     format!(
-                        "no equivalent: Serin queries Prometheus and web endpoints only, so metric {metric_name:?} is left out (no MetricTemplate, no Canary metric). A webhook (spec.analysis.webhooks) can run such a check"
+                        "no equivalent: Serin measures with Prometheus, web endpoints and Jobs only, so metric {metric_name:?} is left out (no MetricTemplate, no Canary metric). A webhook (spec.analysis.webhooks) can run such a check"
                     ),
                 );
                 continue;
@@ -492,6 +489,26 @@ fn web_provider(web: &Value, path: &str, warn: &mut impl FnMut(Option<String>, S
             format!("no equivalent ({why}); left out"),
         );
     }
+    Value::Object(provider)
+}
+
+/// A job provider as a MetricTemplate's of type `job`: the Job's labels, annotations and
+/// `batch/v1` spec as written (placeholders stay for the analysis step's args).
+fn job_provider(job: &Value) -> Value {
+    let mut provider = Map::new();
+    provider.insert("type".into(), json!("job"));
+    let mut metadata = Map::new();
+    for field in ["labels", "annotations"] {
+        if let Some(map) = job["metadata"][field].as_object() {
+            metadata.insert(field.into(), Value::Object(map.clone()));
+        }
+    }
+    let mut body = Map::new();
+    if !metadata.is_empty() {
+        body.insert("metadata".into(), Value::Object(metadata));
+    }
+    body.insert("spec".into(), job["spec"].clone());
+    provider.insert("job".into(), Value::Object(body));
     Value::Object(provider)
 }
 
@@ -778,7 +795,7 @@ mod tests {
     use super::*;
     use crate::migrate::tests::{
         CANARY_ROLLOUT, SERVICES, TEMPLATES, background_success_rate, documents, migrate_files,
-        migrate_one, object_warnings, warning,
+        migrate_one, object_warnings, warning, without_steps,
     };
 
     #[test]
@@ -878,7 +895,10 @@ mod tests {
         let migration = migrate_files(&[
             ("templates.yaml", &templates),
             ("services.yaml", SERVICES),
-            ("rollout.yaml", &background_success_rate(CANARY_ROLLOUT)),
+            (
+                "rollout.yaml",
+                &without_steps(&background_success_rate(CANARY_ROLLOUT)),
+            ),
         ]);
         assert!(
             warning(&migration, "spec.metrics[0].successCondition")

@@ -6,9 +6,10 @@
 //! - Flagger `v1alpha3` Canaries are converted field by field: `canaryAnalysis`,
 //!   `service.appendHeaders` and the Istio metric names of 2019 with their single-number thresholds.
 //! - An Argo Rollouts `Rollout` becomes a Deployment (or keeps its `workloadRef` Deployment) and a
-//!   Canary; AnalysisTemplates with a Prometheus or web provider become MetricTemplates (an analysis
-//!   step stays an analysis step, its metrics keeping Argo's fields); an HPA scaling the
-//!   Rollout scales the Deployment instead.
+//!   Canary; AnalysisTemplates with a Prometheus, web or job provider become MetricTemplates (an
+//!   analysis step stays an analysis step, and a canary's background analysis Serin's, their
+//!   metrics keeping Argo's fields); header and mirror route steps keep their place; an HPA
+//!   scaling the Rollout scales the Deployment instead.
 //!
 //! Every other object passes through as written. The conversion itself is pure (text in, text and
 //! warnings out); only [`run`] reads files and prints.

@@ -1,7 +1,8 @@
 //! The analyses a Rollout runs: which templates each names, and those that run alongside the release
-//! (background, pre- and post-promotion) as the Canary's interval metrics, their args as
-//! templateVariables, with the interval and threshold the metrics give the analysis. Analysis steps
-//! are converted in `step_analysis`.
+//! (pre- and post-promotion, background without steps) as the Canary's interval metrics, their
+//! args as templateVariables, with the interval and threshold the metrics give the analysis.
+//! Analysis steps, and the background analysis of a canary with steps, are converted in
+//! `step_analysis`.
 
 use crate::migrate::analysis_templates::{ConvertedMetric, TemplateReference};
 use crate::migrate::documents::{DEFAULT_INTERVAL, namespace_of};
@@ -23,7 +24,8 @@ pub(super) struct AnalysisReference {
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum AnalysisRole {
-    /// `canary.analysis`, running alongside the steps.
+    /// `canary.analysis`, running alongside the steps: Serin's backgroundAnalysis when there are
+    /// steps, the Canary's interval metrics otherwise.
     Background,
     /// `canary.steps[i].analysis`.
     Step,
@@ -326,12 +328,13 @@ mod tests {
     use super::*;
     use crate::migrate::tests::{
         CANARY_ROLLOUT, SERVICES, TEMPLATES, background_success_rate, documents, find,
-        migrate_files, object_warnings, warning,
+        migrate_files, object_warnings, refusals, warning, without_steps,
     };
 
     #[test]
     fn a_rollouts_background_analyses_become_canary_metrics_of_converted_metric_templates() {
-        let rollout = background_success_rate(CANARY_ROLLOUT);
+        // Without steps: with them, the background analysis is Serin's backgroundAnalysis.
+        let rollout = without_steps(&background_success_rate(CANARY_ROLLOUT));
         let migration = migrate_files(&[
             ("templates.yaml", TEMPLATES),
             ("services.yaml", SERVICES),
@@ -374,17 +377,6 @@ mod tests {
             template["spec"]["query"],
             "sum(rate(ok{svc=\"{{ variables.service_name }}\"}[{{ variables.window }}])) / sum(rate(all{svc=\"{{ variables.service_name }}\"}[{{ variables.window }}]))"
         );
-        // The analysis step fills the args itself: its MetricTemplate keeps Argo's query.
-        let for_step = find(&output, "MetricTemplate", "success-rate-args");
-        assert_eq!(for_step["spec"]["provider"], provider);
-        assert_eq!(
-            for_step["spec"]["query"],
-            "sum(rate(ok{svc=\"{{args.service-name}}\"}[{{args.window}}])) / sum(rate(all{svc=\"{{args.service-name}}\"}[{{args.window}}]))"
-        );
-        assert_eq!(
-            analysis["steps"][3]["analysis"]["metrics"][0]["templateRef"],
-            json!({"name": "success-rate-args", "namespace": "shop"})
-        );
         let errors = find(&output, "MetricTemplate", "checks-errors");
         assert!(errors["metadata"].get("namespace").is_none());
         assert!(
@@ -395,7 +387,7 @@ mod tests {
         assert!(
             warning(&migration, "spec.metrics[0].provider.job")
                 .message
-                .contains("Serin has no job metric provider")
+                .contains("could measure it through a MetricTemplate of type job")
         );
         assert!(
             object_warnings(&migration, "ClusterAnalysisTemplate checks")
@@ -403,14 +395,7 @@ mod tests {
                 .any(|m| m.contains("written without one"))
         );
         // Serin's validation finds nothing wrong with the Canary.
-        assert!(
-            !migration
-                .warnings
-                .iter()
-                .any(|w| w.message.starts_with("Serin refuses")),
-            "{:#?}",
-            migration.warnings
-        );
+        assert_eq!(refusals(&migration), Vec::<&crate::migrate::Warning>::new());
     }
 
     #[test]
@@ -439,8 +424,15 @@ mod tests {
                 .message
                 .contains("ClusterAnalysisTemplate checks")
         );
+        let with_templates =
+            migrate_files(&[("templates.yaml", TEMPLATES), ("rollout.yaml", &rollout)]);
+        let step_canary = find(&documents(&with_templates), "Canary", "shop").clone();
+        assert_eq!(
+            step_canary["spec"]["analysis"]["steps"][3]["analysis"]["args"][0],
+            json!({"name": "service-name", "valueFrom": {"podTemplateHashValue": "Latest"}})
+        );
         // An analysis step reads pod template hashes; the interval metrics cannot.
-        let rollout = background_success_rate(&rollout).replace(
+        let rollout = without_steps(&background_success_rate(&rollout)).replace(
             "args: [{name: service-name, value: shop}]",
             "args: [{name: service-name, valueFrom: {podTemplateHashValue: Stable}}]",
         );
@@ -457,10 +449,6 @@ mod tests {
         assert_eq!(
             canary["spec"]["analysis"]["metrics"][1]["templateVariables"],
             json!({"window": "2m"})
-        );
-        assert_eq!(
-            canary["spec"]["analysis"]["steps"][3]["analysis"]["args"][0],
-            json!({"name": "service-name", "valueFrom": {"podTemplateHashValue": "Latest"}})
         );
     }
 }

@@ -1,6 +1,7 @@
 //! Argo Rollouts' Rollouts: each becomes a Deployment (or keeps its workloadRef Deployment) and a
 //! Canary, whose service, strategy and metrics the submodules build.
 
+mod managed_routes;
 mod metrics;
 mod routing;
 mod step_analysis;
@@ -63,7 +64,10 @@ pub(super) fn index(documents: &[Document]) -> Index<'_> {
             for template in &reference.templates {
                 if let Some(found) = index.find_template(template, namespace) {
                     let usage = usages.entry(found).or_default();
-                    if reference.role == AnalysisRole::Step {
+                    let as_step = reference.role == AnalysisRole::Step
+                        || (reference.role == AnalysisRole::Background
+                            && background_is_step_analysis(rollout));
+                    if as_step {
                         usage.steps = true;
                     } else {
                         usage.intervals = true;
@@ -95,6 +99,26 @@ pub(super) fn index(documents: &[Document]) -> Index<'_> {
     index
 }
 
+/// The Canary's provider for a Rollout's strategy. Without trafficRouting Argo Rollouts routes
+/// with Services alone: a blue/green switches the activeService's selector, a canary splits
+/// traffic by its pods, and Serin's kubernetes provider does both. Any trafficRouting becomes
+/// Istio, the one router the conversion writes the routing of.
+pub(super) fn router(strategy: &Value) -> &'static str {
+    if !strategy["blueGreen"].is_null() || strategy["canary"]["trafficRouting"].is_null() {
+        "kubernetes"
+    } else {
+        "istio"
+    }
+}
+
+/// Whether a canary Rollout's background analysis becomes Serin's `backgroundAnalysis` (it has
+/// steps, which Serin's background analysis runs alongside) rather than interval metrics.
+pub(super) fn background_is_step_analysis(rollout: &Value) -> bool {
+    rollout["spec"]["strategy"]["canary"]["steps"]
+        .as_array()
+        .is_some_and(|steps| !steps.is_empty())
+}
+
 /// A Rollout as a Deployment (unless it references one with workloadRef) and a Canary.
 pub(super) fn convert_rollout(rollout: &Value, index: &Index, report: &mut Report) -> Vec<Emitted> {
     let spec = &rollout["spec"];
@@ -105,14 +129,7 @@ pub(super) fn convert_rollout(rollout: &Value, index: &Index, report: &mut Repor
     let mut emitted = Vec::new();
 
     let mut canary_spec = Map::new();
-    // Without trafficRouting Argo Rollouts routes with Services alone: a blue/green switches the
-    // activeService's selector, a canary splits traffic by its pods. Serin's kubernetes provider
-    // does both.
-    let by_services = is_blue_green || strategy["canary"]["trafficRouting"].is_null();
-    canary_spec.insert(
-        "provider".into(),
-        json!(if by_services { "kubernetes" } else { "istio" }),
-    );
+    canary_spec.insert("provider".into(), json!(router(strategy)));
     let target = match spec["workloadRef"].as_object() {
         Some(workload) => workload_target(rollout, workload, index, report),
         None => {

@@ -314,10 +314,8 @@ pub(super) fn traffic_routing_warnings(routing: &Value, path: &str, report: &mut
                     );
                 }
             }
-            "managedRoutes" => report.field(
-                format!("{path}.managedRoutes"),
-                "no equivalent: the header and mirror routes it declares are not converted; left out",
-            ),
+            // The Canary's analysis.managedRoutes (canary_analysis).
+            "managedRoutes" => {}
             "maxTrafficWeight" => report.field(
                 format!("{path}.maxTrafficWeight"),
                 "no equivalent: Serin's weights are percentages; left out",

@@ -1,8 +1,9 @@
-//! An Argo Rollouts analysis step as a Serin `analysis` step at the same place: every metric of the
+//! An Argo Rollouts analysis step as a Serin `analysis` step at the same place (and a canary's
+//! background analysis as `backgroundAnalysis`, converted the same way): every metric of the
 //! templates it names with Argo's fields as written, and its args, dry-run and retention lists
 //! merged with those of the templates.
 
-use super::metrics::{AnalysisReference, field_of};
+use super::metrics::{AnalysisReference, AnalysisRole, field_of};
 use crate::migrate::analysis_templates::StepMetric;
 use crate::migrate::documents::namespace_of;
 use crate::migrate::index::Index;
@@ -28,7 +29,7 @@ const COUNTS: [(&str, i64); 4] = [
 ];
 
 /// The Serin step for the Argo analysis step `reference` (of `rollout`): `{analysis: {...}}`, or
-/// `None` when none of its metrics converts.
+/// `None` when none of its metrics converts. A background analysis converts the same way.
 pub(super) fn step_analysis(
     rollout: &Value,
     step: &Value,
@@ -85,14 +86,19 @@ pub(super) fn step_analysis(
         if field != "dryRun" && field != "measurementRetention" {
             report.field(
                 format!("{path}.{field}"),
-                "no equivalent: Serin creates no AnalysisRun objects (a step's measurements are kept in the Canary's status.analysisRuns); left out",
+                "no equivalent: Serin creates no AnalysisRun objects (the measurements are kept in the Canary's status.analysisRuns); left out",
             );
         }
     }
     if metrics.is_empty() {
+        let what = if reference.role == AnalysisRole::Background {
+            "background analysis"
+        } else {
+            "step"
+        };
         report.field(
             path.clone(),
-            "none of the metrics it runs could be converted (see the warnings about its templates), so the step is left out and the release goes on without it",
+            format!("none of the metrics it runs could be converted (see the warnings about its templates), so the {what} is left out and the release goes on without it"),
         );
         return None;
     }
@@ -367,7 +373,7 @@ fn selectors(
 
 #[cfg(test)]
 mod tests {
-    use crate::migrate::tests::{documents, find, migrate_files, migrate_one, warning};
+    use crate::migrate::tests::{documents, find, migrate_files, migrate_one, refusals, warning};
     use serde_json::{Value, json};
 
     const EXAMPLE: &str =
@@ -484,17 +490,14 @@ mod tests {
                 "timeoutSeconds": 10,
             }})
         );
-        // Until MetricTemplate has the web provider's fields, Serin cannot read it: that is the one
-        // warning about the analysis.
-        let about_status: Vec<String> = migration
-            .warnings
-            .iter()
-            .filter(|w| w.object.contains("payments-status"))
-            .map(|w| w.message.clone())
-            .collect();
-        assert_eq!(
-            about_status,
-            ["does not decode as a Serin MetricTemplate: missing field `query`"]
+        // The web MetricTemplate is valid as converted.
+        assert!(
+            !migration
+                .warnings
+                .iter()
+                .any(|w| w.object.contains("payments-status")),
+            "{:#?}",
+            migration.warnings
         );
         assert_eq!(analysis_field_warnings(&migration), Vec::<String>::new());
     }
@@ -619,7 +622,17 @@ spec:
                 "jsonPath": "{$.results.ok}",
             })
         );
-        assert_eq!(analysis_field_warnings(&migration), Vec::<String>::new());
+        // Argo's example builds the whole URL from an arg; Serin wants its scheme and host written,
+        // and says so (the arg keeps its value in the step).
+        assert_eq!(
+            analysis_field_warnings(&migration)
+                .iter()
+                .map(|w| w.split(": Serin refuses this").next().unwrap_or_default())
+                .collect::<Vec<_>>(),
+            [
+                "in.yaml: AnalysisTemplate args-example (as MetricTemplate args-example): spec.provider.address"
+            ]
+        );
     }
 
     const LIMITS: &str = "\
@@ -741,7 +754,7 @@ spec:
     }
 
     #[test]
-    fn steps_serin_has_not_built_say_what_becomes_of_them() {
+    fn header_routes_job_metrics_and_the_background_analysis_convert() {
         let rollout = "\
 apiVersion: argoproj.io/v1alpha1
 kind: Rollout
@@ -753,44 +766,93 @@ spec:
     spec: {containers: [{name: api, image: ghcr.io/stefanprodan/podinfo:6.0.0}]}
   strategy:
     canary:
-      trafficRouting: {istio: {virtualService: {name: api}}}
-      analysis: {templates: [{templateName: smoke}], startingStep: 1}
+      trafficRouting:
+        managedRoutes: [{name: testers}]
+        istio: {virtualService: {name: api}}
+      analysis:
+        templates: [{templateName: smoke}]
+        startingStep: 3
+        args: [{name: target, value: api}]
+        dryRun: [{metricName: smoke}]
+        measurementRetention: [{metricName: smoke, limit: 3}]
       steps:
       - setWeight: 10
-      - setHeaderRoute: {name: testers, match: [{headerName: x-tester, headerValue: {exact: \"1\"}}]}
-      - analysis: {templates: [{templateName: smoke}]}
+      - experiment: {templates: [{name: baseline, specRef: stable}]}
+      - setHeaderRoute: {name: testers, match: [{headerName: x-tester, headerValue: {prefix: \"qa-\"}}]}
+      - analysis: {templates: [{templateName: smoke}], args: [{name: target, value: api}]}
+      - setHeaderRoute: {name: testers}
 ---
 apiVersion: argoproj.io/v1alpha1
 kind: AnalysisTemplate
 metadata: {name: smoke}
 spec:
+  args: [{name: target}]
   metrics:
   - name: smoke
-    provider: {job: {spec: {template: {spec: {containers: [{name: t, image: busybox}]}}}}}
+    provider:
+      job:
+        metadata: {labels: {team: api}, annotations: {purpose: smoke}}
+        spec:
+          backoffLimit: 1
+          template:
+            spec:
+              restartPolicy: Never
+              containers: [{name: t, image: busybox, command: [wget, \"http://{{args.target}}/healthz\"]}]
 ";
         let migration = migrate_one(rollout);
         let output = documents(&migration);
-        let steps = &find(&output, "Canary", "api")["spec"]["analysis"]["steps"];
-        assert_eq!(steps, &json!([{"setWeight": 10}]));
-        assert!(
-            warning(&migration, "spec.strategy.canary.steps[1].setHeaderRoute")
-                .message
-                .contains("reach the canary only by its weight")
+        let analysis = &find(&output, "Canary", "api")["spec"]["analysis"];
+        let smoke = json!({"metrics": [{"name": "smoke", "templateRef": {"name": "smoke"}}], "args": [{"name": "target", "value": "api"}]});
+        assert_eq!(
+            analysis["steps"],
+            json!([
+                {"setWeight": 10},
+                {"setHeaderRoute": {"name": "testers", "match": [{"headerName": "x-tester", "headerValue": {"prefix": "qa-"}}]}},
+                {"analysis": smoke},
+                {"setHeaderRoute": {"name": "testers"}},
+            ])
         );
-        assert!(
-            warning(&migration, "spec.metrics[0].provider.job")
-                .message
-                .contains("Serin has no job metric provider")
-        );
-        assert!(
-            warning(&migration, "spec.strategy.canary.steps[2].analysis")
-                .message
-                .contains("the step is left out")
-        );
+        assert_eq!(analysis["managedRoutes"], json!([{"name": "testers"}]));
+        let mut background = smoke.clone();
+        background["dryRun"] = json!([{"metricName": "smoke"}]);
+        background["measurementRetention"] = json!([{"metricName": "smoke", "limit": 3}]);
+        // The experiment left out moves Argo's step 3 to index 2, which the warning says.
+        background["startingStep"] = json!(2);
+        assert_eq!(analysis["backgroundAnalysis"], background);
         assert!(
             warning(&migration, "spec.strategy.canary.analysis.startingStep")
                 .message
-                .contains("also gate the steps before this one")
+                .starts_with("written as 2")
+        );
+        assert_eq!(
+            find(&output, "MetricTemplate", "smoke")["spec"],
+            json!({"provider": {"type": "job", "job": {
+                "metadata": {"labels": {"team": "api"}, "annotations": {"purpose": "smoke"}},
+                "spec": {"backoffLimit": 1, "template": {"spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "t", "image": "busybox", "command": ["wget", "http://{{args.target}}/healthz"]}],
+                }}},
+            }}})
+        );
+        // No warning about the routes, the job metric or the background analysis's fields; the
+        // job provider's type only until serin-api has it.
+        assert_eq!(refusals(&migration), Vec::<&crate::migrate::Warning>::new());
+        let paths: Vec<&str> = migration
+            .warnings
+            .iter()
+            .filter_map(|w| w.path.as_deref())
+            .filter(|path| *path != "spec.provider.type")
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                "spec.strategy.canary.trafficRouting.istio.virtualService",
+                "spec.strategy",
+                "spec.strategy.canary.steps[1].experiment",
+                "spec.strategy.canary.analysis.startingStep",
+            ],
+            "{:#?}",
+            migration.warnings
         );
     }
 }

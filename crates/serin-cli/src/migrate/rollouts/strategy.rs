@@ -7,6 +7,7 @@ use super::metrics::{
 };
 use super::routing::{canary_service_name, traffic_routing_warnings};
 use super::step_analysis::step_analysis;
+use super::{background_is_step_analysis, managed_routes::managed_route_step, router};
 use crate::migrate::index::Index;
 use crate::migrate::warnings::Report;
 use serde_json::{Map, Value, json};
@@ -18,22 +19,44 @@ const SAME_NAMED: [&str; 3] = [
     "dynamicStableScale",
 ];
 
-/// The analysis of a canary Rollout: its steps, and its background analysis as interval metrics.
+/// The analysis of a canary Rollout: its steps, managed routes and background analysis. With
+/// steps the background analysis is Serin's `backgroundAnalysis`, converted as an analysis step is;
+/// without them (Serin's background analysis needs steps) its metrics are interval metrics.
 pub(super) fn canary_analysis(rollout: &Value, index: &Index, report: &mut Report) -> Value {
     let canary = &rollout["spec"]["strategy"]["canary"];
     let base = "spec.strategy.canary";
     let mut analysis = Map::new();
+    let with_steps = background_is_step_analysis(rollout);
     let references = analysis_references(rollout);
-    let metrics = analysis_metrics(rollout, &references, index, report, Stage::BeforePromotion);
+    let background = references
+        .iter()
+        .find(|r| r.role == AnalysisRole::Background);
+    let interval_references: Vec<_> = references
+        .iter()
+        .filter(|r| !(with_steps && r.role == AnalysisRole::Background))
+        .cloned()
+        .collect();
+    let metrics = analysis_metrics(
+        rollout,
+        &interval_references,
+        index,
+        report,
+        Stage::BeforePromotion,
+    );
     analysis.insert("interval".into(), json!(analysis_interval(&metrics)));
     analysis.insert(
         "threshold".into(),
         json!(analysis_threshold(&metrics, base, report)),
     );
     let by_pods = canary["trafficRouting"].is_null();
+    let gateway_api = router(&rollout["spec"]["strategy"]).starts_with("gatewayapi");
 
     let mut steps = Vec::new();
+    // The Serin index of each Argo step (that of the next step kept, for a step left out), for
+    // the background analysis's startingStep.
+    let mut serin_index = Vec::new();
     for (i, step) in canary["steps"].as_array().into_iter().flatten().enumerate() {
+        serin_index.push(steps.len());
         let path = format!("{base}.steps[{i}]");
         let Some((kind, body)) = step.as_object().and_then(|s| s.iter().next()) else {
             continue;
@@ -58,14 +81,11 @@ pub(super) fn canary_analysis(rollout: &Value, index: &Index, report: &mut Repor
                 format!("{path}.experiment"),
                 "no equivalent: Serin runs no extra ReplicaSets; left out",
             ),
-            "setHeaderRoute" => report.field(
-                format!("{path}.setHeaderRoute"),
-                "not converted: a Serin canary with steps routes by weight only, so the step is left out and requests with the header reach the canary only by its weight; Serin routes by header in A/B testing (analysis.match with iterations), a strategy of its own",
-            ),
-            "setMirrorRoute" => report.field(
-                format!("{path}.setMirrorRoute"),
-                "not converted: Serin mirrors traffic (analysis.mirror) only in stepWeight canaries and blue/green, not with steps, so the step is left out and nothing is mirrored to the canary",
-            ),
+            "setHeaderRoute" | "setMirrorRoute" => {
+                let at = format!("{path}.{kind}");
+                let route = managed_route_step(body, gateway_api, &at, report);
+                steps.push(json!({ kind: route }));
+            }
             other => report.field(
                 format!("{path}.{other}"),
                 "no equivalent step in Serin; left out",
@@ -95,7 +115,18 @@ pub(super) fn canary_analysis(rollout: &Value, index: &Index, report: &mut Repor
                 path,
                 "left out: the Deployment the Rollout references keeps its own spec.strategy.rollingUpdate, which paces the primary's rolling update at promotion in Serin",
             ),
-            "trafficRouting" => traffic_routing_warnings(value, &path, report),
+            "trafficRouting" => {
+                traffic_routing_warnings(value, &path, report);
+                let routes: Vec<Value> = value["managedRoutes"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|route| json!({"name": route["name"]}))
+                    .collect();
+                if !routes.is_empty() {
+                    analysis.insert("managedRoutes".into(), Value::Array(routes));
+                }
+            }
             field if SAME_NAMED.contains(&field) && by_pods => report.field(
                 path,
                 "needs trafficRouting in Argo Rollouts (ignored or refused without it), and Serin's canary by replica ratio refuses it: every canary pod takes traffic; left out",
@@ -127,15 +158,32 @@ pub(super) fn canary_analysis(rollout: &Value, index: &Index, report: &mut Repor
             "absent: Argo Rollouts split traffic by the ratio of canary to stable pods, and so does the Canary (provider: kubernetes: its apex Service selects both sides' pods, within the Deployment's maxSurge/maxUnavailable)",
         );
     }
-    if let Some(reference) = references
-        .iter()
-        .find(|r| r.role == AnalysisRole::Background)
-        && !canary["analysis"]["startingStep"].is_null()
-    {
-        report.field(
+    match background {
+        Some(reference) if with_steps => {
+            let written = &canary["analysis"];
+            if let Some(Value::Object(mut background)) =
+                step_analysis(rollout, written, reference, index, report)
+                    .map(|step| step["analysis"].clone())
+            {
+                if let Some(start) = written["startingStep"].as_u64() {
+                    let start = start as usize;
+                    let at = serin_index.get(start).copied().unwrap_or(start);
+                    if at != start {
+                        report.field(
+                            format!("{}.startingStep", reference.path),
+                            format!("written as {at}: the steps left out before it move step {start} to index {at} of the Canary's steps"),
+                        );
+                    }
+                    background.insert("startingStep".into(), json!(at));
+                }
+                analysis.insert("backgroundAnalysis".into(), Value::Object(background));
+            }
+        }
+        Some(reference) if !canary["analysis"]["startingStep"].is_null() => report.field(
             format!("{}.startingStep", reference.path),
-            "not converted: Serin checks the Canary's interval metrics from the start of every release, so these metrics also gate the steps before this one; left out",
-        );
+            "not converted: a canary without steps has no step to start from; Serin checks the Canary's interval metrics from the start of every release",
+        ),
+        _ => {}
     }
     if !metrics.is_empty() {
         analysis.insert("metrics".into(), canary_metrics(&metrics));
@@ -235,7 +283,7 @@ pub(super) fn blue_green_analysis(rollout: &Value, index: &Index, report: &mut R
 mod tests {
     use super::*;
     use crate::migrate::tests::{
-        TEMPLATES, documents, find, migrate_files, object_warnings, shop, warning,
+        TEMPLATES, documents, find, migrate_files, object_warnings, refusals, shop, warning,
     };
 
     #[test]
@@ -272,6 +320,7 @@ mod tests {
                         {"name": "window", "value": "2m"},
                     ],
                 }},
+                {"setMirrorRoute": {"name": "mirror", "percentage": 10}},
                 {"setWeight": 60},
                 {"pause": {}},
             ])
@@ -300,11 +349,26 @@ mod tests {
                 .message
                 .starts_with("no equivalent")
         );
+        // The mirror route step converts as Argo wrote it, its route listed in managedRoutes.
+        assert_eq!(analysis["managedRoutes"], json!([{"name": "mirror"}]));
         assert!(
-            warning(&migration, "spec.strategy.canary.steps[5].setMirrorRoute")
-                .message
-                .contains("the step is left out and nothing is mirrored")
+            !migration.warnings.iter().any(|w| w
+                .path
+                .as_deref()
+                .is_some_and(|p| p.contains("setMirrorRoute") || p.contains("managedRoutes"))),
+            "{:#?}",
+            migration.warnings
         );
+        // The background analysis runs alongside the steps, its metrics keeping Argo's fields.
+        assert_eq!(
+            analysis["backgroundAnalysis"],
+            json!({"metrics": [
+                {"name": "smoke", "templateRef": {"name": "checks-smoke"}},
+                {"name": "errors", "interval": "30s", "failureCondition": "result[0] > 5", "failureLimit": 3, "templateRef": {"name": "checks-errors"}},
+            ]})
+        );
+        assert!(analysis.get("metrics").is_none());
+        assert_eq!(refusals(&migration), Vec::<&crate::migrate::Warning>::new());
         assert!(
             warning(&migration, "spec.strategy.canary.canaryMetadata")
                 .message
@@ -407,11 +471,6 @@ spec: {selector: {app: web}, ports: [{port: 80, targetPort: 9898}]}
         assert!(
             object_warnings(&migration, "Service web-active")[0].contains("Canary's apex Service")
         );
-        assert!(
-            !migration
-                .warnings
-                .iter()
-                .any(|w| w.message.starts_with("Serin refuses"))
-        );
+        assert_eq!(refusals(&migration), Vec::<&crate::migrate::Warning>::new());
     }
 }
