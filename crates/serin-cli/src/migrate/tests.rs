@@ -261,16 +261,12 @@ pub(super) fn without_steps(rollout: &str) -> String {
         .to_string()
 }
 
-/// The warnings of Serin's validation, but for the `job` provider type of MetricTemplates made from
-/// job metrics: serin-api is gaining that provider, and until it has it, it refuses the type.
+/// The warnings of Serin's validation: what the migrated objects would be refused for.
 pub(super) fn refusals(migration: &Migration) -> Vec<&Warning> {
     migration
         .warnings
         .iter()
         .filter(|w| w.message.starts_with("Serin refuses"))
-        .filter(|w| {
-            !(w.path.as_deref() == Some("spec.provider.type") && w.message.contains("\"job\""))
-        })
         .collect()
 }
 
