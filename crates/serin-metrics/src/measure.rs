@@ -5,7 +5,7 @@
 
 use crate::conditions::{MetricResult, cut, evaluate_result};
 use crate::query::render;
-use crate::read::{MetricInputs, template_auth, template_client, template_headers};
+use crate::read::{MetricInputs, template_auth, template_client_with, template_headers};
 use crate::web::{DEFAULT_TIMEOUT, WebRequest, fetch};
 use serin_api::limits::MAX_WEB_METRIC_TIMEOUT;
 use serin_api::{AnalysisMetric, AnalysisPhase, MetricTemplate, ThresholdRange};
@@ -71,7 +71,19 @@ async fn result(
                 .map(MetricResult::Json)
                 .map_err(|e| format!("Metric template {label} error: {e}"));
         }
-        let client = template_client(template, inputs.secret, inputs.clients, &label)?;
+        // Argo's templates put args in headers too (`Bearer {{args.token}}`).
+        let headers = template_headers(template)
+            .into_iter()
+            .map(|(name, value)| {
+                render(&value, &context)
+                    .map(|value| (name, value))
+                    .map_err(|e| {
+                        format!("Metric template {label} provider.headers render error: {e}")
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let client =
+            template_client_with(template, headers, inputs.secret, inputs.clients, &label)?;
         if template.spec.query.trim().is_empty() {
             return Err(format!(
                 "Metric template {label} error: spec.query is empty; a prometheus template needs its query"

@@ -76,6 +76,18 @@ pub(crate) fn template_client(
     clients: &ClientCache,
     label: &str,
 ) -> Result<PrometheusClient, String> {
+    template_client_with(template, template_headers(template), secret, clients, label)
+}
+
+/// The client of a Prometheus template sending `headers` (the template's, with an analysis's
+/// args filled in), from the cache.
+pub(crate) fn template_client_with(
+    template: &MetricTemplate,
+    headers: Vec<(String, String)>,
+    secret: Option<&BTreeMap<String, String>>,
+    clients: &ClientCache,
+    label: &str,
+) -> Result<PrometheusClient, String> {
     let provider = &template.spec.provider;
     if provider.type_ != "prometheus" {
         return Err(format!(
@@ -87,7 +99,7 @@ pub(crate) fn template_client(
         format!("Metric template {label} error: provider.address is required for prometheus")
     })?;
     let options = ClientOptions {
-        headers: template_headers(template),
+        headers,
         insecure_skip_verify: provider.insecure_skip_verify == Some(true),
         auth: template_auth(template, secret, label)?,
         ..ClientOptions::default()

@@ -35,9 +35,14 @@ async fn servers() -> (String, Seen) {
     let app = axum::Router::new()
         .route(
             "/api/v1/query",
-            axum::routing::get(move |uri: Uri| {
+            axum::routing::get(move |uri: Uri, headers: HeaderMap| {
                 let query = uri.query().unwrap_or_default().to_string();
-                queries.lock().unwrap().push(query.clone());
+                let auth = headers
+                    .get(header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .map(|v| format!(" authorization={v}"))
+                    .unwrap_or_default();
+                queries.lock().unwrap().push(format!("{query}{auth}"));
                 let values: &[&str] = if query.contains("good") {
                     &["0.97"]
                 } else if query.contains("bad") {
@@ -249,6 +254,25 @@ async fn prometheus_templates_are_rendered_with_args_and_variables() {
     let measured = run(&m, Some(&t), None, &unused, &args(&[("service", "api")])).await;
     assert_eq!(measured.phase, AnalysisPhase::Successful, "{measured:?}");
     assert!(seen.lock().unwrap()[0].contains("api"));
+
+    // Args fill the template's headers too, as Argo's templates use them for credentials.
+    let mut with_header = t.clone();
+    with_header.spec.provider.headers = Some(BTreeMap::from([(
+        "Authorization".to_string(),
+        vec!["Bearer {{args.token}}".to_string()],
+    )]));
+    let given = args(&[("service", "api"), ("token", "s3cret")]);
+    let measured = run(&m, Some(&with_header), None, &unused, &given).await;
+    assert_eq!(measured.phase, AnalysisPhase::Successful, "{measured:?}");
+    assert!(
+        seen.lock()
+            .unwrap()
+            .last()
+            .unwrap()
+            .ends_with("authorization=Bearer s3cret"),
+        "{:?}",
+        seen.lock().unwrap()
+    );
 
     // A prometheus template without its query says which field to write.
     let mut without_query = t.clone();
