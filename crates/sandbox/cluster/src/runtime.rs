@@ -214,7 +214,20 @@ async fn run_command(
         message: String::new(),
     };
     if !serin_loadtester::hey::is_hey(&words) {
+        let program = words.first().cloned().unwrap_or_default();
         let outcome = crate::exec::run(&words, &context).await;
+        // A program the image lacks never starts: containerd reports it, not the program.
+        if outcome.exit_code == 127 && !matches!(program.as_str(), "sh" | "bash") {
+            let message = format!(
+                "failed to create containerd task: exec: \"{program}\": executable file not found in $PATH"
+            );
+            log.write(&message);
+            return Termination {
+                exit_code: 128,
+                reason: "StartError".into(),
+                message,
+            };
+        }
         for text in [&outcome.stdout, &outcome.stderr] {
             if !text.is_empty() {
                 log.write(text.trim_end());

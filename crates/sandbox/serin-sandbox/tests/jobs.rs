@@ -1,6 +1,6 @@
 //! Jobs with the real kubectl: `kubectl create job` runs the load tester's hey to completion,
 //! `kubectl wait --for=condition=complete`, the Job's pods, logs and events; a command the image
-//! does not have fails the Job at its backoff limit.
+//! does not have fails the Job at its backoff limit, and so does a script that exits non-zero.
 
 mod common;
 
@@ -9,16 +9,30 @@ use serin_sandbox::{Sandbox, SandboxOptions};
 
 const FAILING: &str = r#"apiVersion: batch/v1
 kind: Job
-metadata: {name: curl}
+metadata: {name: jq}
 spec:
   backoffLimit: 1
   template:
     spec:
       restartPolicy: Never
       containers:
-      - name: curl
+      - name: jq
         image: ghcr.io/fluxcd/flagger-loadtester:0.34.0
-        command: [curl, -s, http://podinfo]
+        command: [jq, .status]
+"#;
+
+const EXITING: &str = r#"apiVersion: batch/v1
+kind: Job
+metadata: {name: smoke}
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: smoke
+        image: ghcr.io/fluxcd/flagger-loadtester:0.34.0
+        command: [sh, -c, "curl -sf TARGET/healthz && echo healthy && exit 3"]
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -92,33 +106,51 @@ async fn jobs_run_to_completion_or_fail_at_their_backoff_limit() {
         "{events}"
     );
 
-    // The image has no curl: the pod cannot start, and after backoffLimit retries the Job fails.
+    // The image has no jq: the pod cannot start, and after backoffLimit retries the Job fails.
     k.apply(FAILING, &[]);
-    k.ok(&[
-        "wait",
-        "--for=condition=failed",
-        "job/curl",
-        "--timeout=60s",
-    ]);
+    k.ok(&["wait", "--for=condition=failed", "job/jq", "--timeout=60s"]);
     let reason = k.ok(&[
         "get",
         "job",
-        "curl",
+        "jq",
         "-o",
         "jsonpath={.status.conditions[?(@.type==\"Failed\")].reason}",
     ]);
     assert_eq!(reason, "BackoffLimitExceeded");
     assert_eq!(
-        k.ok(&["get", "job", "curl", "-o", "jsonpath={.status.failed}"]),
+        k.ok(&["get", "job", "jq", "-o", "jsonpath={.status.failed}"]),
         "2"
     );
-    let failed = k.ok(&["get", "pods", "-l", "job-name=curl"]);
+    let failed = k.ok(&["get", "pods", "-l", "job-name=jq"]);
     assert!(failed.contains("StartError"), "{failed}");
-    let log = k.ok(&["logs", "-l", "job-name=curl", "--tail=1"]);
+    let log = k.ok(&["logs", "-l", "job-name=jq", "--tail=1"]);
     assert!(
-        log.contains("exec: \"curl\": executable file not found in $PATH"),
+        log.contains("exec: \"jq\": executable file not found in $PATH"),
         "{log}"
     );
+
+    // The image's shell runs a script (curl included); its exit code ends the pod.
+    k.apply(
+        &EXITING.replace("TARGET", target.trim_end_matches('/')),
+        &[],
+    );
+    k.ok(&[
+        "wait",
+        "--for=condition=failed",
+        "job/smoke",
+        "--timeout=60s",
+    ]);
+    let pod = k.ok(&[
+        "get",
+        "pods",
+        "-l",
+        "job-name=smoke",
+        "-o",
+        "jsonpath={.items[0].status.containerStatuses[0].state.terminated.exitCode}",
+    ]);
+    assert_eq!(pod, "3");
+    let log = k.ok(&["logs", "-l", "job-name=smoke"]);
+    assert!(log.contains("healthy"), "{log}");
     sandbox.stop().await;
 }
 
