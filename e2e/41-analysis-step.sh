@@ -39,7 +39,7 @@ spec:
     type: prometheus
     address: $PROMETHEUS_URL
   query: |
-    sum(increase(istio_requests_total{reporter="destination",destination_workload_namespace="{{ namespace }}",destination_workload="{{args.workload}}"}[10s]))
+    sum(increase(istio_requests_total{reporter="destination",destination_workload_namespace="{{ namespace }}",destination_workload="{{args.workload}}"}[10s])) or vector(0)
 ---
 apiVersion: serin.dev/v1beta1
 kind: MetricTemplate
