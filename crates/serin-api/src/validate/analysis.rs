@@ -347,27 +347,12 @@ fn validate_metrics(metrics: &[CanaryMetric], base: &str, r: &mut Report) {
             );
         }
         r.metric_interval(&format!("{mp}.interval"), m.interval.as_deref());
-        match (&m.template_ref, &m.query) {
-            (Some(_), Some(_)) => r.add(
-                format!("{mp}.query"),
-                "both query and templateRef are set; keep templateRef and move the query into the MetricTemplate",
-            ),
-            (Some(t), None) if t.name.is_empty() => r.add(
-                format!("{mp}.templateRef.name"),
-                "missing; write the name of a MetricTemplate",
-            ),
-            (None, Some(q)) if q.trim().is_empty() => r.add(
-                format!("{mp}.query"),
-                "empty query; write a PromQL query or use templateRef",
-            ),
-            (None, Some(q)) => r.query_length(&format!("{mp}.query"), q),
-            (None, None) if !m.name.is_empty() && !BUILTIN_METRICS.contains(&m.name.as_str()) => {
-                r.add(
-                    format!("{mp}.name"),
-                    format!("{:?} is not a builtin metric; use request-success-rate or request-duration, or set templateRef to a MetricTemplate", m.name),
-                )
-            }
-            _ => {}
+        let neither = r.metric_source(&mp, m.template_ref.as_ref(), m.query.as_deref());
+        if neither && !m.name.is_empty() && !BUILTIN_METRICS.contains(&m.name.as_str()) {
+            r.add(
+                format!("{mp}.name"),
+                format!("{:?} is not a builtin metric; use request-success-rate or request-duration, or set templateRef to a MetricTemplate", m.name),
+            );
         }
         match &m.threshold_range {
             Some(range) => {

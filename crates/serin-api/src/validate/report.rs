@@ -116,6 +116,34 @@ impl Report {
         }
     }
 
+    /// Where a metric at `mp` reads its value: `templateRef` or `query`, not both, neither empty.
+    /// True when it has neither (whether that is allowed depends on the metric).
+    pub(super) fn metric_source(
+        &mut self,
+        mp: &str,
+        template_ref: Option<&crate::CrossNamespaceObjectReference>,
+        query: Option<&str>,
+    ) -> bool {
+        match (template_ref, query) {
+            (Some(_), Some(_)) => self.add(
+                format!("{mp}.query"),
+                "both query and templateRef are set; keep templateRef and move the query into the MetricTemplate",
+            ),
+            (Some(t), None) if t.name.is_empty() => self.add(
+                format!("{mp}.templateRef.name"),
+                "missing; write the name of a MetricTemplate",
+            ),
+            (None, Some(q)) if q.trim().is_empty() => self.add(
+                format!("{mp}.query"),
+                "empty query; write a PromQL query or use templateRef",
+            ),
+            (None, Some(q)) => self.query_length(&format!("{mp}.query"), q),
+            (None, None) => return true,
+            (Some(_), None) => {}
+        }
+        false
+    }
+
     pub(super) fn url(&mut self, path: &str, value: &str) {
         if !is_absolute_http_url(value) {
             self.add(

@@ -144,25 +144,11 @@ fn validate_metric(m: &AnalysisMetric, mp: &str, r: &mut Report) {
         1000,
         "4",
     );
-    match (&m.template_ref, &m.query) {
-        (Some(_), Some(_)) => r.add(
-            format!("{mp}.query"),
-            "both query and templateRef are set; keep templateRef and move the query into the MetricTemplate",
-        ),
-        (Some(t), None) if t.name.is_empty() => r.add(
-            format!("{mp}.templateRef.name"),
-            "missing; write the name of a MetricTemplate",
-        ),
-        (None, Some(q)) if q.trim().is_empty() => r.add(
-            format!("{mp}.query"),
-            "empty query; write a PromQL query or use templateRef",
-        ),
-        (None, Some(q)) => r.query_length(&format!("{mp}.query"), q),
-        (None, None) => r.add(
+    if r.metric_source(mp, m.template_ref.as_ref(), m.query.as_deref()) {
+        r.add(
             format!("{mp}.templateRef"),
             "missing: an analysis metric reads a MetricTemplate (Prometheus, web or job) or an inline PromQL query; set templateRef: {name: <template>} or query",
-        ),
-        _ => {}
+        );
     }
     let conditions = m.success_condition.is_some() || m.failure_condition.is_some();
     if conditions && m.threshold_range.is_some() {

@@ -250,30 +250,11 @@ impl Tick<'_> {
                 "metric {name} is not in analysis.metrics"
             ))));
         };
-        let template = metric.template_ref.as_ref().and_then(|reference| {
-            self.caches
-                .metric_template(reference.namespace_or(&self.namespace), &reference.name)
-        });
-        let secret = template.as_ref().and_then(|template| {
-            let reference = template.spec.provider.secret_ref.as_ref()?;
-            let namespace = template.namespace().unwrap_or(self.namespace.clone());
-            self.caches.secret_text(&namespace, &reference.name)
-        });
-        let server = match canary.spec.metrics_server.as_deref() {
-            Some(address) => match self
-                .ctx
-                .prometheus_clients
-                .client(address, ClientOptions::default())
-            {
-                Ok(client) => Some(client),
-                Err(error) => {
-                    return Job::Done(Outcome::Metric(MetricReading::Error(format!(
-                        "spec.metricsServer: {error}"
-                    ))));
-                }
-            },
-            None => None,
-        };
+        let (template, secret, server) =
+            match self.query_inputs(canary, metric.template_ref.as_ref()) {
+                Ok(inputs) => inputs,
+                Err(message) => return Job::Done(Outcome::Metric(MetricReading::Error(message))),
+            };
         Job::Metric(Box::new(MetricJob {
             metric: metric.clone(),
             context: query_context(&self.canary, &self.namespace),
@@ -288,7 +269,43 @@ impl Tick<'_> {
     }
 }
 
+/// What a query reads besides the metric: its MetricTemplate, the decoded Secret the template's
+/// provider names, and the Canary's own `metricsServer`.
+type QueryInputs = (
+    Option<Arc<MetricTemplate>>,
+    Option<BTreeMap<String, String>>,
+    Option<PrometheusClient>,
+);
+
 impl Tick<'_> {
+    /// The inputs of a query of `canary` through `template_ref`, from the caches; an unusable
+    /// `metricsServer` is an error naming it.
+    fn query_inputs(
+        &self,
+        canary: &Canary,
+        template_ref: Option<&serin_api::CrossNamespaceObjectReference>,
+    ) -> Result<QueryInputs, String> {
+        let template = template_ref.and_then(|reference| {
+            self.caches
+                .metric_template(reference.namespace_or(&self.namespace), &reference.name)
+        });
+        let secret = template.as_ref().and_then(|template| {
+            let reference = template.spec.provider.secret_ref.as_ref()?;
+            let namespace = template.namespace().unwrap_or(self.namespace.clone());
+            self.caches.secret_text(&namespace, &reference.name)
+        });
+        let server = match canary.spec.metrics_server.as_deref() {
+            Some(address) => Some(
+                self.ctx
+                    .prometheus_clients
+                    .client(address, ClientOptions::default())
+                    .map_err(|e| format!("spec.metricsServer: {e}"))?,
+            ),
+            None => None,
+        };
+        Ok((template, secret, server))
+    }
+
     /// Everything one measurement of metric `name` of the analysis at step `step` (the background
     /// analysis for `None`) needs.
     fn prepare_measurement(&self, canary: &Arc<Canary>, step: Option<usize>, name: &str) -> Job {
@@ -317,26 +334,11 @@ impl Tick<'_> {
             Ok(args) => args,
             Err(message) => return error(message),
         };
-        let template = metric.template_ref.as_ref().and_then(|reference| {
-            self.caches
-                .metric_template(reference.namespace_or(&self.namespace), &reference.name)
-        });
-        let secret = template.as_ref().and_then(|template| {
-            let reference = template.spec.provider.secret_ref.as_ref()?;
-            let namespace = template.namespace().unwrap_or(self.namespace.clone());
-            self.caches.secret_text(&namespace, &reference.name)
-        });
-        let server = match canary.spec.metrics_server.as_deref() {
-            Some(address) => match self
-                .ctx
-                .prometheus_clients
-                .client(address, ClientOptions::default())
-            {
-                Ok(client) => Some(client),
-                Err(e) => return error(format!("spec.metricsServer: {e}")),
-            },
-            None => None,
-        };
+        let (template, secret, server) =
+            match self.query_inputs(canary, metric.template_ref.as_ref()) {
+                Ok(inputs) => inputs,
+                Err(message) => return error(message),
+            };
         if let Some(template) = template.as_ref().filter(|t| t.spec.provider.type_ == "job") {
             return self.prepare_job_metric(canary, step, metric, template, args);
         }

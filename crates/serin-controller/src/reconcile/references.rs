@@ -107,6 +107,41 @@ fn metrics_with_paths(canary: &Canary) -> Vec<(String, &CanaryMetric)> {
     metrics
 }
 
+/// The MetricTemplate `reference` (at `field`) names, with its `name.namespace`, once it exists,
+/// validates and may serve `namespace` (see [`boundary_problem`]); otherwise why not.
+fn usable_template(
+    field: &str,
+    reference: &serin_api::CrossNamespaceObjectReference,
+    caches: &Caches,
+    namespace: &str,
+    cross_namespace_refs: bool,
+) -> Result<(String, std::sync::Arc<serin_api::MetricTemplate>), String> {
+    let template_namespace = reference.namespace_or(namespace);
+    let id = format!("{}.{template_namespace}", reference.name);
+    let template = caches.metric_template(template_namespace, &reference.name);
+    let secret = template
+        .as_ref()
+        .and_then(|t| t.spec.provider.secret_ref.as_ref())
+        .map(|s| s.name.as_str());
+    if let Some(problem) = boundary_problem(
+        field,
+        "MetricTemplate",
+        &id,
+        template.as_ref().map(|t| &t.metadata),
+        secret,
+        (namespace, template_namespace),
+        cross_namespace_refs,
+    ) {
+        return Err(problem);
+    }
+    let template = usable(
+        ("MetricTemplate", &id, field, "templateRef"),
+        template,
+        serin_api::validate::validate_metric_template,
+    )?;
+    Ok((id, template))
+}
+
 /// Why the MetricTemplates and inline queries of the analysis cannot be used (missing, invalid,
 /// across the namespace boundary, or not rendering within the limits), if so. `context` gives a
 /// metric's placeholder values.
@@ -128,32 +163,11 @@ pub(super) fn metric_problem(
             continue;
         };
         let field = format!("{path}.templateRef");
-        let template_namespace = reference.namespace_or(namespace);
-        let id = format!("{}.{template_namespace}", reference.name);
-        let template = caches.metric_template(template_namespace, &reference.name);
-        let secret = template
-            .as_ref()
-            .and_then(|t| t.spec.provider.secret_ref.as_ref())
-            .map(|s| s.name.as_str());
-        if let Some(problem) = boundary_problem(
-            &field,
-            "MetricTemplate",
-            &id,
-            template.as_ref().map(|t| &t.metadata),
-            secret,
-            (namespace, template_namespace),
-            cross_namespace_refs,
-        ) {
-            return Some(problem);
-        }
-        let template = match usable(
-            ("MetricTemplate", &id, &field, "templateRef"),
-            template,
-            serin_api::validate::validate_metric_template,
-        ) {
-            Ok(template) => template,
-            Err(problem) => return Some(problem),
-        };
+        let (id, template) =
+            match usable_template(&field, reference, caches, namespace, cross_namespace_refs) {
+                Ok(found) => found,
+                Err(problem) => return Some(problem),
+            };
         if template.spec.provider.type_ == "web" {
             return Some(format!(
                 "MetricTemplate {id} ({field}) is a web metric, which analysis steps and the background analysis read with its conditions; move the metric there, or use a prometheus template here"
@@ -203,32 +217,11 @@ pub(super) fn analysis_problem(
                 continue;
             };
             let field = format!("{path}.templateRef");
-            let template_namespace = reference.namespace_or(namespace);
-            let id = format!("{}.{template_namespace}", reference.name);
-            let template = caches.metric_template(template_namespace, &reference.name);
-            let secret = template
-                .as_ref()
-                .and_then(|t| t.spec.provider.secret_ref.as_ref())
-                .map(|s| s.name.as_str());
-            if let Some(problem) = boundary_problem(
-                &field,
-                "MetricTemplate",
-                &id,
-                template.as_ref().map(|t| &t.metadata),
-                secret,
-                (namespace, template_namespace),
-                cross_namespace_refs,
-            ) {
-                return Some(problem);
-            }
-            let template = match usable(
-                ("MetricTemplate", &id, &field, "templateRef"),
-                template,
-                serin_api::validate::validate_metric_template,
-            ) {
-                Ok(template) => template,
-                Err(problem) => return Some(problem),
-            };
+            let (id, template) =
+                match usable_template(&field, reference, caches, namespace, cross_namespace_refs) {
+                    Ok(found) => found,
+                    Err(problem) => return Some(problem),
+                };
             let kind = template.spec.provider.type_.as_str();
             if kind == "job" && !job_metrics {
                 return Some(format!(
