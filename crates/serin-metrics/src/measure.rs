@@ -134,8 +134,16 @@ fn web_request(
         .filter(|s| *s > 0)
         .map_or(DEFAULT_TIMEOUT, Duration::from_secs)
         .min(MAX_WEB_METRIC_TIMEOUT);
+    let url = rendered("provider.address", address)?;
+    // An address made of args (a URL kept in a Secret) is checked once they are filled in; the
+    // value itself is not quoted, since it may be the Secret's.
+    if !serin_api::validate::is_absolute_http_url(&url) {
+        return Err(format!(
+            "Metric template {label} error: provider.address, with its args filled in, is not an absolute http:// or https:// URL; fix the address or the args it uses"
+        ));
+    }
     Ok(WebRequest {
-        url: rendered("provider.address", address)?,
+        url,
         method: provider.method.clone().unwrap_or_else(|| "GET".into()),
         headers,
         body: provider

@@ -310,6 +310,27 @@ async fn web_metrics_read_the_json_at_their_path() {
     assert_eq!(failing.phase, AnalysisPhase::Failed, "{failing:?}");
     assert!(failing.value.unwrap().contains("\"ok\":false"));
 
+    // The whole URL may come from an arg (a Secret's key, in Argo's examples); what it renders to
+    // must be an http(s) URL, and the error does not repeat it.
+    let mut from_arg = t.clone();
+    from_arg.spec.provider.address = Some("{{args.url}}".into());
+    let url = format!("{address}/health/podinfo");
+    let measured = run(&m, Some(&from_arg), None, &unused, &args(&[("url", &url)])).await;
+    assert_eq!(measured.phase, AnalysisPhase::Successful, "{measured:?}");
+    let secret = "not-a-url-but-a-s3cret";
+    let measured = run(
+        &m,
+        Some(&from_arg),
+        None,
+        &unused,
+        &args(&[("url", secret)]),
+    )
+    .await;
+    assert_eq!(measured.phase, AnalysisPhase::Error);
+    let message = measured.message.unwrap();
+    assert!(message.contains("with its args filled in"), "{message}");
+    assert!(!message.contains(secret), "{message}");
+
     // Several matches are an array; none is an error naming the path.
     let mut items = t.clone();
     items.spec.provider.json_path = Some("$.data.items[*].v".into());
