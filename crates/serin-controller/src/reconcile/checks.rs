@@ -257,6 +257,18 @@ impl Tick<'_> {
             };
         Job::Metric(Box::new(MetricJob {
             metric: metric.clone(),
+            query: self.query_job(template, secret, server),
+        }))
+    }
+
+    /// A query's inputs, owned by the run.
+    fn query_job(
+        &self,
+        template: Option<Arc<MetricTemplate>>,
+        secret: Option<BTreeMap<String, String>>,
+        server: Option<PrometheusClient>,
+    ) -> QueryJob {
+        QueryJob {
             context: query_context(&self.canary, &self.namespace),
             template,
             secret,
@@ -265,7 +277,7 @@ impl Tick<'_> {
                 .as_str()
                 .unwrap_or("istio")
                 .to_string(),
-        }))
+        }
     }
 }
 
@@ -345,17 +357,7 @@ impl Tick<'_> {
         Job::Measure(Box::new(MeasureJob {
             metric: metric.clone(),
             args,
-            query: MetricJob {
-                metric: CanaryMetric::default(),
-                context: query_context(&self.canary, &self.namespace),
-                template,
-                secret,
-                server,
-                provider: self.canary["spec"]["provider"]
-                    .as_str()
-                    .unwrap_or("istio")
-                    .to_string(),
-            },
+            query: self.query_job(template, secret, server),
         }))
     }
 
@@ -569,18 +571,36 @@ fn render_strings(
 struct MeasureJob {
     metric: AnalysisMetric,
     args: BTreeMap<String, String>,
-    query: MetricJob,
+    query: QueryJob,
 }
 
 /// A metric query and what it reads.
 struct MetricJob {
     metric: CanaryMetric,
+    query: QueryJob,
+}
+
+/// What a query reads besides its metric: the placeholders' values, the template and its
+/// Secret, the Canary's own `metricsServer` (when it names one) and its routing provider.
+struct QueryJob {
     context: QueryContext,
     template: Option<Arc<MetricTemplate>>,
     secret: Option<BTreeMap<String, String>>,
-    /// The Canary's own `metricsServer`, when it names one.
     server: Option<PrometheusClient>,
     provider: String,
+}
+
+impl QueryJob {
+    fn inputs<'a>(&'a self, ctx: &'a super::Context) -> MetricInputs<'a> {
+        MetricInputs {
+            context: self.context.clone(),
+            template: self.template.as_deref(),
+            secret: self.secret.as_ref(),
+            metrics_server: self.server.as_ref().unwrap_or(&ctx.metrics_server),
+            clients: &ctx.prometheus_clients,
+            provider: &self.provider,
+        }
+    }
 }
 
 impl Job {
@@ -592,31 +612,14 @@ impl Job {
                 None => Outcome::Hook(Err("the check is not a webhook".into())),
             },
             Job::Metric(job) => {
-                let inputs = MetricInputs {
-                    context: job.context,
-                    template: job.template.as_deref(),
-                    secret: job.secret.as_ref(),
-                    metrics_server: job.server.as_ref().unwrap_or(&ctx.metrics_server),
-                    clients: &ctx.prometheus_clients,
-                    provider: &job.provider,
-                };
-                Outcome::Metric(serin_metrics::read(&job.metric, inputs).await)
+                Outcome::Metric(serin_metrics::read(&job.metric, job.query.inputs(ctx)).await)
             }
             Job::Batch(run) => Outcome::Measurement(
                 crate::job_metric::measure_with_job(ctx.client.clone(), *run).await,
             ),
-            Job::Measure(job) => {
-                let query = job.query;
-                let inputs = MetricInputs {
-                    context: query.context,
-                    template: query.template.as_deref(),
-                    secret: query.secret.as_ref(),
-                    metrics_server: query.server.as_ref().unwrap_or(&ctx.metrics_server),
-                    clients: &ctx.prometheus_clients,
-                    provider: &query.provider,
-                };
-                Outcome::Measurement(serin_metrics::measure(&job.metric, inputs, &job.args).await)
-            }
+            Job::Measure(job) => Outcome::Measurement(
+                serin_metrics::measure(&job.metric, job.query.inputs(ctx), &job.args).await,
+            ),
         }
     }
 }
