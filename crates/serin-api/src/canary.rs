@@ -764,6 +764,29 @@ impl CanaryAnalysis {
         )
     }
 
+    /// The analysis at step `step`, or the background analysis for `None`.
+    pub fn analysis_at(&self, step: Option<usize>) -> Option<&crate::analysis_run::StepAnalysis> {
+        match step {
+            Some(index) => self.steps().get(index)?.analysis.as_ref(),
+            None => self.background_analysis.as_ref(),
+        }
+    }
+
+    /// Every Argo-style analysis with its field path: the analysis steps', then the background one.
+    pub fn analyses(&self) -> impl Iterator<Item = (String, &crate::analysis_run::StepAnalysis)> {
+        let steps = self.steps().iter().enumerate().filter_map(|(i, step)| {
+            Some((
+                format!("spec.analysis.steps[{i}].analysis"),
+                step.analysis.as_ref()?,
+            ))
+        });
+        let background = self
+            .background_analysis
+            .as_ref()
+            .map(|b| ("spec.analysis.backgroundAnalysis".to_string(), b));
+        steps.chain(background)
+    }
+
     /// Every webhook: the analysis's, then the pre- and post-promotion analyses'.
     pub fn every_webhook(&self) -> impl Iterator<Item = &CanaryWebhook> {
         self.webhooks().iter().chain(

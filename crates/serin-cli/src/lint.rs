@@ -7,38 +7,16 @@ use serin_api::{Canary, MetricTemplate};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// The analysis conditions of `canary` that are not expressions the operator can evaluate, each
-/// with its field.
+/// The analysis conditions of `canary` the operator cannot evaluate, as lint prints them.
 fn condition_problems(canary: &Canary) -> Vec<String> {
-    let Some(analysis) = canary.spec.analysis() else {
-        return Vec::new();
-    };
-    let steps = analysis.steps().iter().enumerate().filter_map(|(i, step)| {
-        Some((
-            format!("spec.analysis.steps[{i}].analysis"),
-            step.analysis.as_ref()?,
-        ))
-    });
-    let background = analysis
-        .background_analysis
-        .as_ref()
-        .map(|b| ("spec.analysis.backgroundAnalysis".to_string(), b));
-    let mut problems = Vec::new();
-    for (base, spec) in steps.chain(background) {
-        for (i, metric) in spec.metrics.iter().enumerate() {
-            for (field, condition) in [
-                ("successCondition", &metric.success_condition),
-                ("failureCondition", &metric.failure_condition),
-            ] {
-                if let Some(text) = condition
-                    && let Err(error) = serin_metrics::conditions::check_syntax(text)
-                {
-                    problems.push(format!("{base}.metrics[{i}].{field}: {error}"));
-                }
-            }
-        }
-    }
-    problems
+    canary
+        .spec
+        .analysis()
+        .map(serin_metrics::conditions::condition_problems)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(field, error)| format!("{field}: {error}"))
+        .collect()
 }
 
 pub(crate) fn lint(files: &[PathBuf]) -> anyhow::Result<ExitCode> {

@@ -223,7 +223,7 @@ pub fn result_of(data: &Data) -> Result<MetricResult, QueryError> {
 }
 
 /// The error and its causes, which reqwest keeps apart (`error sending request` → `certificate ...`).
-fn causes(error: &dyn std::error::Error) -> String {
+pub(crate) fn causes(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

@@ -5,6 +5,7 @@
 //! the environment, as for Prometheus queries.
 
 use crate::prometheus::Auth;
+use crate::prometheus::causes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serin_api::limits::{MAX_WEB_METRIC_ANSWER_BYTES, MAX_WEB_METRIC_TIMEOUT, bytes, quoted};
 use std::collections::HashMap;
@@ -160,18 +161,6 @@ fn client(insecure_skip_verify: bool, timeout: Duration) -> Result<reqwest::Clie
         .expect("never poisoned")
         .insert(key, client.clone());
     Ok(client)
-}
-
-/// The error and its causes, which reqwest keeps apart.
-fn causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// Sends `request` and returns its JSON answer, or the part `json_path` selects.

@@ -332,20 +332,7 @@ fn validate_metrics(metrics: &[CanaryMetric], base: &str, r: &mut Report) {
     let mut names = HashSet::new();
     for (i, m) in metrics.iter().enumerate() {
         let mp = format!("{base}.metrics[{i}]");
-        if m.name.is_empty() {
-            r.add(
-                format!("{mp}.name"),
-                "missing; name the metric, e.g. request-success-rate",
-            );
-        } else if !names.insert(m.name.as_str()) {
-            r.add(
-                format!("{mp}.name"),
-                format!(
-                    "duplicate metric name {:?}; give each metric its own name",
-                    m.name
-                ),
-            );
-        }
+        r.metric_name(&mp, &m.name, &mut names, "request-success-rate");
         r.metric_interval(&format!("{mp}.interval"), m.interval.as_deref());
         let neither = r.metric_source(&mp, m.template_ref.as_ref(), m.query.as_deref());
         if neither && !m.name.is_empty() && !BUILTIN_METRICS.contains(&m.name.as_str()) {

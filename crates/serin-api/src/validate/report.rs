@@ -116,6 +116,27 @@ impl Report {
         }
     }
 
+    /// A metric's name at `mp`: present (`example` shows one) and not already in `names`.
+    pub(super) fn metric_name<'a>(
+        &mut self,
+        mp: &str,
+        name: &'a str,
+        names: &mut std::collections::HashSet<&'a str>,
+        example: &str,
+    ) {
+        if name.is_empty() {
+            self.add(
+                format!("{mp}.name"),
+                format!("missing; name the metric, e.g. {example}"),
+            );
+        } else if !names.insert(name) {
+            self.add(
+                format!("{mp}.name"),
+                format!("duplicate metric name {name:?}; give each metric its own name"),
+            );
+        }
+    }
+
     /// Where a metric at `mp` reads its value: `templateRef` or `query`, not both, neither empty.
     /// True when it has neither (whether that is allowed depends on the metric).
     pub(super) fn metric_source(

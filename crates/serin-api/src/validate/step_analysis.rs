@@ -47,20 +47,7 @@ pub(super) fn validate_step_analysis(
     let mut names = HashSet::new();
     for (i, m) in a.metrics.iter().enumerate() {
         let mp = format!("{base}.metrics[{i}]");
-        if m.name.is_empty() {
-            r.add(
-                format!("{mp}.name"),
-                "missing; name the metric, e.g. success-rate",
-            );
-        } else if !names.insert(m.name.as_str()) {
-            r.add(
-                format!("{mp}.name"),
-                format!(
-                    "duplicate metric name {:?}; give each metric its own name",
-                    m.name
-                ),
-            );
-        }
+        r.metric_name(&mp, &m.name, &mut names, "success-rate");
         validate_metric(m, &mp, r);
         if background.is_none() && m.effective_count().is_none() {
             r.add(

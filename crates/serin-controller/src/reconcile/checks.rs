@@ -332,10 +332,7 @@ impl Tick<'_> {
             Some(index) => format!("spec.analysis.steps[{index}].analysis"),
             None => "spec.analysis.backgroundAnalysis".to_string(),
         };
-        let analysis = canary.spec.analysis().and_then(|a| match step {
-            Some(index) => a.steps().get(index).and_then(|s| s.analysis.as_ref()),
-            None => a.background_analysis.as_ref(),
-        });
+        let analysis = canary.spec.analysis().and_then(|a| a.analysis_at(step));
         let Some(analysis) = analysis else {
             return error(format!("{field} is not an analysis"));
         };

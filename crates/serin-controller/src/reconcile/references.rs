@@ -192,27 +192,15 @@ pub(super) fn analysis_problem(
     (cross_namespace_refs, job_metrics): (bool, bool),
 ) -> Option<String> {
     let analysis = canary.spec.analysis()?;
-    let steps = analysis.steps().iter().enumerate().filter_map(|(i, step)| {
-        let spec = step.analysis.as_ref()?;
-        Some((format!("spec.analysis.steps[{i}].analysis"), spec))
-    });
-    let background = analysis
-        .background_analysis
-        .as_ref()
-        .map(|spec| ("spec.analysis.backgroundAnalysis".to_string(), spec));
-    for (base, spec) in steps.chain(background) {
+    if let Some((field, error)) = serin_metrics::conditions::condition_problems(analysis)
+        .into_iter()
+        .next()
+    {
+        return Some(format!("{field} cannot be evaluated: {error}"));
+    }
+    for (base, spec) in analysis.analyses() {
         for (i, metric) in spec.metrics.iter().enumerate() {
             let path = format!("{base}.metrics[{i}]");
-            for (field, condition) in [
-                ("successCondition", &metric.success_condition),
-                ("failureCondition", &metric.failure_condition),
-            ] {
-                if let Some(text) = condition
-                    && let Err(error) = serin_metrics::conditions::check_syntax(text)
-                {
-                    return Some(format!("{path}.{field} cannot be evaluated: {error}"));
-                }
-            }
             let Some(reference) = &metric.template_ref else {
                 continue;
             };

@@ -152,10 +152,7 @@ fn assess_run(run: &AnalysisRunStatus) -> (AnalysisPhase, Option<String>) {
 impl<'a> Tick<'a> {
     /// The analysis at step `step`, or the background analysis (`None`).
     fn analysis_at(&self, step: Option<usize>) -> Option<StepAnalysis> {
-        match step {
-            Some(index) => self.analysis.steps().get(index)?.analysis.clone(),
-            None => self.analysis.background_analysis.clone(),
-        }
+        self.analysis.analysis_at(step).cloned()
     }
 
     /// Where the run of the analysis at `step` (the background one for `None`) of the release in

@@ -307,6 +307,27 @@ fn condition_holds(condition: &str, input: &Value) -> Result<bool, String> {
     }
 }
 
+/// Every condition of `analysis`'s Argo-style analyses that the operator cannot evaluate: its
+/// field path and why.
+pub fn condition_problems(analysis: &serin_api::CanaryAnalysis) -> Vec<(String, String)> {
+    let mut problems = Vec::new();
+    for (base, spec) in analysis.analyses() {
+        for (i, metric) in spec.metrics.iter().enumerate() {
+            for (field, condition) in [
+                ("successCondition", &metric.success_condition),
+                ("failureCondition", &metric.failure_condition),
+            ] {
+                if let Some(text) = condition
+                    && let Err(error) = check_syntax(text)
+                {
+                    problems.push((format!("{base}.metrics[{i}].{field}"), error));
+                }
+            }
+        }
+    }
+    problems
+}
+
 /// Checks that `expression` is a condition Serin evaluates: within the bounds the module describes
 /// and valid expr syntax. Nothing is evaluated.
 pub fn check_syntax(expression: &str) -> Result<(), String> {
