@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "serin.dev",
+    root = "AlertProviderDefinition",
     version = "v1beta1",
     kind = "AlertProvider",
     plural = "alertproviders",
@@ -50,3 +51,12 @@ pub struct AlertProviderStatus {
 
 /// Alert provider types an AlertProvider may name.
 pub const ALERT_PROVIDER_TYPES: [&str; 5] = ["slack", "msteams", "discord", "rocket", "gchat"];
+
+crate::group::served_kind!(
+    /// A chat webhook that receives release alerts.
+    AlertProvider,
+    AlertProviderSpec,
+    AlertProviderStatus,
+    "AlertProvider",
+    "alertproviders"
+);

@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 #[schemars(transform = crate::schema::with_canary_analysis_alias)]
 #[kube(
     group = "serin.dev",
+    root = "CanaryDefinition",
     version = "v1beta1",
     kind = "Canary",
     plural = "canaries",
@@ -824,3 +825,12 @@ impl CanaryMetric {
         self.no_data.as_deref() == Some("ignore")
     }
 }
+
+crate::group::served_kind!(
+    /// A progressive delivery of one workload: its spec and the operator's record of the release.
+    Canary,
+    CanarySpec,
+    crate::status::CanaryStatus,
+    "Canary",
+    "canaries"
+);

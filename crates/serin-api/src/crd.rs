@@ -1,13 +1,29 @@
 //! CRD manifests generated from the Rust types.
 
-use crate::{AlertProvider, Canary, MetricTemplate};
+use crate::alert_provider::AlertProviderDefinition;
+use crate::canary::CanaryDefinition;
+use crate::metric_template::MetricTemplateDefinition;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-/// The three CRDs, with the annotation that keeps Helm from deleting them on uninstall.
+/// The three CRDs of `serin.dev`, with the annotation that keeps Helm from deleting them on uninstall.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    let mut crds = vec![Canary::crd(), MetricTemplate::crd(), AlertProvider::crd()];
+    let mut crds = vec![
+        CanaryDefinition::crd(),
+        MetricTemplateDefinition::crd(),
+        AlertProviderDefinition::crd(),
+    ];
     for crd in &mut crds {
+        // The schema is titled after the derive's type; the kind is what users know.
+        for version in &mut crd.spec.versions {
+            if let Some(schema) = version
+                .schema
+                .as_mut()
+                .and_then(|s| s.open_api_v3_schema.as_mut())
+            {
+                schema.title = Some(crd.spec.names.kind.clone());
+            }
+        }
         crd.metadata
             .annotations
             .get_or_insert_with(Default::default)

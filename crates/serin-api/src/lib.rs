@@ -11,6 +11,7 @@ pub mod analysis_run;
 pub mod canary;
 pub mod crd;
 pub mod duration;
+pub mod group;
 pub mod hooks;
 pub mod limits;
 pub mod managed_routes;
@@ -24,6 +25,7 @@ pub mod validate;
 pub use alert_provider::{AlertProvider, AlertProviderSpec};
 pub use analysis_run::*;
 pub use canary::*;
+pub use group::{ApiGroup, api_group, api_version, set_api_group};
 pub use hooks::HookType;
 pub use managed_routes::*;
 pub use metric_template::{MetricProvider, MetricTemplate, MetricTemplateSpec};
@@ -31,7 +33,5 @@ pub use object_ref::CrossNamespaceObjectReference;
 pub use status::*;
 pub use validate::{FieldError, validate};
 
-/// API group of every Serin resource.
-pub const GROUP: &str = "serin.dev";
 /// API version of every Serin resource.
 pub const VERSION: &str = "v1beta1";

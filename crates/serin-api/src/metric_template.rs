@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "serin.dev",
+    root = "MetricTemplateDefinition",
     version = "v1beta1",
     kind = "MetricTemplate",
     plural = "metrictemplates",
@@ -113,3 +114,12 @@ pub const METRIC_PROVIDER_TYPES: [&str; 13] = [
     "keptn",
     "splunk",
 ];
+
+crate::group::served_kind!(
+    /// A reusable metric query and the provider it runs against.
+    MetricTemplate,
+    MetricTemplateSpec,
+    MetricTemplateStatus,
+    "MetricTemplate",
+    "metrictemplates"
+);

@@ -52,6 +52,7 @@ pub mod readiness;
 pub mod replicas;
 pub mod revision;
 pub mod simulation;
+pub mod stored_status;
 pub mod weights;
 
 pub use decide::decide;

@@ -20,7 +20,7 @@ pub fn pod_template_hash(template: &PodTemplateSpec) -> String {
 }
 
 /// Writes `value` as JSON with object keys in byte order, whatever map type serde_json was built with.
-fn write_canonical(value: &Value, out: &mut String) {
+pub(crate) fn write_canonical(value: &Value, out: &mut String) {
     match value {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
@@ -48,6 +48,31 @@ fn write_canonical(value: &Value, out: &mut String) {
         }
         scalar => out.push_str(&scalar.to_string()),
     }
+}
+
+/// Whether `hash` was recorded by another operator: every hash Serin records is
+/// [`pod_template_hash`]'s 64 hex digits, and Flagger's are ten or so letters and digits of its
+/// own alphabet (an FNV hash of a Go struct dump, which cannot be computed outside Go).
+pub fn is_foreign_hash(hash: &str) -> bool {
+    !(hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+}
+
+/// Takes over a status another operator wrote: a foreign `lastAppliedSpec` stands for the target's
+/// pod template as it is now (`hash`), and so does a `lastPromotedSpec` equal to it, so a release
+/// in flight carries on and a finished one is not released again. Returns whether it did.
+pub fn adopt_foreign_revision(status: &mut serin_api::CanaryStatus, hash: &str) -> bool {
+    let Some(foreign) = status
+        .last_applied_spec
+        .clone()
+        .filter(|applied| is_foreign_hash(applied))
+    else {
+        return false;
+    };
+    status.last_applied_spec = Some(hash.to_string());
+    if status.last_promoted_spec.as_deref() == Some(foreign.as_str()) {
+        status.last_promoted_spec = Some(hash.to_string());
+    }
+    true
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -110,7 +110,7 @@ impl Names {
 /// The owner reference that makes an object belong to (and be collected with) its Canary.
 pub fn owner_reference(canary: &Value) -> Value {
     serde_json::json!({
-        "apiVersion": canary["apiVersion"].as_str().unwrap_or("serin.dev/v1beta1"),
+        "apiVersion": canary["apiVersion"].as_str().unwrap_or(serin_api::api_version()),
         "kind": "Canary",
         "name": canary["metadata"]["name"],
         "uid": canary["metadata"]["uid"],

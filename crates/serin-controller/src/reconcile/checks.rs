@@ -426,7 +426,7 @@ impl Tick<'_> {
             taken + 1,
         );
         let owner = json!({
-            "apiVersion": "serin.dev/v1beta1", "kind": "Canary", "name": canary.name_any(),
+            "apiVersion": serin_api::api_version(), "kind": "Canary", "name": canary.name_any(),
             "uid": canary.metadata.uid, "controller": false, "blockOwnerDeletion": false,
         });
         let limit = crate::job_metric::wait_limit(&spec);

@@ -3,7 +3,7 @@
 
 use super::act::{ORIGINAL_CONFIGURATION, controlled_by, original_spec};
 use super::record::record;
-use super::{Error, FINALIZER, Shared, canary_id};
+use super::{Error, Shared, canary_id, finalizer};
 use crate::cache::virtual_services;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::ResourceExt;
@@ -21,17 +21,17 @@ pub(super) async fn sync_finalizer(canary: &Canary, shared: &Shared) -> Result<b
     let ctx = &shared.ctx;
     let wanted = canary.spec.revert_on_deletion == Some(true);
     let finalizers = canary.finalizers();
-    let present = finalizers.iter().any(|f| f == FINALIZER);
+    let present = finalizers.iter().any(|f| f == finalizer());
     if wanted == present {
         return Ok(false);
     }
     let mut next: Vec<String> = finalizers
         .iter()
-        .filter(|f| *f != FINALIZER)
+        .filter(|f| *f != finalizer())
         .cloned()
         .collect();
     if wanted {
-        next.push(FINALIZER.into());
+        next.push(finalizer().into());
     }
     let canaries: Api<Canary> =
         Api::namespaced(ctx.client.clone(), &canary.namespace().unwrap_or_default());
@@ -50,7 +50,7 @@ pub(super) async fn sync_finalizer(canary: &Canary, shared: &Shared) -> Result<b
 /// workload keeps serving once the primary is garbage-collected), route everything to it through
 /// the apex Service, then let the Canary go.
 pub(super) async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue, Error> {
-    if !canary.finalizers().iter().any(|f| f == FINALIZER) {
+    if !canary.finalizers().iter().any(|f| f == finalizer()) {
         return Ok(Requeue::await_change());
     }
     let ctx = &shared.ctx;
@@ -58,7 +58,7 @@ pub(super) async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue
     let target_name = &canary.spec.target_ref.name;
     let canaries: Api<Canary> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut canary_json = serde_json::to_value(canary)?;
-    canary_json["apiVersion"] = json!("serin.dev/v1beta1");
+    canary_json["apiVersion"] = json!(serin_api::api_version());
     let apex = Names::of(&canary_json).apex;
     let phase = canary.status.as_ref().and_then(|s| s.phase);
     if phase != Some(Phase::Terminating) {
@@ -137,7 +137,7 @@ pub(super) async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue
     let finalizers: Vec<String> = canary
         .finalizers()
         .iter()
-        .filter(|f| *f != FINALIZER)
+        .filter(|f| *f != finalizer())
         .cloned()
         .collect();
     canaries

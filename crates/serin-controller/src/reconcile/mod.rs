@@ -39,8 +39,11 @@ use triggers::Named;
 /// The field manager of everything the operator writes.
 pub const FIELD_MANAGER: &str = "serin";
 
-/// The finalizer that holds a Canary with `revertOnDeletion` until its target is restored.
-pub const FINALIZER: &str = "finalizer.serin.dev";
+/// The finalizer that holds a Canary with `revertOnDeletion` until its target is restored
+/// (`finalizer.serin.dev`, or Flagger's `finalizer.flagger.app` when serving its group).
+pub fn finalizer() -> &'static str {
+    serin_api::api_group().finalizer()
+}
 
 /// What every reconcile shares.
 pub struct Context {

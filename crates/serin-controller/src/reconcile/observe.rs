@@ -30,7 +30,7 @@ pub(super) fn observe<'a>(
         effective.spec.provider = Some(ctx.mesh_provider.clone());
     }
     let mut canary_json = serde_json::to_value(&effective)?;
-    canary_json["apiVersion"] = json!("serin.dev/v1beta1");
+    canary_json["apiVersion"] = json!(serin_api::api_version());
     let target_name = canary.spec.target_ref.name.clone();
     let kind = canary.spec.target_ref.kind.as_str();
     let target = caches.workload(&namespace, kind, &target_name);

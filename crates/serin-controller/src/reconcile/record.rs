@@ -233,7 +233,7 @@ pub(super) async fn record(
     let object = serde_json::from_value::<k8s_openapi::api::core::v1::Event>(json!({
         "metadata": {"name": format!("{}.{}", canary.name_any(), uuid::Uuid::new_v4().simple()),
                      "namespace": namespace},
-        "involvedObject": {"apiVersion": "serin.dev/v1beta1", "kind": "Canary",
+        "involvedObject": {"apiVersion": serin_api::api_version(), "kind": "Canary",
                            "name": canary.name_any(), "namespace": namespace,
                            "uid": canary.uid(), "resourceVersion": canary.resource_version()},
         "reason": reason, "message": message, "type": kind,

@@ -742,6 +742,11 @@ impl<'a> Tick<'a> {
             }
         };
         self.hash = pod_template_hash(template);
+        // A status Flagger left: its hashes stand for the template as it is, so the release goes
+        // on where Flagger stopped (it cannot say whether the template changed since).
+        if crate::revision::adopt_foreign_revision(&mut self.old, &self.hash) {
+            crate::revision::adopt_foreign_revision(&mut self.status, &self.hash);
+        }
         // A silent gate's message stays until the gate is asked again: ticks that are not due
         // (a watch event, a status write) must not erase it.
         if self.status.unanswered_gate_since.is_none() {
