@@ -73,6 +73,13 @@ chmod 1777 "$rootfs"/tmp
 chown 65532:65532 "$rootfs"/home/nonroot 2>/dev/null || true
 install -m 0755 "$binary" "$rootfs/usr/local/bin/$name"
 strip --strip-debug "$rootfs/usr/local/bin/$name" 2>/dev/null || true
+if [ "$name" = serin-operator ]; then
+  # Flagger's chart starts `./flagger` in the working directory and probes with `wget --spider`:
+  # the operator binary answers to both names (a Flagger drop-in; see docs/migrating.md).
+  mkdir -p "$rootfs"/usr/bin
+  ln -s /usr/local/bin/serin-operator "$rootfs"/home/nonroot/flagger
+  ln -s /usr/local/bin/serin-operator "$rootfs"/usr/bin/wget
+fi
 rm -f "$context"/*.deb
 if [ -n "$context_only" ]; then
   echo "build context in $context: docker build -f $root/artifacts/images/$name.Containerfile --build-arg VERSION=$version $context"

@@ -8,7 +8,10 @@ use serin_api::{AlertProvider, Canary, MetricTemplate};
 #[test]
 fn the_group_chosen_at_start_names_urls_api_versions_and_the_finalizer() {
     let canary = Canary::new("podinfo", Default::default());
-    assert_eq!(serde_json::to_value(&canary).unwrap()["apiVersion"], "serin.dev/v1beta1");
+    assert_eq!(
+        serde_json::to_value(&canary).unwrap()["apiVersion"],
+        "serin.dev/v1beta1"
+    );
     assert_eq!(
         Canary::url_path(&(), Some("test")),
         "/apis/serin.dev/v1beta1/namespaces/test/canaries"

@@ -96,5 +96,68 @@ fn each_image_runs_its_binary_from_its_own_root_filesystem() {
             .arg(format!("/usr/local/bin/{name}"))
             .arg("--version"));
         assert_eq!(printed.trim(), format!("{name} {version}"));
+        if name == "serin-operator" {
+            flaggers_chart_starts_and_probes_it(&rootfs, config, version);
+        }
     }
+}
+
+/// Flagger's chart runs `./flagger -log-level=info ...` in the image's working directory and
+/// probes it with `wget --quiet --tries=1 --timeout=4 --spider http://localhost:8080/healthz`.
+fn flaggers_chart_starts_and_probes_it(rootfs: &Path, config: &Value, version: &str) {
+    assert_eq!(config["WorkingDir"], "/home/nonroot");
+    // The probe's `wget` is looked up in the image's PATH.
+    assert!(
+        config["Env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e == "PATH=/usr/local/bin:/usr/bin"),
+        "{config}"
+    );
+    let printed = run(Command::new("chroot")
+        .arg("--userspec=65532:65532")
+        .arg(rootfs)
+        .args(["/home/nonroot/flagger", "-version"]));
+    assert_eq!(printed.trim(), format!("serin-operator {version}"));
+
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/healthz", listener.local_addr().unwrap());
+    let server = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut request = [0u8; 1024];
+        let n = stream.read(&mut request).unwrap();
+        stream
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            .unwrap();
+        String::from_utf8_lossy(&request[..n]).into_owned()
+    });
+    let probe = |url: &str| {
+        Command::new("chroot")
+            .arg("--userspec=65532:65532")
+            .arg(rootfs)
+            .args([
+                "/usr/bin/wget",
+                "--quiet",
+                "--tries=1",
+                "--timeout=4",
+                "--spider",
+                url,
+            ])
+            .status()
+            .unwrap()
+    };
+    assert!(probe(&url).success());
+    assert!(
+        server
+            .join()
+            .unwrap()
+            .starts_with("GET /healthz HTTP/1.0\r\n")
+    );
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    assert_eq!(probe(&format!("http://{closed}/healthz")).code(), Some(1));
 }

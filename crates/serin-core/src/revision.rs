@@ -54,7 +54,10 @@ pub(crate) fn write_canonical(value: &Value, out: &mut String) {
 /// [`pod_template_hash`]'s 64 hex digits, and Flagger's are ten or so letters and digits of its
 /// own alphabet (an FNV hash of a Go struct dump, which cannot be computed outside Go).
 pub fn is_foreign_hash(hash: &str) -> bool {
-    !(hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+    !(hash.len() == 64
+        && hash
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
 }
 
 /// Takes over a status another operator wrote: a foreign `lastAppliedSpec` stands for the target's

@@ -112,19 +112,18 @@ pub fn digest(status: &Map<String, Value>) -> String {
 }
 
 /// The status Serin works with, from the stored `status` and the annotation: the annotation's
-/// fields added and foreign hashes replaced by Serin's when its digest matches `status`; `status`
-/// alone (and no revisions) when it does not, or there is none. Returns the status and the
-/// revisions in force.
+/// fields added and foreign hashes replaced by Serin's when its digest matches `status`, with the
+/// revisions in force; `status` alone and `None` when it does not match, or there is none.
 pub fn join(
     status: &CanaryStatus,
     annotation: Option<&str>,
-) -> (CanaryStatus, BTreeMap<String, String>) {
+) -> (CanaryStatus, Option<BTreeMap<String, String>>) {
     let Some(kept) = annotation.and_then(|text| serde_json::from_str::<Kept>(text).ok()) else {
-        return (status.clone(), BTreeMap::new());
+        return (status.clone(), None);
     };
     let stored = split(status, &BTreeMap::new());
     if digest(&stored.status) != kept.status_digest {
-        return (status.clone(), BTreeMap::new());
+        return (status.clone(), None);
     }
     let mut all = stored.status;
     for (key, value) in kept.fields {
@@ -142,8 +141,8 @@ pub fn join(
         }
     }
     match serde_json::from_value(Value::Object(all)) {
-        Ok(joined) => (joined, kept.revisions),
-        Err(_) => (status.clone(), BTreeMap::new()),
+        Ok(joined) => (joined, Some(kept.revisions)),
+        Err(_) => (status.clone(), None),
     }
 }
 
@@ -166,7 +165,11 @@ pub fn revisions_after(
         kept.insert(serin.to_string(), foreign.to_string());
     }
     let named = [&next.last_applied_spec, &next.last_promoted_spec];
-    kept.retain(|serin, _| named.iter().any(|hash| hash.as_deref() == Some(serin.as_str())));
+    kept.retain(|serin, _| {
+        named
+            .iter()
+            .any(|hash| hash.as_deref() == Some(serin.as_str()))
+    });
     kept
 }
 
@@ -196,7 +199,11 @@ mod tests {
         let stored = split(&full, &revisions);
         assert_eq!(stored.status["lastAppliedSpec"], "84c4d8b7c9");
         assert_eq!(stored.status["canaryWeight"], 30);
-        assert!(stored.status["conditions"][0].get("observedGeneration").is_none());
+        assert!(
+            stored.status["conditions"][0]
+                .get("observedGeneration")
+                .is_none()
+        );
         assert_eq!(stored.fields["currentStepIndex"], 3);
         assert!(stored.fields.contains_key("lastTickTime"));
         assert!(!stored.status.contains_key("currentStepIndex"));
@@ -211,7 +218,7 @@ mod tests {
         };
         let text = serde_json::to_string(&kept).unwrap();
         let (joined, in_force) = join(&pruned, Some(&text));
-        assert_eq!(in_force, revisions);
+        assert_eq!(in_force, Some(revisions.clone()));
         assert_eq!(joined.last_applied_spec.as_deref(), Some(SERIN));
         assert_eq!(joined.current_step_index, Some(3));
         assert_eq!(joined.last_tick_time, full.last_tick_time);
@@ -222,23 +229,31 @@ mod tests {
         rewritten.canary_weight = 40;
         let (joined, in_force) = join(&rewritten, Some(&text));
         assert_eq!(joined, rewritten);
-        assert!(in_force.is_empty());
+        assert_eq!(in_force, None);
         assert_eq!(join(&pruned, Some("not json")).0, pruned);
     }
 
     #[test]
     fn an_adopted_foreign_hash_is_remembered_until_no_hash_names_it() {
-        let flagger = status(json!({"phase": "Progressing", "canaryWeight": 30, "iterations": 2,
-            "lastAppliedSpec": "84c4d8b7c9", "lastPromotedSpec": "5d4b8f6c7z"}));
+        let flagger = status(
+            json!({"phase": "Progressing", "canaryWeight": 30, "iterations": 2,
+            "lastAppliedSpec": "84c4d8b7c9", "lastPromotedSpec": "5d4b8f6c7z"}),
+        );
         let mut adopted = flagger.clone();
         adopted.last_applied_spec = Some(SERIN.into());
         adopted.canary_weight = 40;
         let revisions = revisions_after(Some(&flagger), &adopted, &BTreeMap::new());
-        assert_eq!(revisions, BTreeMap::from([(SERIN.into(), "84c4d8b7c9".into())]));
+        assert_eq!(
+            revisions,
+            BTreeMap::from([(SERIN.into(), "84c4d8b7c9".into())])
+        );
         // Promoted: the template Flagger knew is now the promoted one too.
         let mut promoted = adopted.clone();
         promoted.last_promoted_spec = Some(SERIN.into());
-        assert_eq!(revisions_after(Some(&adopted), &promoted, &revisions), revisions);
+        assert_eq!(
+            revisions_after(Some(&adopted), &promoted, &revisions),
+            revisions
+        );
         let stored = split(&promoted, &revisions);
         assert_eq!(stored.status["lastPromotedSpec"], "84c4d8b7c9");
         // A new revision replaces both: nothing foreign is left to remember.

@@ -44,14 +44,22 @@ fn a_release_flagger_left_at_weight_30_goes_on_through_the_remaining_weights() {
         .map(|(_, weight)| weight)
         .collect();
     assert_eq!(weights, [40, 50], "{:#?}", world.log[from..].to_vec());
-    let after: Vec<String> = world.log[from..].iter().flat_map(|t| t.events.clone()).collect();
+    let after: Vec<String> = world.log[from..]
+        .iter()
+        .flat_map(|t| t.events.clone())
+        .collect();
     assert!(
         !after.iter().any(|e| e.contains("New revision detected")),
         "{after:#?}"
     );
     assert_eq!(world.primary_image(), "podinfo:6.0.1");
     // The failed check Flagger counted still counts.
-    assert!(world.log[from].events.iter().all(|e| !e.contains("Rolling back")));
+    assert!(
+        world.log[from]
+            .events
+            .iter()
+            .all(|e| !e.contains("Rolling back"))
+    );
 }
 
 #[test]
@@ -59,13 +67,19 @@ fn a_canary_flagger_left_succeeded_is_not_released_again() {
     let mut world = initialized(canary());
     release(&mut world);
     assert!(world.run_until(15, 30, |w| w.phase() == Some(Phase::Succeeded)));
-    world.canary.status = Some(as_flagger_wrote(&world.status(), "84c4d8b7c9", "84c4d8b7c9"));
+    world.canary.status = Some(as_flagger_wrote(
+        &world.status(),
+        "84c4d8b7c9",
+        "84c4d8b7c9",
+    ));
     let from = world.log.len();
     world.run_until(15, 8, |_| false);
     assert!(
         world.log[from..]
             .iter()
-            .all(|t| t.phase == Some(Phase::Succeeded) && t.actions.is_empty() && t.events.is_empty()),
+            .all(|t| t.phase == Some(Phase::Succeeded)
+                && t.actions.is_empty()
+                && t.events.is_empty()),
         "{:#?}",
         world.log[from..].to_vec()
     );
@@ -73,7 +87,9 @@ fn a_canary_flagger_left_succeeded_is_not_released_again() {
     // Serin's own hash now stands for the template Flagger knew.
     let status = world.status();
     assert_eq!(status.last_applied_spec, status.last_promoted_spec);
-    assert!(!serin_core::revision::is_foreign_hash(status.last_applied_spec.as_deref().unwrap()));
+    assert!(!serin_core::revision::is_foreign_hash(
+        status.last_applied_spec.as_deref().unwrap()
+    ));
 
     // A new version is released as usual.
     release(&mut world);

@@ -1,7 +1,9 @@
 //! `serin-operator`: watches Canaries and runs their releases. Flags follow Flagger's where they
 //! apply; the admin server answers `/healthz`, `/readyz` and `/metrics`.
 
+mod flagger_cli;
 mod memory;
+mod wget;
 
 use anyhow::Context as _;
 use clap::Parser;
@@ -16,6 +18,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
     about = "Progressive delivery for Kubernetes"
 )]
 struct Flags {
+    /// API group of the Canaries, MetricTemplates and AlertProviders served: `serin.dev` (Serin's
+    /// CRDs) or `flagger.app` (Flagger's CRDs, to take over a Flagger install). Started under the
+    /// name `flagger`, the default is `flagger.app`.
+    #[arg(long, env = "SERIN_API_GROUP")]
+    api_group: Option<String>,
+    /// Kubeconfig file to connect with (default: `KUBECONFIG`, then the in-cluster service account).
+    #[arg(long)]
+    kubeconfig: Option<std::path::PathBuf>,
+    /// Kubernetes API requests a second, on average (default: no limit); Flagger's
+    /// `-kubeconfig-qps`.
+    #[arg(long)]
+    kube_api_qps: Option<f64>,
+    /// Kubernetes API requests at once before `--kube-api-qps` applies (default: 2 × the qps).
+    #[arg(long)]
+    kube_api_burst: Option<u32>,
     /// Only watch Canaries in this namespace (default: all namespaces).
     #[arg(long)]
     namespace: Option<String>,
@@ -75,6 +92,29 @@ struct Flags {
     /// Cluster name shown in alerts.
     #[arg(long)]
     cluster_name: Option<String>,
+    /// Slack incoming webhook that receives the alerts of Canaries without `alerts`, as Flagger's
+    /// `-slack-url` (pass it in the environment, from a Secret).
+    #[arg(long, env = "SLACK_URL", hide_env_values = true)]
+    slack_url: Option<String>,
+    /// Slack bot token, for the chat.postMessage API instead of an incoming webhook.
+    #[arg(long, env = "SLACK_TOKEN", hide_env_values = true)]
+    slack_token: Option<String>,
+    /// Proxy for the Slack alerts.
+    #[arg(long, env = "SLACK_PROXY_URL")]
+    slack_proxy_url: Option<String>,
+    /// Slack channel of the alerts (required with `--slack-url`).
+    #[arg(long)]
+    slack_channel: Option<String>,
+    /// Name the Slack alerts are posted under.
+    #[arg(long, default_value = "serin")]
+    slack_user: String,
+    /// Microsoft Teams webhook that receives the alerts of Canaries without `alerts` (it wins over
+    /// Slack, as in Flagger).
+    #[arg(long, env = "MSTEAMS_URL", hide_env_values = true)]
+    msteams_url: Option<String>,
+    /// Proxy for the Microsoft Teams alerts.
+    #[arg(long, env = "MSTEAMS_PROXY_URL")]
+    msteams_proxy_url: Option<String>,
     /// Let analysis metrics of provider `job` run their Jobs in the Canaries' namespaces (with the
     /// operator's rights: whoever may write a Canary or MetricTemplate there may then run pods).
     #[arg(long)]
@@ -82,6 +122,13 @@ struct Flags {
 }
 
 fn main() -> std::process::ExitCode {
+    let mut args = std::env::args();
+    if args
+        .next()
+        .is_some_and(|program| std::path::Path::new(&program).ends_with("wget"))
+    {
+        return std::process::ExitCode::from(wget::run(&args.collect::<Vec<_>>()));
+    }
     memory::limit_arenas();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -97,7 +144,32 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn run_main() -> std::process::ExitCode {
-    let flags = Flags::parse();
+    let mut argv: Vec<String> = std::env::args().collect();
+    let program = if argv.is_empty() {
+        "serin-operator".to_string()
+    } else {
+        argv.remove(0)
+    };
+    // Flagger's chart starts `./flagger -log-level=info ...`: read its flags as Flagger does.
+    let mut notes = Vec::new();
+    if flagger_cli::is_flagger_style(&argv) {
+        use clap::CommandFactory;
+        let serin_flags: Vec<(String, bool)> = Flags::command()
+            .get_arguments()
+            .filter_map(|arg| Some((arg.get_long()?.to_string(), arg.get_action().takes_values())))
+            .collect();
+        (argv, notes) = match flagger_cli::translate(&argv, &serin_flags) {
+            Ok(translated) => translated,
+            Err(message) => {
+                eprintln!("{program}: {message}");
+                return std::process::ExitCode::from(2);
+            }
+        };
+    }
+    let mut flags = Flags::parse_from(std::iter::once(program.clone()).chain(argv));
+    if flagger_cli::started_as_flagger(&program) && flags.api_group.is_none() {
+        flags.api_group = Some("flagger.app".into());
+    }
     let format = match flags.log_format.as_str() {
         "json" => serin_controller::LogFormat::Json,
         _ => serin_controller::LogFormat::Text,
@@ -105,6 +177,9 @@ async fn run_main() -> std::process::ExitCode {
     if let Err(error) = serin_controller::init_logging(format, &flags.log_level) {
         eprintln!("serin-operator: {error}");
         return std::process::ExitCode::from(2);
+    }
+    for note in notes {
+        tracing::info!("{note}");
     }
     match operate(flags).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -123,9 +198,26 @@ async fn operate(flags: Flags) -> anyhow::Result<()> {
         flags.mesh_provider,
         serin_api::validate::ROUTING_PROVIDERS.join(", ")
     );
-    let mut config = kube::Config::infer()
-        .await
-        .context("connecting to Kubernetes (KUBECONFIG or the in-cluster service account)")?;
+    let group: serin_api::ApiGroup = flags
+        .api_group
+        .as_deref()
+        .unwrap_or("serin.dev")
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!("--api-group: {e}"))?;
+    serin_api::set_api_group(group);
+    let global_alerts = global_notifier(&flags)?;
+    let mut config = match &flags.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("--kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .with_context(|| format!("--kubeconfig {}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("connecting to Kubernetes (KUBECONFIG or the in-cluster service account)")?,
+    };
     let identity = flags
         .leader_election_identity
         .clone()
@@ -143,7 +235,7 @@ async fn operate(flags: Flags) -> anyhow::Result<()> {
         serin_controller::leadership::Leadership::elected(
             &identity,
             &flags.leader_election_namespace,
-            LEASE_NAME,
+            lease_name(),
         )
     } else {
         serin_controller::leadership::Leadership::unelected()
@@ -153,10 +245,23 @@ async fn operate(flags: Flags) -> anyhow::Result<()> {
     let metrics = Arc::new(serin_controller::metrics::OperatorMetrics::default());
     let api_requests = metrics.kubernetes_api_layer();
     // Only the lease manager writes unguarded: everything else is refused once the lease is lost.
+    // Flagger's -kubeconfig-qps/-kubeconfig-burst: `burst` requests per window of burst/qps
+    // seconds, so the average is qps and no more than `burst` go at once.
+    let limit = flags.kube_api_qps.filter(|qps| *qps > 0.0).map(|qps| {
+        let burst = flags
+            .kube_api_burst
+            .unwrap_or_else(|| (qps * 2.0).ceil() as u32)
+            .max(1);
+        tower::limit::RateLimitLayer::new(
+            u64::from(burst),
+            std::time::Duration::from_secs_f64(f64::from(burst) / qps),
+        )
+    });
     let lease_client = kube::client::ClientBuilder::try_from(config.clone())?
         .with_layer(&api_requests)
         .build();
     let client = kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&tower::util::option_layer(limit))
         .with_layer(&api_requests)
         .with_layer(&leadership.write_guard())
         .build();
@@ -172,7 +277,8 @@ async fn operate(flags: Flags) -> anyhow::Result<()> {
     ctx.event_webhook = flags.event_webhook.filter(|url| !url.is_empty());
     ctx.cross_namespace_refs = !flags.no_cross_namespace_refs;
     ctx.job_metrics = flags.allow_job_metrics;
-    ctx.cluster_name = flags.cluster_name;
+    ctx.cluster_name = flags.cluster_name.clone();
+    ctx.global_alerts = global_alerts;
     let leading = Arc::new(AtomicBool::new(false));
     let admin = admin_server(
         flags.admin_address,
@@ -227,8 +333,53 @@ async fn operate(flags: Flags) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The Lease replicas compete for.
-const LEASE_NAME: &str = "serin-operator";
+/// The Lease replicas compete for. Serving Flagger's group, it is Flagger's, so that Flagger
+/// and Serin never act on the same Canaries at once.
+fn lease_name() -> &'static str {
+    match serin_api::api_group() {
+        serin_api::ApiGroup::Serin => "serin-operator",
+        serin_api::ApiGroup::Flagger => "flagger-leader-election",
+    }
+}
+
+/// Where the alerts of Canaries without `alerts` go: Microsoft Teams, else Slack, else nowhere.
+fn global_notifier(flags: &Flags) -> anyhow::Result<Option<serin_webhooks::alert::Notifier>> {
+    let non_empty = |value: &Option<String>| value.clone().filter(|v| !v.is_empty());
+    let (flag, spec) = if let Some(address) = non_empty(&flags.msteams_url) {
+        let spec = serin_api::AlertProviderSpec {
+            type_: "msteams".into(),
+            address: Some(address),
+            proxy: non_empty(&flags.msteams_proxy_url),
+            ..Default::default()
+        };
+        ("--msteams-url", spec)
+    } else if let Some(address) = non_empty(&flags.slack_url) {
+        let Some(channel) = non_empty(&flags.slack_channel) else {
+            anyhow::bail!(
+                "--slack-url needs --slack-channel (Flagger's -slack-channel): the channel the alerts go to"
+            );
+        };
+        let spec = serin_api::AlertProviderSpec {
+            type_: "slack".into(),
+            address: Some(address),
+            channel: Some(channel),
+            username: Some(flags.slack_user.clone()),
+            proxy: non_empty(&flags.slack_proxy_url),
+            ..Default::default()
+        };
+        ("--slack-url", spec)
+    } else {
+        return Ok(None);
+    };
+    let notifier = serin_webhooks::alert::Notifier::from_provider(
+        flag,
+        &spec,
+        None,
+        non_empty(&flags.slack_token).as_deref(),
+    )
+    .map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
+    Ok(Some(notifier))
+}
 
 /// `--leader-election-lease-duration` in whole seconds.
 fn lease_duration(text: &str) -> Result<u64, String> {
@@ -264,7 +415,7 @@ async fn lead(
     let (store, writer) = reflector::store();
     let lease_watch = watcher(
         leases,
-        watcher::Config::default().fields(&format!("metadata.name={LEASE_NAME}")),
+        watcher::Config::default().fields(&format!("metadata.name={}", lease_name())),
     )
     .default_backoff()
     .reflect(writer)
@@ -273,7 +424,7 @@ async fn lead(
     leadership.watch_lease(store);
     // Renewals come a third of the lease before its expiry, so a late one still lands in time.
     let grace = (lease_seconds / 3).max(1);
-    let manager = kube_lease_manager::LeaseManagerBuilder::new(client, LEASE_NAME)
+    let manager = kube_lease_manager::LeaseManagerBuilder::new(client, lease_name())
         .with_namespace(namespace)
         .with_identity(identity)
         .with_duration(lease_seconds)
@@ -282,7 +433,10 @@ async fn lead(
         .await
         .context("setting up leader election")?;
     let (mut leader, manager_task) = manager.watch().await;
-    tracing::info!("waiting to hold the Lease {namespace}/{LEASE_NAME} as {identity}");
+    tracing::info!(
+        "waiting to hold the Lease {namespace}/{} as {identity}",
+        lease_name()
+    );
     while !*leader.borrow_and_update() {
         leader.changed().await.context("leader election stopped")?;
     }
@@ -293,7 +447,8 @@ async fn lead(
     while !leadership.may_write() {
         if !warned && waiting_since.elapsed() > std::time::Duration::from_secs(10) {
             tracing::warn!(
-                "holding the Lease {namespace}/{LEASE_NAME}, but its watch has not shown the renewal for 10s: may the operator watch leases.coordination.k8s.io?"
+                "holding the Lease {namespace}/{}, but its watch has not shown the renewal for 10s: may the operator watch leases.coordination.k8s.io?",
+                lease_name()
             );
             warned = true;
         }

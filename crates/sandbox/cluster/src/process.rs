@@ -51,7 +51,10 @@ pub fn operator_binary() -> Option<PathBuf> {
 pub struct ProcessSpec {
     /// The binary standing in for the image's entrypoint.
     pub binary: PathBuf,
-    /// The container's `args` (its `command` names the image's entrypoint, which `binary` is).
+    /// The name the binary is started under: the container's `command[0]` when it has a
+    /// `command` (Flagger's chart runs `./flagger`, which the image links to the operator).
+    pub program: Option<String>,
+    /// The rest of the container's `command`, then its `args`.
     pub args: Vec<String>,
     /// The container's environment.
     pub env: Vec<(String, String)>,
@@ -70,15 +73,21 @@ impl ProcessSpec {
         kubeconfig: String,
         objects: &dyn ApiAccess,
     ) -> Result<Self, String> {
-        let args = container["args"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|a| a.as_str().map(String::from))
-            .collect();
+        let words = |field: &str| -> Vec<String> {
+            container[field]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a.as_str().map(String::from))
+                .collect()
+        };
+        let mut command = words("command");
+        let program = (!command.is_empty()).then(|| command.remove(0));
+        command.extend(words("args"));
         Ok(ProcessSpec {
             binary,
-            args,
+            program,
+            args: command,
             env: resolve_env(pod, container, Some(objects))?,
             kubeconfig,
         })
@@ -220,6 +229,9 @@ pub async fn run(
     }
     // A container sees only its own environment.
     let mut command = tokio::process::Command::new(&spec.binary);
+    if let Some(program) = &spec.program {
+        command.arg0(program);
+    }
     command
         .args(spec.args_listening_on(address))
         .env_clear()

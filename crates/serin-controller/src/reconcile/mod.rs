@@ -12,6 +12,7 @@ mod observe;
 pub mod ownership;
 mod record;
 pub mod references;
+mod stored;
 mod triggers;
 mod undecodable;
 
@@ -67,6 +68,8 @@ pub struct Context {
     pub event_webhook: Option<String>,
     /// Cluster name added to alerts (`--cluster-name`).
     pub cluster_name: Option<String>,
+    /// Where the alerts of Canaries without `alerts` go (`--slack-url`, `--msteams-url`).
+    pub global_alerts: Option<serin_webhooks::alert::Notifier>,
     /// Calls the Canaries' webhooks and alert providers (proxy settings from the environment).
     pub webhooks: serin_webhooks::WebhookClient,
     /// The canary metrics served at `/metrics`.
@@ -99,6 +102,7 @@ impl Context {
             concurrency: 4,
             event_webhook: None,
             cluster_name: None,
+            global_alerts: None,
             webhooks: serin_webhooks::WebhookClient::new(serin_webhooks::ClientOptions::from_env()),
             metrics: Arc::default(),
             prometheus_clients: serin_metrics::ClientCache::default(),
@@ -137,8 +141,8 @@ struct Shared {
     ctx: Arc<Context>,
     caches: Caches,
     filled: tokio::sync::OnceCell<()>,
-    /// For each Canary this operator wrote, the resourceVersion the write was based on.
-    written_over: std::sync::Mutex<std::collections::HashMap<(String, String), String>>,
+    /// For each Canary this operator wrote, the resourceVersions the writes were based on.
+    written_over: std::sync::Mutex<std::collections::HashMap<(String, String), Vec<String>>>,
     /// Digests of the routing objects last applied for each Canary.
     applied: AppliedRouting,
     /// The checks under way, run outside the reconcile slots.
@@ -158,14 +162,17 @@ impl Shared {
 
     /// Remembers that `canary` (as read) has just been written to, giving `written`; a write
     /// the API server found to change nothing leaves the version as it was and is not remembered.
+    /// Writes made one after the other (a status, then an annotation) remember every version but
+    /// the last.
     fn wrote(&self, canary: &Canary, written: &Canary) {
         if let Some(version) = canary.resource_version()
             && written.resource_version().as_ref() != Some(&version)
         {
-            self.written_over
-                .lock()
-                .expect("never poisoned")
-                .insert(Self::canary_key(canary), version);
+            let mut written_over = self.written_over.lock().expect("never poisoned");
+            let versions = written_over.entry(Self::canary_key(canary)).or_default();
+            if versions.len() < 4 {
+                versions.push(version);
+            }
         }
     }
 
@@ -190,7 +197,13 @@ impl Shared {
         let mut written_over = self.written_over.lock().expect("never poisoned");
         let key = Self::canary_key(canary);
         match written_over.get(&key) {
-            Some(version) if canary.resource_version().as_ref() == Some(version) => true,
+            Some(versions)
+                if canary
+                    .resource_version()
+                    .is_some_and(|version| versions.contains(&version)) =>
+            {
+                true
+            }
             Some(_) => {
                 written_over.remove(&key);
                 false

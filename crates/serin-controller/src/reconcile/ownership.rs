@@ -4,6 +4,7 @@
 //! control — made by a person, a chart, or another Canary — holds the release with a message,
 //! instead of being rewritten (and, for the `-primary` objects, deleted with the Canary). The
 //! object's owner may hand it over with the annotation [`ADOPT_ANNOTATION`] naming the Canary.
+//! Under Flagger's API group, objects are taken over without asking, as Flagger does.
 
 use crate::cache::Caches;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -67,6 +68,11 @@ pub(super) fn problem(
     target_kind: &str,
     tracked: &BTreeSet<(ConfigKind, String)>,
 ) -> Option<String> {
+    // Serving Flagger's Canaries, Serin takes objects over as Flagger does: a drop-in cannot
+    // hold releases that Flagger ran.
+    if serin_api::api_group() == serin_api::ApiGroup::Flagger {
+        return None;
+    }
     let uid = canary["metadata"]["uid"].as_str().unwrap_or_default();
     let name = canary["metadata"]["name"].as_str().unwrap_or_default();
     let target = canary["spec"]["targetRef"]["name"]

@@ -4,29 +4,12 @@
 use super::{Context, Error, Shared, now};
 use crate::cache::Caches;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
-use serde_json::{Value, json};
+use kube::api::Api;
+use serde_json::json;
 use serin_api::{Canary, Phase};
 use serin_core::plan::{EventType, Plan};
 use std::sync::Arc;
 use std::time::Instant;
-
-/// Merge-patches the Canary's status with `status` and remembers the write (see `Shared::wrote`).
-async fn patch_status(canary: &Canary, shared: &Shared, status: Value) -> Result<Canary, Error> {
-    let canaries: Api<Canary> = Api::namespaced(
-        shared.ctx.client.clone(),
-        &canary.namespace().unwrap_or_default(),
-    );
-    let written = canaries
-        .patch_status(
-            &canary.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": status })),
-        )
-        .await?;
-    shared.wrote(canary, &written);
-    Ok(written)
-}
 
 /// Writes the plan's status when it differs from the Canary's: the tick's one status write.
 pub(super) async fn write_status(
@@ -35,11 +18,7 @@ pub(super) async fn write_status(
     plan: &Plan,
 ) -> Result<(), Error> {
     if canary.status.as_ref() != Some(&plan.status) {
-        let patch = status_patch(
-            &serde_json::to_value(&canary.status)?,
-            &serde_json::to_value(&plan.status)?,
-        );
-        patch_status(canary, shared, patch).await?;
+        super::stored::write(canary, shared, &plan.status).await?;
     }
     Ok(())
 }
@@ -53,34 +32,13 @@ pub(super) async fn note_waiting(
     message: &str,
 ) -> Result<(), Error> {
     tracing::info!("{message}");
-    let written = patch_status(canary, shared, json!({ "message": message })).await?;
+    let mut status = canary.status.clone().unwrap_or_default();
+    status.message = Some(message.to_string());
+    let written = super::stored::write(canary, shared, &status).await?;
     if let (Some(from), Some(to)) = (canary.resource_version(), written.resource_version()) {
         shared.checks.carry_over(key, &from, &to);
     }
     Ok(())
-}
-
-/// A JSON merge patch from `old` to `new`: what `new` holds, plus `null` for every field `old`
-/// has and `new` dropped (a merge patch leaves absent fields as they are, so a cleared
-/// `status.message` would otherwise stay).
-fn status_patch(old: &Value, new: &Value) -> Value {
-    match (old, new) {
-        (Value::Object(old), Value::Object(new)) => {
-            let mut patch = serde_json::Map::new();
-            for (key, value) in new {
-                let value = match old.get(key) {
-                    Some(before) => status_patch(before, value),
-                    None => value.clone(),
-                };
-                patch.insert(key.clone(), value);
-            }
-            for key in old.keys().filter(|key| !new.contains_key(*key)) {
-                patch.insert(key.clone(), Value::Null);
-            }
-            Value::Object(patch)
-        }
-        _ => new.clone(),
-    }
 }
 
 /// Everything a tick tells: events (to the API, the log and the event webhooks), alerts, and the
@@ -170,11 +128,21 @@ pub(super) async fn record_plan(
     }
 }
 
-/// Posts `alert` to every AlertProvider of the canary whose severity admits it.
+/// Posts `alert` to every AlertProvider of the canary whose severity admits it, or, for a canary
+/// without `alerts`, to the operator's Slack or Teams webhook (as Flagger's global notifier).
 async fn send_alert(ctx: &Context, caches: &Caches, canary: &Canary, alert: &serin_core::Alert) {
     let namespace = canary.namespace().unwrap_or_default();
     let message =
         serin_webhooks::alert::AlertMessage::from_alert(canary, alert, ctx.cluster_name.as_deref());
+    let own_alerts = canary.spec.analysis().and_then(|a| a.alerts.as_deref());
+    if own_alerts.is_none_or(<[_]>::is_empty) {
+        if let Some(global) = &ctx.global_alerts
+            && let Err(error) = ctx.webhooks.post_alert(global, &message).await
+        {
+            tracing::error!("alert to {}: {error}", global.provider);
+        }
+        return;
+    }
     for recipient in serin_webhooks::alert::recipients(canary, alert.severity) {
         let reference = &recipient.provider_ref;
         let provider_namespace = reference.namespace_or(&namespace);
@@ -265,7 +233,9 @@ pub(super) async fn report_failure(canary: &Canary, shared: &Shared, error: &Err
         return;
     }
     // A failure to write it is the failure being reported, already logged above.
-    let _ = patch_status(canary, shared, json!({ "message": message })).await;
+    let mut status = canary.status.clone().unwrap_or_default();
+    status.message = Some(message.clone());
+    let _ = super::stored::write(canary, shared, &status).await;
     record(
         ctx,
         canary,
@@ -274,22 +244,4 @@ pub(super) async fn report_failure(canary: &Canary, shared: &Shared, error: &Err
         &message,
     )
     .await;
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    #[test]
-    fn a_status_patch_clears_what_the_new_status_dropped() {
-        let old = json!({"phase": "Initializing", "message": "MetricTemplate x.test not found",
-                         "handledRequests": {"promote": "1", "abort": "2"}});
-        let new = json!({"phase": "Initialized", "handledRequests": {"promote": "1"}});
-        assert_eq!(
-            super::status_patch(&old, &new),
-            json!({"phase": "Initialized", "message": null,
-                   "handledRequests": {"promote": "1", "abort": null}})
-        );
-        assert_eq!(super::status_patch(&json!(null), &new), new);
-    }
 }

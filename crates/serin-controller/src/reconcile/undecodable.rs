@@ -105,7 +105,7 @@ fn decode(object: DynamicObject, ctx: &Arc<Context>) -> Result<Canary, Box<Canar
         Err(_) => return Err(Box::new(stub(&object))),
     };
     match serde_json::from_value::<Canary>(value.clone()) {
-        Ok(canary) => Ok(canary),
+        Ok(canary) => Ok(super::stored::joined(canary)),
         Err(error) => {
             let message = format!("invalid spec: {}", describe(&value, &error.to_string()));
             let stub = stub(&object);

@@ -1,0 +1,156 @@
+//! The Canary's status as stored under Flagger's CRDs (see `serin_core::stored_status`): joined
+//! with the annotation as each Canary is read, and split into `status` and the annotation as it
+//! is written.
+
+use super::{Error, Shared};
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+use serin_api::{Canary, CanaryStatus};
+use serin_core::stored_status::{Kept, STATUS_ANNOTATION, digest, join, revisions_after, split};
+use std::collections::BTreeMap;
+
+/// The Canary as read, with its status as Serin works with it. Under Flagger's CRDs the
+/// annotation's fields are joined in when they belong to this status; an annotation that does
+/// not (Flagger wrote the status since) is dropped from the object, so it is written afresh.
+pub(super) fn joined(mut canary: Canary) -> Canary {
+    if !serin_api::api_group().prunes_status() {
+        return canary;
+    }
+    let annotation = canary.annotations().get(STATUS_ANNOTATION).cloned();
+    let status = canary.status.clone().unwrap_or_default();
+    match join(&status, annotation.as_deref()) {
+        (joined, Some(_)) => canary.status = Some(joined),
+        (_, None) => {
+            canary.annotations_mut().remove(STATUS_ANNOTATION);
+        }
+    }
+    canary
+}
+
+/// The revisions the annotation of a Canary (as [`joined`] left it) has in force.
+fn revisions(canary: &Canary) -> BTreeMap<String, String> {
+    canary
+        .annotations()
+        .get(STATUS_ANNOTATION)
+        .and_then(|text| serde_json::from_str::<Kept>(text).ok())
+        .map(|kept| kept.revisions)
+        .unwrap_or_default()
+}
+
+/// Writes `next` as the Canary's status and returns the Canary as written. Under Serin's CRDs it is
+/// one merge patch of the status; under Flagger's, Flagger's fields go to `status` (when they
+/// changed) and the rest to the annotation (when it changed).
+pub(super) async fn write(
+    canary: &Canary,
+    shared: &Shared,
+    next: &CanaryStatus,
+) -> Result<Canary, Error> {
+    let previous = canary.status.clone().unwrap_or_default();
+    if !serin_api::api_group().prunes_status() {
+        let patch = status_patch(
+            &serde_json::to_value(&previous)?,
+            &serde_json::to_value(next)?,
+        );
+        return patch_status(canary, shared, patch).await;
+    }
+    let in_force = revisions(canary);
+    let before = split(&previous, &in_force);
+    let revisions = revisions_after(canary.status.as_ref(), next, &in_force);
+    let after = split(next, &revisions);
+    let mut written = canary.clone();
+    let mut stored_status = before.status.clone();
+    if after.status != before.status {
+        let patch = status_patch(
+            &Value::Object(before.status.clone()),
+            &Value::Object(after.status.clone()),
+        );
+        written = patch_status(canary, shared, patch).await?;
+        stored_status = split(
+            &written.status.clone().unwrap_or_default(),
+            &BTreeMap::new(),
+        )
+        .status;
+    }
+    let kept = Kept {
+        status_digest: digest(&stored_status),
+        fields: after.fields,
+        revisions,
+    };
+    let text = serde_json::to_string(&kept)?;
+    if canary.annotations().get(STATUS_ANNOTATION) != Some(&text) {
+        let canaries: Api<Canary> = Api::namespaced(
+            shared.ctx.client.clone(),
+            &canary.namespace().unwrap_or_default(),
+        );
+        let annotated = canaries
+            .patch(
+                &canary.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {STATUS_ANNOTATION: text}}})),
+            )
+            .await?;
+        shared.wrote(&written, &annotated);
+        written = annotated;
+    }
+    written.status = Some(next.clone());
+    Ok(written)
+}
+
+/// Merge-patches the Canary's status with `status` and remembers the write (see `Shared::wrote`).
+async fn patch_status(canary: &Canary, shared: &Shared, status: Value) -> Result<Canary, Error> {
+    let canaries: Api<Canary> = Api::namespaced(
+        shared.ctx.client.clone(),
+        &canary.namespace().unwrap_or_default(),
+    );
+    let written = canaries
+        .patch_status(
+            &canary.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await?;
+    shared.wrote(canary, &written);
+    Ok(written)
+}
+
+/// A JSON merge patch from `old` to `new`: what `new` holds, plus `null` for every field `old`
+/// has and `new` dropped (a merge patch leaves absent fields as they are, so a cleared
+/// `status.message` would otherwise stay).
+fn status_patch(old: &Value, new: &Value) -> Value {
+    match (old, new) {
+        (Value::Object(old), Value::Object(new)) => {
+            let mut patch = serde_json::Map::new();
+            for (key, value) in new {
+                let value = match old.get(key) {
+                    Some(before) => status_patch(before, value),
+                    None => value.clone(),
+                };
+                patch.insert(key.clone(), value);
+            }
+            for key in old.keys().filter(|key| !new.contains_key(*key)) {
+                patch.insert(key.clone(), Value::Null);
+            }
+            Value::Object(patch)
+        }
+        _ => new.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn a_status_patch_clears_what_the_new_status_dropped() {
+        let old = json!({"phase": "Initializing", "message": "MetricTemplate x.test not found",
+                         "handledRequests": {"promote": "1", "abort": "2"}});
+        let new = json!({"phase": "Initialized", "handledRequests": {"promote": "1"}});
+        assert_eq!(
+            super::status_patch(&old, &new),
+            json!({"phase": "Initialized", "message": null,
+                   "handledRequests": {"promote": "1", "abort": null}})
+        );
+        assert_eq!(super::status_patch(&json!(null), &new), new);
+    }
+}
