@@ -633,10 +633,13 @@ start_operator() {
   log "operator ready (admin $OPERATOR_ADMIN, log $log)"
 }
 
+# install_crds: Serin's CRDs, or with API_GROUP=flagger.app Flagger's own (fixtures/flagger-crds.yaml).
 install_crds() {
-  kubectl apply -f "$REPO_DIR/artifacts/crds/serin.yaml" >/dev/null
+  local group=${API_GROUP:-serin.dev} crds=$REPO_DIR/artifacts/crds/serin.yaml
+  [[ $group == serin.dev ]] || crds=$E2E_DIR/fixtures/flagger-crds.yaml
+  kubectl apply -f "$crds" >/dev/null
   kubectl wait --for=condition=Established --timeout=30s \
-    crd/canaries.serin.dev crd/metrictemplates.serin.dev crd/alertproviders.serin.dev >/dev/null
+    "crd/canaries.$group" "crd/metrictemplates.$group" "crd/alertproviders.$group" >/dev/null
 }
 
 reset_namespace() {

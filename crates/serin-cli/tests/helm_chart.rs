@@ -475,7 +475,10 @@ fn helm_installs_upgrades_and_uninstalls_in_the_sandbox() {
         "serin",
     );
     let log = two_ready_replicas_one_leading(&k);
-    assert!(log.contains("watching Canaries in all namespaces"), "{log}");
+    assert!(
+        log.contains("watching Canaries of serin.dev/v1beta1 in all namespaces"),
+        "{log}"
+    );
     k.expect(
         &[
             "get",

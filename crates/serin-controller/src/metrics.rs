@@ -238,6 +238,53 @@ pub fn status_value(phase: Option<Phase>) -> i64 {
 }
 
 impl OperatorMetrics {
+    /// Also exposes the canary metrics under Flagger's names (`flagger_info`,
+    /// `flagger_canary_status`, ...), with the same labels and values, so that Flagger's Grafana
+    /// dashboard and alert rules keep working when Serin serves Flagger's Canaries.
+    pub fn add_flagger_names(&mut self) {
+        let registry = &mut self.registry;
+        registry.register(
+            "flagger_info",
+            "serin_info under Flagger's name",
+            Family::clone(&self.info),
+        );
+        registry.register(
+            "flagger_canary_total",
+            "serin_canary_total under Flagger's name",
+            Family::clone(&self.total),
+        );
+        registry.register(
+            "flagger_canary_status",
+            "serin_canary_status under Flagger's name",
+            Family::clone(&self.status),
+        );
+        registry.register(
+            "flagger_canary_weight",
+            "serin_canary_weight under Flagger's name",
+            Family::clone(&self.weight),
+        );
+        registry.register(
+            "flagger_canary_metric_analysis",
+            "serin_canary_metric_analysis under Flagger's name",
+            Family::clone(&self.analysis),
+        );
+        registry.register(
+            "flagger_canary_successes",
+            "serin_canary_successes under Flagger's name",
+            Family::clone(&self.successes),
+        );
+        registry.register(
+            "flagger_canary_failures",
+            "serin_canary_failures under Flagger's name",
+            Family::clone(&self.failures),
+        );
+        registry.register(
+            "flagger_canary_duration_seconds",
+            "serin_canary_duration_seconds under Flagger's name",
+            Family::clone(&self.duration),
+        );
+    }
+
     /// Sets `serin_info`: the operator's version and the mesh provider it routes with.
     pub fn set_info(&self, version: &str, mesh_provider: &str) {
         self.info
@@ -522,6 +569,32 @@ pub fn metrics_route<S: Clone + Send + Sync + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn serving_flaggers_canaries_the_metrics_also_go_by_flaggers_names() {
+        let mut metrics = OperatorMetrics::default();
+        metrics.add_flagger_names();
+        metrics.set_info("1.2.3", "istio");
+        metrics.set_totals(&BTreeMap::from([("test".to_string(), 1)]));
+        metrics.record_tick("podinfo", "test", Some(Phase::Progressing), 30, 0);
+        metrics.record_metric("podinfo", "test", "request-success-rate", 100.0);
+        metrics.observe_duration("podinfo", "test", 0.03);
+        metrics.record_release("podinfo", "test", true, "canary", "completed");
+        let text = metrics.render();
+        for line in [
+            "flagger_info{version=\"1.2.3\",mesh_provider=\"istio\"} 1",
+            "flagger_canary_total{namespace=\"test\"} 1",
+            "flagger_canary_status{name=\"podinfo\",namespace=\"test\"} 0",
+            "flagger_canary_weight{workload=\"podinfo\",namespace=\"test\"} 30",
+            "flagger_canary_weight{workload=\"podinfo-primary\",namespace=\"test\"} 70",
+            "flagger_canary_metric_analysis{name=\"podinfo\",namespace=\"test\",metric=\"request-success-rate\"} 100.0",
+            "flagger_canary_successes_total{name=\"podinfo\",namespace=\"test\",deployment_strategy=\"canary\",analysis_status=\"completed\"} 1",
+            "flagger_canary_duration_seconds_count{name=\"podinfo\",namespace=\"test\"} 1",
+            "serin_canary_status{name=\"podinfo\",namespace=\"test\"} 0",
+        ] {
+            assert!(text.contains(line), "{line} missing from:\n{text}");
+        }
+    }
 
     #[test]
     fn a_progressing_canary_is_rendered_with_flaggers_labels() {

@@ -242,7 +242,11 @@ async fn operate(flags: Flags) -> anyhow::Result<()> {
     };
     // Both clients count their requests on /metrics; the counter sits below the write guard, so
     // only requests actually sent are counted.
-    let metrics = Arc::new(serin_controller::metrics::OperatorMetrics::default());
+    let mut metrics = serin_controller::metrics::OperatorMetrics::default();
+    if group == serin_api::ApiGroup::Flagger {
+        metrics.add_flagger_names();
+    }
+    let metrics = Arc::new(metrics);
     let api_requests = metrics.kubernetes_api_layer();
     // Only the lease manager writes unguarded: everything else is refused once the lease is lost.
     // Flagger's -kubeconfig-qps/-kubeconfig-burst: `burst` requests per window of burst/qps
@@ -303,7 +307,8 @@ async fn operate(flags: Flags) -> anyhow::Result<()> {
     leading.store(true, Ordering::Relaxed);
     ctx.metrics.set_leader(true);
     tracing::info!(
-        "watching Canaries in {}",
+        "watching Canaries of {} in {}",
+        serin_api::api_version(),
         flags.namespace.as_deref().unwrap_or("all namespaces")
     );
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

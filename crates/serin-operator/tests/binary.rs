@@ -199,7 +199,7 @@ async fn flags_take_effect_and_the_admin_server_answers() {
     }
     let messages: Vec<&str> = lines.iter().filter_map(|l| l["message"].as_str()).collect();
     assert!(
-        messages.contains(&"watching Canaries in test"),
+        messages.contains(&"watching Canaries of serin.dev/v1beta1 in test"),
         "{messages:?}"
     );
     // A tick's lines carry the Canary in the reconcile span, so `jq 'select(.span.canary == "podinfo")'`
