@@ -633,6 +633,40 @@ start_operator() {
   log "operator ready (admin $OPERATOR_ADMIN, log $log)"
 }
 
+# install_flagger_chart [HELM_FLAGS...]: Flagger's own chart (fixtures/flagger/charts/flagger, as
+# Flagger ships it) in FLAGGER_NAMESPACE (default flagger-system; Flagger's Istio tests install it in
+# istio-system), with Serin's operator image in place of Flagger's and the
+# sandbox's Prometheus; more chart values may follow. Sets FLAGGER_TREE: a scratch git repository
+# holding fixtures/flagger, where Flagger's scripts find their files as they do in Flagger's.
+install_flagger_chart() {
+  [[ -x $HELM ]] || fail "$HELM is missing: run scripts/install-helm.sh"
+  FLAGGER_TREE=$WORK/flagger
+  cp -r "$E2E_DIR/fixtures/flagger" "$FLAGGER_TREE"
+  # The one change to Flagger's scripts: where Prometheus is (the sandbox's, not Istio's addon).
+  grep -rl 'http://prometheus.istio-system:9090' "$FLAGGER_TREE/test" |
+    xargs -r sed -i "s|http://prometheus.istio-system:9090|$PROMETHEUS_URL|g"
+  git -C "$FLAGGER_TREE" init -q
+  local version
+  version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO_DIR/Cargo.toml" | head -n 1)
+  local namespace=${FLAGGER_NAMESPACE:-flagger-system}
+  helm_cmd upgrade -i flagger "$FLAGGER_TREE/charts/flagger" --namespace "$namespace" --create-namespace \
+    --set image.repository=ghcr.io/serin-dev/serin-operator --set "image.tag=$version" \
+    --set "metricsServer=$PROMETHEUS_URL" "$@" --wait --timeout 120s >"$WORK/helm-install.log" 2>&1 ||
+    { cat "$WORK/helm-install.log" >&2; fail "helm install of Flagger's chart failed"; }
+  log "Flagger's chart installed in $namespace with Serin's image: $(kubectl -n "$namespace" get deploy flagger -o jsonpath='{.status.readyReplicas}')/1 ready"
+}
+
+# run_flagger_script PATH: runs one of Flagger's scripts (PATH inside FLAGGER_TREE) as written,
+# from the tree's root; fails when it does.
+run_flagger_script() {
+  log "running Flagger's $1"
+  (cd "$FLAGGER_TREE" && bash "$FLAGGER_TREE/$1") >"$WORK/flagger-$(basename "$1" .sh).log" 2>&1 || {
+    tail -n 60 "$WORK/flagger-$(basename "$1" .sh).log" >&2
+    fail "Flagger's $1 failed (log: $WORK/flagger-$(basename "$1" .sh).log)"
+  }
+  log "ok: Flagger's $1 passed"
+}
+
 # install_crds: Serin's CRDs, or with API_GROUP=flagger.app Flagger's own (fixtures/flagger-crds.yaml).
 install_crds() {
   local group=${API_GROUP:-serin.dev} crds=$REPO_DIR/artifacts/crds/serin.yaml
