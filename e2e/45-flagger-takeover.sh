@@ -45,6 +45,12 @@ spec:
   service:
     port: 9898
     portDiscovery: true
+    apex:
+      annotations:
+        test: annotations-test
+        team: release-bot
+    unmanagedMetadata:
+      annotations: [team]
   analysis:
     interval: $INTERVAL
     threshold: 5
@@ -61,6 +67,9 @@ EOF
 expect_initialized
 wait_for "Flagger's finalizer on the Canary" 20 \
   bash -c "kubectl -n $NS get canary podinfo -o jsonpath='{.metadata.finalizers}' | grep -q finalizer.flagger.app"
+expect_eq "apex annotation test" annotations-test "$(kc get service podinfo -o jsonpath='{.metadata.annotations.test}')"
+expect_eq "apex annotation team (unmanaged: never set)" "" "$(kc get service podinfo -o jsonpath='{.metadata.annotations.team}')"
+kc annotate service podinfo team=platform >/dev/null
 status_keys() { kc get canary podinfo -o json | python3 -c 'import json,sys; print(" ".join(sorted(json.load(sys.stdin)["status"])))'; }
 expect_eq "status fields (Flagger's only)" \
   "canaryWeight conditions failedChecks iterations lastAppliedSpec lastPromotedSpec lastTransitionTime phase trackedConfigs" \
@@ -119,6 +128,7 @@ expect_eq "lastPromotedSpec, as Flagger computed it for 6.0.1" 84c4d8b7c9 \
 expect_eq "status fields (Flagger's only)" \
   "canaryWeight conditions failedChecks iterations lastAppliedSpec lastPromotedSpec lastTransitionTime phase trackedConfigs" \
   "$(status_keys)"
+expect_eq "apex annotation team, as its owner set it" platform "$(kc get service podinfo -o jsonpath='{.metadata.annotations.team}')"
 wait_for "the promotion alert on the operator's Slack webhook" 20 \
   bash -c "python3 '$E2E_DIR/fixtures/receiver.py' bodies '$RECEIVER_DIR' /slack | grep -q 'promotion finished'"
 

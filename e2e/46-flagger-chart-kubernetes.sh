@@ -15,4 +15,8 @@ expect_contains "operator log" "watching Canaries of flagger.app/v1beta1 in all 
 run_flagger_script test/workloads/init.sh
 run_flagger_script test/kubernetes/test-deployment.sh
 expect_eq "primary image" ghcr.io/stefanprodan/podinfo:6.0.1 "$(image_of podinfo-primary)"
+# The tracked Secret's checksum is the one Flagger computes (the first 8 bytes of the sha256 of the
+# JSON of its data, {"value":"czNjcjN0"}), so Flagger started again finds its own.
+expect_eq "trackedConfigs of podinfo-secret" "$(printf '{"value":"czNjcjN0"}' | sha256sum | cut -c1-16)" \
+  "$(kc get canary podinfo -o jsonpath='{.status.trackedConfigs.secret/podinfo-secret}')"
 log "PASS"

@@ -36,17 +36,28 @@ pub fn observe(
             }
         }
     }
-    tracked_configs(
+    let mut tracked = tracked_configs(
         pod,
         |name| config_maps.get(name).map(|c| &**c),
         |name| secrets.get(name).map(|s| &**s),
     )
-    .map_err(|missing| missing.to_string())
+    .map_err(|missing| missing.to_string())?;
+    // Serving Flagger's Canaries, Secrets get Flagger's checksum (unkeyed): Flagger, started
+    // again, must find the checksums it computes, or it would release every Canary anew.
+    if serin_api::api_group() == serin_api::ApiGroup::Flagger {
+        for (key, checksum) in tracked.iter_mut() {
+            if let Some(secret) = key.strip_prefix("secret/").and_then(|name| secrets.get(name)) {
+                *checksum = data_checksum(&secret.data.clone().unwrap_or_default());
+            }
+        }
+    }
+    Ok(tracked)
 }
 
-/// Replaces in `recorded` (a status' `trackedConfigs`) the unkeyed checksums earlier versions wrote
-/// for Secrets with the keyed ones of `current`, where they still match the Secret's data: an
-/// upgrade must not look like a change of every tracked Secret.
+/// Replaces in `recorded` (a status' `trackedConfigs`) the unkeyed checksums earlier versions (and
+/// Flagger) wrote for Secrets with the keyed ones of `current`, where they still match the Secret's
+/// data: an upgrade must not look like a change of every tracked Secret. Under Flagger's API group
+/// `current` is unkeyed too, and nothing changes.
 pub fn upgrade_secret_checksums(
     recorded: &mut BTreeMap<String, String>,
     current: &BTreeMap<String, String>,

@@ -94,8 +94,18 @@ fn service_object(
     ports: &[Value],
 ) -> Value {
     let names = Names::of(canary);
-    let (mut labels, annotations) = custom_metadata(metadata_block);
+    let (mut labels, mut annotations) = custom_metadata(metadata_block);
     labels.insert(label_key.to_string(), json!(name));
+    // Keys someone else manages (`service.unmanagedMetadata`) are never set, so server-side
+    // apply leaves whatever value they have.
+    let unmanaged = &canary["spec"]["service"]["unmanagedMetadata"];
+    for (keys, map) in [("labels", &mut labels), ("annotations", &mut annotations)] {
+        for key in unmanaged[keys].as_array().into_iter().flatten() {
+            if let Some(key) = key.as_str() {
+                map.remove(key);
+            }
+        }
+    }
     let mut selector = Map::new();
     selector.insert(label_key.to_string(), json!(selector_value));
     let service = &canary["spec"]["service"];

@@ -106,6 +106,26 @@ fn the_e2e_example_gets_flaggers_services_destination_rules_and_virtual_service(
 }
 
 #[test]
+fn keys_of_unmanaged_metadata_are_left_to_whoever_manages_them() {
+    let mut canary = canary();
+    canary["spec"]["service"]["unmanagedMetadata"] = json!({
+        "labels": ["test"],
+        "annotations": ["kustomize.toolkit.fluxcd.io/reconcile", "test"]
+    });
+    let [canary_svc, _, apex] = services(&canary, &target(), &DEFAULT_SELECTOR_LABELS).unwrap();
+    assert_eq!(apex["metadata"]["labels"], json!({"app": "podinfo"}));
+    assert_eq!(
+        apex["metadata"]["annotations"],
+        json!({"helm.toolkit.fluxcd.io/driftDetection": "disabled"})
+    );
+    assert!(
+        canary_svc["metadata"]["annotations"]
+            .get("kustomize.toolkit.fluxcd.io/reconcile")
+            .is_none()
+    );
+}
+
+#[test]
 fn ab_testing_splits_the_match_and_mirroring_adds_a_mirror() {
     let mut ab = canary();
     ab["spec"]["analysis"]["match"] = json!([{"headers": {"x-canary": {"exact": "insider"}}}]);

@@ -53,6 +53,27 @@ fn pod_spec(spec: &mut Value) {
     }
 }
 
+/// Folds a Secret's `stringData` into `data` (base64, overriding the same keys) and drops it, as
+/// the API server stores Secrets: readers see `data` only.
+fn fold_string_data(secret: &mut Value) {
+    use base64::Engine;
+    let Some(map) = secret.as_object_mut() else {
+        return;
+    };
+    let Some(Value::Object(plain)) = map.remove("stringData") else {
+        return;
+    };
+    let data = map.entry("data").or_insert_with(|| json!({}));
+    if !data.is_object() {
+        *data = json!({});
+    }
+    for (key, value) in plain {
+        if let Some(text) = value.as_str() {
+            data[key] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+        }
+    }
+}
+
 /// Fills the defaults of `object`, a `info` kind, leaving any value the client set.
 pub fn apply(info: &ResourceInfo, object: &mut Value) {
     match (info.group.as_str(), info.kind.as_str()) {
@@ -106,7 +127,10 @@ pub fn apply(info: &ResourceInfo, object: &mut Value) {
                 default(port, "targetPort", number);
             }
         }
-        ("", "Secret") => default(object, "type", json!("Opaque")),
+        ("", "Secret") => {
+            default(object, "type", json!("Opaque"));
+            fold_string_data(object);
+        }
         ("apps", "DaemonSet") => {
             let spec = &mut object["spec"];
             if !spec.is_object() {
@@ -134,5 +158,22 @@ pub fn apply(info: &ResourceInfo, object: &mut Value) {
             pod_spec(&mut spec["template"]["spec"]);
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_secrets_string_data_is_stored_as_data() {
+        let mut secret = json!({"metadata": {"name": "podinfo-secret"},
+            "data": {"kept": "a2VwdA==", "value": "b2xk"}, "stringData": {"value": "s3cr3t"}});
+        fold_string_data(&mut secret);
+        assert_eq!(
+            secret,
+            json!({"metadata": {"name": "podinfo-secret"},
+                   "data": {"kept": "a2VwdA==", "value": "czNjcjN0"}})
+        );
     }
 }
