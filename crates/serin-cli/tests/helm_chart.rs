@@ -128,7 +128,7 @@ fn the_charts_render_what_the_api_server_accepts() {
         "met",
     );
 
-    let matrix: [(&str, &[&str], &[&str]); 7] = [
+    let matrix: [(&str, &[&str], &[&str]); 8] = [
         (
             "defaults",
             &[],
@@ -179,6 +179,27 @@ fn the_charts_render_what_the_api_server_accepts() {
                 "- name: EVENT_WEBHOOK_URL\n              valueFrom:\n                secretKeyRef:\n                  name: serin-event-webhook\n                  key: url",
                 // Without config tracking the operator only reads ConfigMaps and Secrets.
                 "resources: [configmaps, secrets]\n    verbs: [list, watch]\n",
+            ],
+        ),
+        (
+            "taking over Flagger's Canaries, with its global alerts",
+            &[
+                "apiGroup=flagger.app",
+                "slack.url=https://hooks.slack.test/T0KEN",
+                "slack.channel=releases",
+                "slack.user=flagger",
+                "msteams.url=https://teams.test/T0KEN",
+            ],
+            &[
+                "- --api-group=flagger.app",
+                "- apiGroups: [flagger.app]\n    resources: [canaries]\n",
+                "- --slack-channel=releases",
+                "- --slack-user=flagger",
+                // The webhook URLs reach the operator from a Secret, through its environment.
+                "kind: Secret\nmetadata:\n  name: serin-alerts",
+                "slack-url: \"https://hooks.slack.test/T0KEN\"",
+                "- name: SLACK_URL\n              valueFrom:\n                secretKeyRef:\n                  name: serin-alerts\n                  key: slack-url",
+                "- name: MSTEAMS_URL\n              valueFrom:\n                secretKeyRef:\n                  name: serin-alerts\n                  key: msteams-url",
             ],
         ),
         (
@@ -238,7 +259,9 @@ fn the_charts_render_what_the_api_server_accepts() {
             assert!(!rendered.contains("EVENT_WEBHOOK_URL"), "{rendered}");
         }
         assert!(
-            !rendered.contains("--event-webhook"),
+            !rendered.contains("--event-webhook")
+                && !rendered.contains("--slack-url")
+                && !rendered.contains("--msteams-url"),
             "{case}: a URL on the command line\n{rendered}"
         );
         let (ok, out, err) = k.run(&["apply", "--dry-run=server", "-f", "-"], Some(&rendered));
@@ -272,8 +295,12 @@ fn the_charts_render_what_the_api_server_accepts() {
             "at '/metricsServer': 'prometheus:9090' does not match pattern",
         ),
         (
-            "slack.url=https://hooks.slack.com/x",
-            "additional properties 'slack' not allowed",
+            "slack.url=hooks.slack.test/x",
+            "at '/slack/url': 'hooks.slack.test/x' does not match pattern",
+        ),
+        (
+            "apiGroup=flagger.example",
+            "at '/apiGroup': value must be one of 'serin.dev', 'flagger.app'",
         ),
         ("logLevel=loud", "at '/logLevel': value must be one of"),
         ("namespace=Team_A", "at '/namespace'"),
