@@ -128,6 +128,8 @@ expect_eq "lastPromotedSpec, as Flagger computed it for 6.0.1" 84c4d8b7c9 \
 expect_eq "status fields (Flagger's only)" \
   "canaryWeight conditions failedChecks iterations lastAppliedSpec lastPromotedSpec lastTransitionTime phase trackedConfigs" \
   "$(status_keys)"
+expect_contains "kubectl serin get under Flagger's group" "Succeeded" \
+  "$(SERIN_API_GROUP=flagger.app "$SERIN_BIN" get podinfo -n "$NS")"
 expect_eq "apex annotation team, as its owner set it" platform "$(kc get service podinfo -o jsonpath='{.metadata.annotations.team}')"
 wait_for "the promotion alert on the operator's Slack webhook" 20 \
   bash -c "python3 '$E2E_DIR/fixtures/receiver.py' bodies '$RECEIVER_DIR' /slack | grep -q 'promotion finished'"

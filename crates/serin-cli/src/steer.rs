@@ -33,6 +33,35 @@ pub struct Cluster {
     /// Namespace of the Canary (default: the context's namespace).
     #[arg(short = 'n', long, global = true)]
     namespace: Option<String>,
+    /// API group of the Canaries: `serin.dev`, or `flagger.app` where Serin serves Flagger's
+    /// CRDs.
+    #[arg(long, global = true, env = "SERIN_API_GROUP", default_value = "serin.dev")]
+    api_group: String,
+}
+
+/// The Canary `name`, with its status as the operator works with it (under Flagger's CRDs, the
+/// fields kept in the status annotation joined in).
+async fn get_canary(canaries: &Api<Canary>, name: &str) -> anyhow::Result<Canary> {
+    Ok(joined(canaries.get(name).await?))
+}
+
+/// Every Canary of the namespace, as [`get_canary`] reads each.
+async fn list_canaries(canaries: &Api<Canary>) -> anyhow::Result<Vec<Canary>> {
+    let list = canaries.list(&ListParams::default()).await?;
+    Ok(list.items.into_iter().map(joined).collect())
+}
+
+fn joined(mut canary: Canary) -> Canary {
+    if let Some(status) = &canary.status {
+        let annotation = canary
+            .annotations()
+            .get(serin_core::stored_status::STATUS_ANNOTATION)
+            .cloned();
+        if let (status, Some(_)) = serin_core::stored_status::join(status, annotation.as_deref()) {
+            canary.status = Some(status);
+        }
+    }
+    canary
 }
 
 /// The subcommands that watch and steer releases.
@@ -138,6 +167,11 @@ pub async fn run(cluster: Cluster, command: Steer) -> anyhow::Result<ExitCode> {
     if let Steer::Completion { .. } = &command {
         bail!("completion is answered by the binary, which knows its full command line");
     }
+    let group: serin_api::ApiGroup = cluster
+        .api_group
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!("--api-group: {e}"))?;
+    serin_api::set_api_group(group);
     let (client, namespace) = connect(&cluster).await?;
     let canaries: Api<Canary> = Api::namespaced(client.clone(), &namespace);
     match command {
@@ -147,8 +181,8 @@ pub async fn run(cluster: Cluster, command: Steer) -> anyhow::Result<ExitCode> {
             ..
         } => {
             let text = match name {
-                Some(name) => encode(&canaries.get(&name).await?, &format)?,
-                None => encode(&canaries.list(&ListParams::default()).await?.items, &format)?,
+                Some(name) => encode(&get_canary(&canaries, &name).await?, &format)?,
+                None => encode(&list_canaries(&canaries).await?, &format)?,
             };
             print!("{text}");
             Ok(ExitCode::SUCCESS)
@@ -179,7 +213,7 @@ pub async fn run(cluster: Cluster, command: Steer) -> anyhow::Result<ExitCode> {
         } => {
             let code = status(&client, &canaries, &name, watch, timeout).await?;
             if let Some(format) = output {
-                print!("{}", encode(&canaries.get(&name).await?, &format)?);
+                print!("{}", encode(&get_canary(&canaries, &name).await?, &format)?);
             }
             Ok(code)
         }
@@ -355,7 +389,7 @@ fn metric_summary(canary: &Canary) -> String {
 }
 
 async fn draw_list(canaries: &Api<Canary>, namespace: &str) -> anyhow::Result<String> {
-    let items = canaries.list(&ListParams::default()).await?.items;
+    let items = list_canaries(canaries).await?;
     if items.is_empty() {
         return Ok(format!("No Canaries in namespace {namespace}.\n"));
     }
@@ -502,7 +536,7 @@ async fn draw_release(
     name: &str,
 ) -> anyhow::Result<String> {
     use std::fmt::Write as _;
-    let canary = canaries.get(name).await?;
+    let canary = get_canary(canaries, name).await?;
     let namespace = canary.namespace().unwrap_or_default();
     let status = canary.status.clone().unwrap_or_default();
     let mut out = String::new();
@@ -657,7 +691,7 @@ async fn status(
     let started = std::time::Instant::now();
     let mut last = String::new();
     loop {
-        let canary = canaries.get(name).await?;
+        let canary = get_canary(canaries, name).await?;
         let problems = serin_api::validate::validate(&canary);
         if !problems.is_empty() {
             println!("{} is invalid:", canary.name_any());
@@ -730,7 +764,7 @@ async fn request(
     manual: ManualRequest,
 ) -> anyhow::Result<ExitCode> {
     let annotation = manual.annotation;
-    let before = canaries.get(name).await?;
+    let before = get_canary(canaries, name).await?;
     let held_before = before.status.as_ref().and_then(|s| s.message.clone());
     let known: Vec<String> = events_of(client, &before)
         .await
@@ -748,7 +782,7 @@ async fn request(
     println!("{verb} requested for {name} (token {token}); waiting for the operator");
     for _ in 0..60 {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let canary = canaries.get(name).await?;
+        let canary = get_canary(canaries, name).await?;
         let handled = canary
             .status
             .as_ref()
@@ -781,7 +815,7 @@ async fn request(
 }
 
 async fn suspend(canaries: &Api<Canary>, name: &str, suspend: bool) -> anyhow::Result<ExitCode> {
-    let current = canaries.get(name).await?;
+    let current = get_canary(canaries, name).await?;
     if current.spec.suspend.unwrap_or(false) == suspend {
         println!(
             "{name} is already {}",
