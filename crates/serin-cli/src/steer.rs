@@ -35,7 +35,12 @@ pub struct Cluster {
     namespace: Option<String>,
     /// API group of the Canaries: `serin.dev`, or `flagger.app` where Serin serves Flagger's
     /// CRDs.
-    #[arg(long, global = true, env = "SERIN_API_GROUP", default_value = "serin.dev")]
+    #[arg(
+        long,
+        global = true,
+        env = "SERIN_API_GROUP",
+        default_value = "serin.dev"
+    )]
     api_group: String,
 }
 

@@ -46,7 +46,10 @@ pub fn observe(
     // again, must find the checksums it computes, or it would release every Canary anew.
     if serin_api::api_group() == serin_api::ApiGroup::Flagger {
         for (key, checksum) in tracked.iter_mut() {
-            if let Some(secret) = key.strip_prefix("secret/").and_then(|name| secrets.get(name)) {
+            if let Some(secret) = key
+                .strip_prefix("secret/")
+                .and_then(|name| secrets.get(name))
+            {
                 *checksum = data_checksum(&secret.data.clone().unwrap_or_default());
             }
         }
