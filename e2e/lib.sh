@@ -59,6 +59,7 @@ OPERATOR_PID=""
 OPERATOR_WRAPPER=()
 OPERATOR_ENV=()
 OPERATOR_FLAGS=()
+EXTRA_CRDS=()
 CANARY_SERVICE_LINES=()
 # The host-run operator's admin address (/metrics, /healthz, /readyz), e.g. 127.0.0.1:34567; set by
 # start_operator.
@@ -674,6 +675,12 @@ install_crds() {
   kubectl apply -f "$crds" >/dev/null
   kubectl wait --for=condition=Established --timeout=30s \
     "crd/canaries.$group" "crd/metrictemplates.$group" "crd/alertproviders.$group" >/dev/null
+  # EXTRA_CRDS: more CRD manifests a scenario needs before the operator starts (it looks for
+  # KEDA's ScaledObjects once, at start).
+  local extra
+  for extra in "${EXTRA_CRDS[@]}"; do
+    kubectl apply -f "$extra" >/dev/null
+  done
 }
 
 reset_namespace() {

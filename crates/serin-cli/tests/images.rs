@@ -126,12 +126,20 @@ fn flaggers_chart_starts_and_probes_it(rootfs: &Path, config: &Value, version: &
     let url = format!("http://{}/healthz", listener.local_addr().unwrap());
     let server = std::thread::spawn(move || {
         let (mut stream, _) = listener.accept().unwrap();
-        let mut request = [0u8; 1024];
-        let n = stream.read(&mut request).unwrap();
+        // The request's head, however the client's writes split it.
+        let mut request = Vec::new();
+        let mut chunk = [0u8; 1024];
+        while !request.ends_with(b"\r\n\r\n") && request.len() < 8192 {
+            let n = stream.read(&mut chunk).unwrap();
+            if n == 0 {
+                break;
+            }
+            request.extend_from_slice(&chunk[..n]);
+        }
         stream
             .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
             .unwrap();
-        String::from_utf8_lossy(&request[..n]).into_owned()
+        String::from_utf8_lossy(&request).into_owned()
     });
     let probe = |url: &str| {
         Command::new("chroot")

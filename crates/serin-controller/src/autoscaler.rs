@@ -1,4 +1,6 @@
-//! The primary's HorizontalPodAutoscaler: a copy of the target's that scales `<target>-primary`.
+//! The primary's autoscaler: a copy of the target's HorizontalPodAutoscaler or KEDA ScaledObject
+//! that scales `<target>-primary`; and the annotation that pauses the target's ScaledObject while
+//! the target is scaled to zero.
 
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use serde_json::{Value, json};
@@ -34,9 +36,134 @@ pub fn primary_autoscaler(
     }))
 }
 
+/// KEDA's annotation that holds a ScaledObject's workload at the given replica count.
+pub const PAUSED_REPLICAS: &str = "autoscaling.keda.sh/paused-replicas";
+
+/// The `<so>-primary` ScaledObject (JSON, ready to apply) for the target's ScaledObject `so`,
+/// owned by `owner`, as Flagger makes it: the same spec scaling `<target>-primary`, each trigger's
+/// `query` taken from `primaryScalerQueries` (by trigger name) or else rewritten to name the
+/// primary instead of the target, `primaryScalerReplicas` overriding the bounds, and a named HPA
+/// renamed `<name>-primary`.
+pub fn primary_scaled_object(canary: &Canary, so: &Value, owner: &Value) -> Value {
+    let target = &canary.spec.target_ref.name;
+    let primary = format!("{target}-primary");
+    let reference = canary.spec.autoscaler_ref.as_ref();
+    let mut spec = so["spec"].clone();
+    if !spec.is_object() {
+        spec = json!({});
+    }
+    spec["scaleTargetRef"]["name"] = json!(primary);
+    let queries = reference.and_then(|r| r.primary_scaler_queries.as_ref());
+    for trigger in spec["triggers"].as_array_mut().into_iter().flatten() {
+        let name = trigger["name"].as_str().unwrap_or_default().to_string();
+        let query = match queries {
+            Some(queries) => queries.get(&name).cloned(),
+            None => trigger["metadata"]["query"].as_str().map(|query| {
+                // `<target>-canary` must not become `<target>-primary-canary`.
+                let placeholder = "\u{0}canary\u{0}";
+                query
+                    .replace(&format!("{target}-canary"), placeholder)
+                    .replace(target.as_str(), &primary)
+                    .replace(placeholder, &primary)
+            }),
+        };
+        if let Some(query) = query
+            && trigger["metadata"].is_object()
+        {
+            trigger["metadata"]["query"] = json!(query);
+        }
+    }
+    let bounds = reference.and_then(|r| r.primary_scaler_replicas.as_ref());
+    if let Some(min) = bounds.and_then(|b| b.min_replicas) {
+        spec["minReplicaCount"] = json!(min);
+    }
+    if let Some(max) = bounds.and_then(|b| b.max_replicas) {
+        spec["maxReplicaCount"] = json!(max);
+    }
+    if let Some(hpa) = spec["advanced"]["horizontalPodAutoscalerConfig"]["name"]
+        .as_str()
+        .filter(|name| !name.is_empty())
+        .map(|name| format!("{name}-primary"))
+    {
+        spec["advanced"]["horizontalPodAutoscalerConfig"]["name"] = json!(hpa);
+    }
+    let mut annotations = so["metadata"]["annotations"].clone();
+    if let Some(map) = annotations.as_object_mut() {
+        map.remove("kubectl.kubernetes.io/last-applied-configuration");
+        map.remove(PAUSED_REPLICAS);
+    }
+    let name = so["metadata"]["name"].as_str().unwrap_or_default();
+    json!({
+        "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+        "metadata": {"name": format!("{name}-primary"), "namespace": so["metadata"]["namespace"],
+                     "labels": so["metadata"]["labels"].as_object().cloned().unwrap_or_default(),
+                     "annotations": annotations.as_object().cloned().unwrap_or_default(),
+                     "ownerReferences": [owner]},
+        "spec": spec,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_primary_scaled_object_scales_the_primary_on_the_primarys_queries() {
+        let canary = |queries: Value| -> Canary {
+            serde_json::from_value(json!({
+                "metadata": {"name": "podinfo", "namespace": "test"},
+                "spec": {"targetRef": {"kind": "Deployment", "name": "podinfo"},
+                         "autoscalerRef": {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+                                           "name": "podinfo-so", "primaryScalerQueries": queries,
+                                           "primaryScalerReplicas": {"maxReplicas": 5}},
+                         "service": {"port": 9898}}}))
+            .unwrap()
+        };
+        let so = json!({
+            "metadata": {"name": "podinfo-so", "namespace": "test", "labels": {"team": "a"},
+                         "annotations": {"autoscaling.keda.sh/paused-replicas": "0"}},
+            "spec": {"scaleTargetRef": {"name": "podinfo"}, "minReplicaCount": 1, "maxReplicaCount": 3,
+                     "advanced": {"horizontalPodAutoscalerConfig": {"name": "podinfo-hpa"}},
+                     "triggers": [{"type": "prometheus", "name": "requests", "metadata": {
+                         "serverAddress": "http://prometheus:9090", "threshold": "5",
+                         "query": "sum(rate(http_requests_total{app=\"podinfo\"}[1m])) + sum(up{app=\"podinfo-canary\"})"}}]}
+        });
+        let rewritten =
+            primary_scaled_object(&canary(Value::Null), &so, &json!({"kind": "Canary"}));
+        assert_eq!(rewritten["metadata"]["name"], "podinfo-so-primary");
+        assert_eq!(rewritten["metadata"]["labels"]["team"], "a");
+        assert!(
+            rewritten["metadata"]["annotations"]
+                .get(PAUSED_REPLICAS)
+                .is_none()
+        );
+        assert_eq!(
+            rewritten["spec"]["scaleTargetRef"]["name"],
+            "podinfo-primary"
+        );
+        assert_eq!(rewritten["spec"]["maxReplicaCount"], 5);
+        assert_eq!(rewritten["spec"]["minReplicaCount"], 1);
+        assert_eq!(
+            rewritten["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["name"],
+            "podinfo-hpa-primary"
+        );
+        assert_eq!(
+            rewritten["spec"]["triggers"][0]["metadata"]["query"],
+            "sum(rate(http_requests_total{app=\"podinfo-primary\"}[1m])) + sum(up{app=\"podinfo-primary\"})"
+        );
+        let given = primary_scaled_object(
+            &canary(
+                json!({"requests": "sum(rate(http_requests_total{app=\"podinfo-primary\"}[2m]))"}),
+            ),
+            &so,
+            &json!({"kind": "Canary"}),
+        );
+        assert_eq!(
+            given["spec"]["triggers"][0]["metadata"]["query"],
+            "sum(rate(http_requests_total{app=\"podinfo-primary\"}[2m]))"
+        );
+        assert_eq!(given["spec"]["triggers"][0]["metadata"]["threshold"], "5");
+    }
 
     #[test]
     fn the_primary_autoscaler_scales_the_primary_within_the_override() {

@@ -41,6 +41,30 @@ pub fn http_routes() -> ApiResource {
     )
 }
 
+/// KEDA's ScaledObject resource (`keda.sh/v1alpha1`).
+pub fn scaled_objects() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("keda.sh", "v1alpha1", "ScaledObject"),
+        "scaledobjects",
+    )
+}
+
+/// Whether the API server serves KEDA's ScaledObjects (its CRD is installed), so that a cluster
+/// without KEDA is not watched for them.
+pub async fn serves_scaled_objects(client: &Client) -> bool {
+    let request = http::Request::get("/apis/keda.sh/v1alpha1").body(Vec::new());
+    let Ok(request) = request else {
+        return false;
+    };
+    match client
+        .request::<k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList>(request)
+        .await
+    {
+        Ok(list) => list.resources.iter().any(|r| r.name == "scaledobjects"),
+        Err(_) => false,
+    }
+}
+
 /// In-memory copies of every object a tick reads, kept current by watches.
 #[derive(Clone)]
 pub struct Caches {
@@ -66,6 +90,9 @@ pub struct Caches {
     pub metric_templates: Store<MetricTemplate>,
     /// AlertProviders referenced by alerts.
     pub alert_providers: Store<AlertProvider>,
+    /// KEDA ScaledObjects of targets and their `-primary` copies; `None` where KEDA is not
+    /// installed.
+    pub scaled_objects: Option<JsonStore>,
 }
 
 /// A watch stream that keeps a store: the objects it touches (changed or deleted) come out.
@@ -168,9 +195,10 @@ fn passive<K: Send + 'static>(
 }
 
 impl Caches {
-    /// Stores for `namespace` (all namespaces when `None`) and the watches that fill them; nothing
-    /// is requested until the feeds are polled.
-    pub fn new(client: &Client, namespace: Option<&str>) -> (Caches, Feeds) {
+    /// Stores for `namespace` (all namespaces when `None`) and the watches that fill them, KEDA's
+    /// ScaledObjects only when `keda` (see [`serves_scaled_objects`]); nothing is requested until
+    /// the feeds are polled.
+    pub fn new(client: &Client, namespace: Option<&str>, keda: bool) -> (Caches, Feeds) {
         let (deployments, deployment_feed) = json_feed(api::<Deployment>(client, namespace));
         let (daemon_sets, daemon_set_feed) = json_feed(api::<DaemonSet>(client, namespace));
         let (config_maps, config_map_feed) = feed(api::<ConfigMap>(client, namespace), ());
@@ -183,6 +211,16 @@ impl Caches {
         let (http_routes, route_feed) = dynamic_feed(client, namespace, http_routes());
         let (metric_templates, template_feed) = feed(api::<MetricTemplate>(client, namespace), ());
         let (alert_providers, provider_feed) = feed(api::<AlertProvider>(client, namespace), ());
+        let mut passive_feeds = vec![
+            passive(vs_feed, "VirtualServices"),
+            passive(service_feed, "Services"),
+            passive(rule_feed, "DestinationRules"),
+        ];
+        let scaled_objects = keda.then(|| {
+            let (store, feed) = dynamic_feed(client, namespace, scaled_objects());
+            passive_feeds.push(passive(feed, "ScaledObjects"));
+            store
+        });
         let caches = Caches {
             deployments,
             daemon_sets,
@@ -195,6 +233,7 @@ impl Caches {
             http_routes,
             metric_templates,
             alert_providers,
+            scaled_objects,
         };
         let feeds = Feeds {
             deployments: deployment_feed,
@@ -205,11 +244,7 @@ impl Caches {
             metric_templates: template_feed,
             alert_providers: provider_feed,
             http_routes: route_feed,
-            passive: vec![
-                passive(vs_feed, "VirtualServices"),
-                passive(service_feed, "Services"),
-                passive(rule_feed, "DestinationRules"),
-            ],
+            passive: passive_feeds,
         };
         (caches, feeds)
     }
@@ -241,6 +276,14 @@ impl Caches {
         wait!(self.http_routes, "HTTPRoute");
         wait!(self.metric_templates, "MetricTemplate");
         wait!(self.alert_providers, "AlertProvider");
+        if let Some(scaled_objects) = &self.scaled_objects {
+            wait!(scaled_objects, "ScaledObject");
+        }
+    }
+
+    /// The cached KEDA ScaledObject `name` in `namespace`, as JSON (`None` without KEDA).
+    pub fn scaled_object(&self, namespace: &str, name: &str) -> Option<Value> {
+        self.scaled_objects.as_ref()?.get(namespace, name)
     }
 
     /// The Deployment `name` in `namespace`.

@@ -86,10 +86,10 @@ fn status_of(url: &str, timeout: Duration) -> std::io::Result<u16> {
     let mut stream = TcpStream::connect_timeout(&address, timeout)?;
     stream.set_read_timeout(Some(timeout))?;
     stream.set_write_timeout(Some(timeout))?;
-    write!(
-        stream,
+    let request = format!(
         "GET {path} HTTP/1.0\r\nHost: {authority}\r\nUser-Agent: Wget\r\nConnection: close\r\n\r\n"
-    )?;
+    );
+    stream.write_all(request.as_bytes())?;
     // The status line is all a spider reads; bounded, whatever the server sends.
     let mut head = [0u8; 64];
     let mut read = 0;

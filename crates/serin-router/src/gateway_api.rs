@@ -368,6 +368,17 @@ pub fn acceptance(route: &Value) -> Acceptance {
     for parent in route["spec"]["parentRefs"].as_array().into_iter().flatten() {
         let parent_name = parent["name"].as_str().unwrap_or_default();
         let parent_namespace = parent["namespace"].as_str().unwrap_or(namespace);
+        // A Service parent (GAMMA) is accepted by the mesh rather than by a Gateway.
+        let (parent_kind, question) = match parent["kind"].as_str() {
+            Some("Service") => (
+                "Service",
+                "is the mesh's controller running, and does the Service exist?",
+            ),
+            _ => (
+                "Gateway",
+                "is the Gateway's controller running, and does a listener allow the route?",
+            ),
+        };
         let status = statuses.iter().find(|status| {
             let reference = &status["parentRef"];
             reference["name"] == parent_name
@@ -386,7 +397,7 @@ pub fn acceptance(route: &Value) -> Acceptance {
             Some(condition) if condition["status"] == "True" && current(condition) => {}
             Some(condition) if condition["status"] != "True" && current(condition) => {
                 return Acceptance::Refused(format!(
-                    "HTTPRoute {name}.{namespace} is not accepted by Gateway {parent_name}.{parent_namespace}: {} ({}); fix the Gateway or service.gatewayRefs",
+                    "HTTPRoute {name}.{namespace} is not accepted by {parent_kind} {parent_name}.{parent_namespace}: {} ({}); fix the {parent_kind} or service.gatewayRefs",
                     condition["message"].as_str().unwrap_or_default(),
                     condition["reason"].as_str().unwrap_or_default(),
                 ));
@@ -403,7 +414,7 @@ pub fn acceptance(route: &Value) -> Acceptance {
                 return Acceptance::Pending {
                     written,
                     message: format!(
-                        "HTTPRoute {name}.{namespace} generation {generation} is not accepted by Gateway {parent_name}.{parent_namespace} yet: is the Gateway's controller running, and does a listener allow the route?"
+                        "HTTPRoute {name}.{namespace} generation {generation} is not accepted by {parent_kind} {parent_name}.{parent_namespace} yet: {question}"
                     ),
                 };
             }

@@ -411,7 +411,9 @@ fn resolved_refs(route: &Value, known_services: &[String]) -> (bool, &'static st
 
 /// The `status.parents[]` entries the controller writes on `route`, one per parentRef naming a
 /// Gateway of the `istio` class in `gateways`: `Accepted` (False with the [`attach`] reason when
-/// no listener takes it) and `ResolvedRefs` (False when a backend Service is missing).
+/// no listener takes it) and `ResolvedRefs` (False when a backend Service is missing). A parentRef
+/// naming a Service (GAMMA: the mesh routes what is sent to that Service) is accepted when the
+/// Service exists, as Istio's mesh does.
 pub fn route_parent_statuses(
     route: &Value,
     gateways: &[Value],
@@ -422,6 +424,30 @@ pub fn route_parent_statuses(
     let (resolved, resolved_reason, resolved_message) = resolved_refs(route, known_services);
     let mut parents = Vec::new();
     for parent_ref in route["spec"]["parentRefs"].as_array().into_iter().flatten() {
+        if parent_ref["kind"] == "Service" {
+            let key = format!(
+                "{}/{}",
+                parent_ref["namespace"]
+                    .as_str()
+                    .unwrap_or(namespace_of(route)),
+                parent_ref["name"].as_str().unwrap_or_default()
+            );
+            let accepted = if known_services.contains(&key) {
+                condition("Accepted", true, "Accepted", "Route was valid", generation)
+            } else {
+                let message = format!("parent Service {key} not found");
+                condition("Accepted", false, "NoMatchingParent", &message, generation)
+            };
+            parents.push(json!({
+                "parentRef": parent_ref,
+                "controllerName": CONTROLLER_NAME,
+                "conditions": [
+                    accepted,
+                    condition("ResolvedRefs", resolved, resolved_reason, &resolved_message, generation),
+                ],
+            }));
+            continue;
+        }
         let Some(gateway) = gateways.iter().find(|g| {
             g["spec"]["gatewayClassName"] == GATEWAY_CLASS
                 && names_gateway(parent_ref, namespace_of(route), g)
@@ -967,6 +993,17 @@ mod tests {
         let missing =
             route_parent_statuses(&attached, &table.gateways, &table.namespace_labels, &[]);
         assert_eq!(missing[0]["conditions"][1]["reason"], "BackendNotFound");
+
+        let mut mesh_route = attached.clone();
+        mesh_route["spec"]["parentRefs"] =
+            json!([{"group": "core", "kind": "Service", "name": "podinfo", "port": 9898}]);
+        let with_apex = [services.clone(), vec!["test/podinfo".to_string()]].concat();
+        let mesh = route_parent_statuses(&mesh_route, &[], &table.namespace_labels, &with_apex);
+        assert_eq!(mesh.len(), 1);
+        assert_eq!(mesh[0]["parentRef"]["kind"], "Service");
+        assert_eq!(mesh[0]["conditions"][0]["status"], "True");
+        let orphan = route_parent_statuses(&mesh_route, &[], &table.namespace_labels, &services);
+        assert_eq!(orphan[0]["conditions"][0]["reason"], "NoMatchingParent");
 
         let same_only = gateway(json!([{"name": "http", "port": 80, "protocol": "HTTP"}]));
         let refused =

@@ -124,34 +124,40 @@ pub(super) fn validate_spec(spec: &CanarySpec, r: &mut Report) {
     }
 
     if let Some(scaler) = &spec.autoscaler_ref {
+        let keda = scaler.kind == "ScaledObject";
         if scaler.name.is_empty() {
             r.add(
                 "spec.autoscalerRef.name",
-                "missing; write the name of the target's HorizontalPodAutoscaler",
+                "missing; write the name of the target's HorizontalPodAutoscaler or KEDA ScaledObject",
             );
         }
-        if scaler.kind != "HorizontalPodAutoscaler" {
+        if !keda && scaler.kind != "HorizontalPodAutoscaler" {
             r.add(
                 "spec.autoscalerRef.kind",
                 format!(
-                    "{:?} is not supported; write kind: HorizontalPodAutoscaler",
+                    "{:?} is not supported; write kind: HorizontalPodAutoscaler, or ScaledObject for KEDA",
                     scaler.kind
                 ),
             );
         }
-        if !scaler.api_version.is_empty() && scaler.api_version != "autoscaling/v2" {
+        let api_version = if keda {
+            "keda.sh/v1alpha1"
+        } else {
+            "autoscaling/v2"
+        };
+        if !scaler.api_version.is_empty() && scaler.api_version != api_version {
             r.add(
                 "spec.autoscalerRef.apiVersion",
                 format!(
-                    "{:?} is not supported; write apiVersion: autoscaling/v2",
+                    "{:?} is not supported; write apiVersion: {api_version}",
                     scaler.api_version
                 ),
             );
         }
         r.not_supported(
             "spec.autoscalerRef.primaryScalerQueries",
-            scaler.primary_scaler_queries.is_some(),
-            "it is for KEDA ScaledObjects and Serin scales HorizontalPodAutoscalers only; remove it",
+            !keda && scaler.primary_scaler_queries.is_some(),
+            "it replaces queries of a KEDA ScaledObject's triggers; remove it, or use kind: ScaledObject",
         );
         if let Some(bounds) = &scaler.primary_scaler_replicas {
             let p = "spec.autoscalerRef.primaryScalerReplicas";

@@ -4,8 +4,8 @@
 //! keeping the VirtualService's original spec for `revertOnDeletion`.
 
 use super::{Error, FIELD_MANAGER, Tick};
-use crate::autoscaler::primary_autoscaler;
-use crate::cache::{self, virtual_services};
+use crate::autoscaler::{PAUSED_REPLICAS, primary_autoscaler, primary_scaled_object};
+use crate::cache::{self, scaled_objects, virtual_services};
 use crate::configs;
 use crate::daemon_sets::daemon_set_scale_patch;
 use crate::workloads::{primary_from, promoted_fields, template_for, template_patch};
@@ -296,6 +296,37 @@ impl Tick<'_> {
         self.caches.autoscaler(&self.namespace, &reference.name)
     }
 
+    /// The target's `autoscalerRef` KEDA ScaledObject (JSON), when it has one.
+    fn target_scaled_object(&self, canary: &Canary) -> Option<Value> {
+        let reference = canary.spec.autoscaler_ref.as_ref()?;
+        if reference.kind != "ScaledObject" {
+            return None;
+        }
+        self.caches.scaled_object(&self.namespace, &reference.name)
+    }
+
+    /// Holds the target's KEDA ScaledObject at zero replicas while the target is scaled to zero
+    /// (`paused` true), or lets it scale the target again, as Flagger does; nothing without one.
+    async fn pause_target_scaler(&self, canary: &Canary, paused: bool) -> Result<(), Error> {
+        let Some(so) = self.target_scaled_object(canary) else {
+            return Ok(());
+        };
+        let is_paused = so["metadata"]["annotations"][PAUSED_REPLICAS] == "0";
+        if is_paused == paused {
+            return Ok(());
+        }
+        let value = if paused { json!("0") } else { Value::Null };
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.ctx.client.clone(), &self.namespace, &scaled_objects());
+        api.patch(
+            so["metadata"]["name"].as_str().unwrap_or_default(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {PAUSED_REPLICAS: value}}})),
+        )
+        .await?;
+        Ok(())
+    }
+
     /// The Canary as the router builds from it: with the status this tick writes, whose
     /// session-affinity cookies the routes hand out.
     fn routed_with(&self, status: &CanaryStatus) -> Result<Value, Error> {
@@ -398,6 +429,13 @@ impl Tick<'_> {
                         create(client, namespace, &autoscalers, &primary_hpa).await?;
                     }
                 }
+                if let Some(so) = self.target_scaled_object(canary) {
+                    let primary_so = primary_scaled_object(canary, &so, &owner);
+                    let name = primary_so["metadata"]["name"].as_str().unwrap_or_default();
+                    if self.caches.scaled_object(namespace, name).is_none() {
+                        create(client, namespace, &scaled_objects(), &primary_so).await?;
+                    }
+                }
             }
             Action::EnsureRouting => {
                 let [canary_service, primary_service, mut apex] = self.services(target)?;
@@ -460,6 +498,9 @@ impl Tick<'_> {
                 deployment_api
                     .patch(name, &PatchParams::default(), &merge(patch))
                     .await?;
+                if !primary {
+                    self.pause_target_scaler(canary, *replicas == 0).await?;
+                }
             }
             Action::SetRoutes(next) if routes_by_http_route(&self.canary) => {
                 self.apply_http_route(*next, status).await?;
@@ -497,6 +538,10 @@ impl Tick<'_> {
                 if let Some(hpa) = self.target_autoscaler(canary) {
                     let primary_hpa = primary_autoscaler(canary, &hpa, &owner)?;
                     apply(client, namespace, &autoscalers, &primary_hpa).await?;
+                }
+                if let Some(so) = self.target_scaled_object(canary) {
+                    let primary_so = primary_scaled_object(canary, &so, &owner);
+                    apply(client, namespace, &scaled_objects(), &primary_so).await?;
                 }
             }
             Action::NotifyHooks { .. } => {}

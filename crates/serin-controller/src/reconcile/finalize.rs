@@ -81,6 +81,7 @@ pub(super) async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue
     }
     let kind = canary.spec.target_ref.kind.as_str();
     if let Some(target) = shared.caches.workload(&namespace, kind, target_name) {
+        resume_target_scaler(canary, shared, &namespace).await?;
         let primary_replicas = shared
             .caches
             .deployment(&namespace, &format!("{target_name}-primary"))
@@ -190,5 +191,42 @@ async fn restore_routes(canary: &Canary, shared: &Shared, name: &str) -> Result<
             Api::namespaced_with(shared.ctx.client.clone(), &namespace, &resource);
         api.replace(name, &PostParams::default(), &restored).await?;
     }
+    Ok(())
+}
+
+/// Lets the target's KEDA ScaledObject scale the target again (it was held at zero while the
+/// primary served).
+async fn resume_target_scaler(
+    canary: &Canary,
+    shared: &Shared,
+    namespace: &str,
+) -> Result<(), Error> {
+    let Some(reference) = canary
+        .spec
+        .autoscaler_ref
+        .as_ref()
+        .filter(|r| r.kind == "ScaledObject")
+    else {
+        return Ok(());
+    };
+    let Some(so) = shared.caches.scaled_object(namespace, &reference.name) else {
+        return Ok(());
+    };
+    if so["metadata"]["annotations"][crate::autoscaler::PAUSED_REPLICAS].is_null() {
+        return Ok(());
+    }
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        shared.ctx.client.clone(),
+        namespace,
+        &crate::cache::scaled_objects(),
+    );
+    api.patch(
+        &reference.name,
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"annotations": {crate::autoscaler::PAUSED_REPLICAS: null}}}),
+        ),
+    )
+    .await?;
     Ok(())
 }

@@ -327,7 +327,8 @@ fn retry_later(_canary: Arc<Canary>, _error: &Error, _shared: Arc<Shared>) -> Re
 /// Runs the controller over the Canaries of `namespace` (all namespaces when `None`) until the
 /// stream of changes ends.
 pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
-    let (caches, feeds) = Caches::new(&ctx.client, namespace.as_deref());
+    let keda = crate::cache::serves_scaled_objects(&ctx.client).await;
+    let (caches, feeds) = Caches::new(&ctx.client, namespace.as_deref(), keda);
     // The Canaries are decoded one by one: one the types cannot read is reported, not allowed to
     // stop the watch of every other (see `undecodable`).
     let writer = kube::runtime::reflector::store::Writer::<Canary>::default();

@@ -144,9 +144,30 @@ pub(super) fn observe<'a>(
     };
     let mut autoscaler_min_replicas = None;
     if let Some(reference) = &canary.spec.autoscaler_ref {
-        if reference.kind != "HorizontalPodAutoscaler" {
+        if reference.kind == "ScaledObject" {
+            match caches.scaled_object(&namespace, &reference.name) {
+                // KEDA's ScaledObject scales between minReplicaCount (default 0) and
+                // maxReplicaCount; the primary starts at the minimum, as with an HPA.
+                Some(so) => {
+                    autoscaler_min_replicas = so["spec"]["minReplicaCount"]
+                        .as_i64()
+                        .and_then(|n| i32::try_from(n).ok());
+                }
+                None if caches.scaled_objects.is_none() => {
+                    blocked.get_or_insert(
+                        "spec.autoscalerRef names a KEDA ScaledObject, and KEDA's ScaledObject CRD was not installed when the operator started; install KEDA, then restart the operator".to_string(),
+                    );
+                }
+                None => {
+                    blocked.get_or_insert(format!(
+                        "ScaledObject {}.{namespace} in spec.autoscalerRef not found; create it or remove autoscalerRef",
+                        reference.name
+                    ));
+                }
+            }
+        } else if reference.kind != "HorizontalPodAutoscaler" {
             blocked.get_or_insert(format!(
-                "spec.autoscalerRef.kind {:?} is not supported; use HorizontalPodAutoscaler",
+                "spec.autoscalerRef.kind {:?} is not supported; use HorizontalPodAutoscaler or ScaledObject",
                 reference.kind
             ));
         } else {
