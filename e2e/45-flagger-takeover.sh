@@ -21,14 +21,9 @@ start_receiver
 OPERATOR_FLAGS+=(-slack-url="$RECEIVER_URL/slack" -slack-channel=general)
 install_crds
 start_operator "${OPERATOR_FLAGS[@]}"
-reset_namespace
-kc apply -f "$E2E_DIR/fixtures/loadtester.yaml" >/dev/null
-kc apply -f "$E2E_DIR/fixtures/podinfo.yaml" >/dev/null
-kc rollout status deploy/flagger-loadtester --timeout=120s >/dev/null
-kc rollout status deploy/podinfo --timeout=120s >/dev/null
+deploy_workloads
 expect_contains "operator log" "watching Canaries of flagger.app/v1beta1 in $NS" "$(cat "$WORK/operator.log")"
 
-# The sandbox prunes as a cluster does: a field Flagger's schema does not declare is dropped.
 kc apply -f - >/dev/null <<EOF
 apiVersion: flagger.app/v1beta1
 kind: Canary
@@ -76,6 +71,7 @@ expect_eq "status fields (Flagger's only)" \
   "$(status_keys)"
 expect_contains "Serin's own fields, in the status annotation" '"statusDigest"' \
   "$(kc get canary podinfo -o jsonpath='{.metadata.annotations.serin\.dev/status}')"
+# The sandbox prunes as a cluster does: a field Flagger's schema does not declare is dropped.
 kc patch canary podinfo --subresource=status --type=merge -p '{"status":{"currentStepIndex":1}}' >/dev/null
 expect_eq "a field Flagger does not declare, written by hand" "" \
   "$(kc get canary podinfo -o jsonpath='{.status.currentStepIndex}')"

@@ -710,6 +710,12 @@ setup() {
     kubectl get crd canaries.serin.dev >/dev/null ||
       fail "Serin's CRDs are not installed in the cluster of $E2E_KUBECONFIG"
   fi
+  deploy_workloads
+}
+
+# deploy_workloads: the namespace `test` with the load tester and podinfo 6.0.0 running (setup's
+# last part, for a scenario that starts the operator its own way).
+deploy_workloads() {
   reset_namespace
   kc apply -f "${LOADTESTER_FIXTURE:-$E2E_DIR/fixtures/loadtester.yaml}" >/dev/null
   kc apply -f "${PODINFO_FIXTURE:-$E2E_DIR/fixtures/podinfo.yaml}" >/dev/null

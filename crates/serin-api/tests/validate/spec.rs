@@ -124,7 +124,7 @@ fn target_ref_must_name_an_apps_v1_deployment_or_daemon_set() {
 }
 
 #[test]
-fn autoscaler_ref_must_be_an_autoscaling_v2_hpa_with_ordered_bounds() {
+fn autoscaler_ref_must_be_an_autoscaling_v2_hpa_or_a_keda_scaled_object_with_ordered_bounds() {
     let hpa = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "name": "podinfo"});
     assert_spec_valid(json!({ "autoscalerRef": hpa.clone() }));
     let with = |patch: Value| {
@@ -134,8 +134,24 @@ fn autoscaler_ref_must_be_an_autoscaling_v2_hpa_with_ordered_bounds() {
     };
     assert_eq!(with(json!({"name": ""})), ["spec.autoscalerRef.name"]);
     assert_eq!(
-        with(json!({"kind": "ScaledObject"})),
+        with(json!({"kind": "VerticalPodAutoscaler"})),
         ["spec.autoscalerRef.kind"]
+    );
+    // A KEDA ScaledObject is keda.sh/v1alpha1, and only it takes primaryScalerQueries.
+    assert_eq!(
+        with(json!({"kind": "ScaledObject"})),
+        ["spec.autoscalerRef.apiVersion"]
+    );
+    assert!(
+        with(
+            json!({"kind": "ScaledObject", "apiVersion": "keda.sh/v1alpha1",
+                    "primaryScalerQueries": {"requests": "sum(up)"}})
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        with(json!({"primaryScalerQueries": {"requests": "sum(up)"}})),
+        ["spec.autoscalerRef.primaryScalerQueries"]
     );
     assert_eq!(
         with(json!({"apiVersion": "autoscaling/v1"})),
