@@ -47,26 +47,17 @@ pub struct Cluster {
 /// The Canary `name`, with its status as the operator works with it (under Flagger's CRDs, the
 /// fields kept in the status annotation joined in).
 async fn get_canary(canaries: &Api<Canary>, name: &str) -> anyhow::Result<Canary> {
-    Ok(joined(canaries.get(name).await?))
+    Ok(serin_core::stored_status::joined(canaries.get(name).await?))
 }
 
 /// Every Canary of the namespace, as [`get_canary`] reads each.
 async fn list_canaries(canaries: &Api<Canary>) -> anyhow::Result<Vec<Canary>> {
     let list = canaries.list(&ListParams::default()).await?;
-    Ok(list.items.into_iter().map(joined).collect())
-}
-
-fn joined(mut canary: Canary) -> Canary {
-    if let Some(status) = &canary.status {
-        let annotation = canary
-            .annotations()
-            .get(serin_core::stored_status::STATUS_ANNOTATION)
-            .cloned();
-        if let (status, Some(_)) = serin_core::stored_status::join(status, annotation.as_deref()) {
-            canary.status = Some(status);
-        }
-    }
-    canary
+    Ok(list
+        .items
+        .into_iter()
+        .map(serin_core::stored_status::joined)
+        .collect())
 }
 
 /// The subcommands that watch and steer releases.

@@ -2,7 +2,10 @@
 //! that scales `<target>-primary`; and the annotation that pauses the target's ScaledObject while
 //! the target is scaled to zero.
 
+use crate::cache::Caches;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use kube::Client;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use serin_api::Canary;
 
@@ -38,6 +41,44 @@ pub fn primary_autoscaler(
 
 /// KEDA's annotation that holds a ScaledObject's workload at the given replica count.
 pub const PAUSED_REPLICAS: &str = "autoscaling.keda.sh/paused-replicas";
+
+/// The Canary's `autoscalerRef` KEDA ScaledObject in `namespace` (JSON, from the cache), when it
+/// has one.
+pub fn target_scaled_object(canary: &Canary, caches: &Caches, namespace: &str) -> Option<Value> {
+    let reference = canary.spec.autoscaler_ref.as_ref()?;
+    if reference.kind != "ScaledObject" {
+        return None;
+    }
+    caches.scaled_object(namespace, &reference.name)
+}
+
+/// Holds the target's KEDA ScaledObject at zero replicas while the target is scaled to zero
+/// (`paused`), or lets it scale the target again, as Flagger does; nothing when the Canary has no
+/// ScaledObject or it already is so.
+pub async fn pause_target_scaler(
+    client: &Client,
+    caches: &Caches,
+    namespace: &str,
+    canary: &Canary,
+    paused: bool,
+) -> Result<(), kube::Error> {
+    let Some(so) = target_scaled_object(canary, caches, namespace) else {
+        return Ok(());
+    };
+    let wanted = if paused { json!("0") } else { Value::Null };
+    if so["metadata"]["annotations"][PAUSED_REPLICAS] == wanted {
+        return Ok(());
+    }
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &crate::cache::scaled_objects());
+    api.patch(
+        so["metadata"]["name"].as_str().unwrap_or_default(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {PAUSED_REPLICAS: wanted}}})),
+    )
+    .await?;
+    Ok(())
+}
 
 /// The `<so>-primary` ScaledObject (JSON, ready to apply) for the target's ScaledObject `so`,
 /// owned by `owner`, as Flagger makes it: the same spec scaling `<target>-primary`, each trigger's

@@ -146,6 +146,28 @@ pub fn join(
     }
 }
 
+/// `canary` with its status as Serin works with it: the annotation's fields joined in when they
+/// belong to its status; an annotation that does not (someone else wrote the status since) is
+/// dropped from the object, so that it is written afresh.
+pub fn joined(mut canary: serin_api::Canary) -> serin_api::Canary {
+    let annotation = canary
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(STATUS_ANNOTATION))
+        .cloned();
+    let status = canary.status.clone().unwrap_or_default();
+    match join(&status, annotation.as_deref()) {
+        (joined, Some(_)) => canary.status = Some(joined),
+        (_, None) => {
+            if let Some(annotations) = canary.metadata.annotations.as_mut() {
+                annotations.remove(STATUS_ANNOTATION);
+            }
+        }
+    }
+    canary
+}
+
 /// The revisions to keep once `next` is written over `previous` (both as Serin works with them):
 /// those of `revisions` that `next` still names, and the foreign hash `previous` had where `next`
 /// has Serin's hash of the same template (see [`crate::revision::adopt_foreign_revision`]).
@@ -231,6 +253,22 @@ mod tests {
         assert_eq!(joined, rewritten);
         assert_eq!(in_force, None);
         assert_eq!(join(&pruned, Some("not json")).0, pruned);
+
+        // On a whole Canary: joined in when in force, dropped when someone else wrote since.
+        let mut canary = serin_api::Canary::new("podinfo", Default::default());
+        canary.metadata.annotations = Some([(STATUS_ANNOTATION.to_string(), text)].into());
+        canary.status = Some(pruned);
+        assert_eq!(
+            super::joined(canary.clone())
+                .status
+                .unwrap()
+                .current_step_index,
+            Some(3)
+        );
+        canary.status = Some(rewritten);
+        let stale = super::joined(canary);
+        assert_eq!(stale.status.unwrap().current_step_index, None);
+        assert!(stale.metadata.annotations.unwrap().is_empty());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! keeping the VirtualService's original spec for `revertOnDeletion`.
 
 use super::{Error, FIELD_MANAGER, Tick};
-use crate::autoscaler::{PAUSED_REPLICAS, primary_autoscaler, primary_scaled_object};
+use crate::autoscaler::{pause_target_scaler, primary_autoscaler, primary_scaled_object};
 use crate::cache::{self, scaled_objects, virtual_services};
 use crate::configs;
 use crate::daemon_sets::daemon_set_scale_patch;
@@ -298,33 +298,7 @@ impl Tick<'_> {
 
     /// The target's `autoscalerRef` KEDA ScaledObject (JSON), when it has one.
     fn target_scaled_object(&self, canary: &Canary) -> Option<Value> {
-        let reference = canary.spec.autoscaler_ref.as_ref()?;
-        if reference.kind != "ScaledObject" {
-            return None;
-        }
-        self.caches.scaled_object(&self.namespace, &reference.name)
-    }
-
-    /// Holds the target's KEDA ScaledObject at zero replicas while the target is scaled to zero
-    /// (`paused` true), or lets it scale the target again, as Flagger does; nothing without one.
-    async fn pause_target_scaler(&self, canary: &Canary, paused: bool) -> Result<(), Error> {
-        let Some(so) = self.target_scaled_object(canary) else {
-            return Ok(());
-        };
-        let is_paused = so["metadata"]["annotations"][PAUSED_REPLICAS] == "0";
-        if is_paused == paused {
-            return Ok(());
-        }
-        let value = if paused { json!("0") } else { Value::Null };
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.ctx.client.clone(), &self.namespace, &scaled_objects());
-        api.patch(
-            so["metadata"]["name"].as_str().unwrap_or_default(),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {PAUSED_REPLICAS: value}}})),
-        )
-        .await?;
-        Ok(())
+        crate::autoscaler::target_scaled_object(canary, self.caches, &self.namespace)
     }
 
     /// The Canary as the router builds from it: with the status this tick writes, whose
@@ -499,7 +473,8 @@ impl Tick<'_> {
                     .patch(name, &PatchParams::default(), &merge(patch))
                     .await?;
                 if !primary {
-                    self.pause_target_scaler(canary, *replicas == 0).await?;
+                    pause_target_scaler(client, self.caches, namespace, canary, *replicas == 0)
+                        .await?;
                 }
             }
             Action::SetRoutes(next) if routes_by_http_route(&self.canary) => {

@@ -57,8 +57,7 @@ pub(super) async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue
     let namespace = canary.namespace().unwrap_or_default();
     let target_name = &canary.spec.target_ref.name;
     let canaries: Api<Canary> = Api::namespaced(ctx.client.clone(), &namespace);
-    let mut canary_json = serde_json::to_value(canary)?;
-    canary_json["apiVersion"] = json!(serin_api::api_version());
+    let canary_json = serde_json::to_value(canary)?;
     let apex = Names::of(&canary_json).apex;
     let phase = canary.status.as_ref().and_then(|s| s.phase);
     if phase != Some(Phase::Terminating) {
@@ -81,7 +80,15 @@ pub(super) async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue
     }
     let kind = canary.spec.target_ref.kind.as_str();
     if let Some(target) = shared.caches.workload(&namespace, kind, target_name) {
-        resume_target_scaler(canary, shared, &namespace).await?;
+        // The ScaledObject held the target at zero while the primary served: let it scale again.
+        crate::autoscaler::pause_target_scaler(
+            &ctx.client,
+            &shared.caches,
+            &namespace,
+            canary,
+            false,
+        )
+        .await?;
         let primary_replicas = shared
             .caches
             .deployment(&namespace, &format!("{target_name}-primary"))
@@ -191,42 +198,5 @@ async fn restore_routes(canary: &Canary, shared: &Shared, name: &str) -> Result<
             Api::namespaced_with(shared.ctx.client.clone(), &namespace, &resource);
         api.replace(name, &PostParams::default(), &restored).await?;
     }
-    Ok(())
-}
-
-/// Lets the target's KEDA ScaledObject scale the target again (it was held at zero while the
-/// primary served).
-async fn resume_target_scaler(
-    canary: &Canary,
-    shared: &Shared,
-    namespace: &str,
-) -> Result<(), Error> {
-    let Some(reference) = canary
-        .spec
-        .autoscaler_ref
-        .as_ref()
-        .filter(|r| r.kind == "ScaledObject")
-    else {
-        return Ok(());
-    };
-    let Some(so) = shared.caches.scaled_object(namespace, &reference.name) else {
-        return Ok(());
-    };
-    if so["metadata"]["annotations"][crate::autoscaler::PAUSED_REPLICAS].is_null() {
-        return Ok(());
-    }
-    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(
-        shared.ctx.client.clone(),
-        namespace,
-        &crate::cache::scaled_objects(),
-    );
-    api.patch(
-        &reference.name,
-        &PatchParams::default(),
-        &Patch::Merge(
-            json!({"metadata": {"annotations": {crate::autoscaler::PAUSED_REPLICAS: null}}}),
-        ),
-    )
-    .await?;
     Ok(())
 }

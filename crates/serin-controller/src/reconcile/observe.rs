@@ -4,7 +4,6 @@ use super::checks::query_context;
 use super::{Error, Shared, Tick, ownership, references};
 use crate::configs;
 use kube::ResourceExt;
-use serde_json::json;
 use serin_api::Canary;
 use serin_core::plan::Observation;
 use serin_router::Names;
@@ -29,8 +28,7 @@ pub(super) fn observe<'a>(
     if effective.spec.provider.as_deref().is_none_or(str::is_empty) {
         effective.spec.provider = Some(ctx.mesh_provider.clone());
     }
-    let mut canary_json = serde_json::to_value(&effective)?;
-    canary_json["apiVersion"] = json!(serin_api::api_version());
+    let canary_json = serde_json::to_value(&effective)?;
     let target_name = canary.spec.target_ref.name.clone();
     let kind = canary.spec.target_ref.kind.as_str();
     let target = caches.workload(&namespace, kind, &target_name);

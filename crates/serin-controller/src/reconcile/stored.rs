@@ -7,25 +7,17 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use serin_api::{Canary, CanaryStatus};
-use serin_core::stored_status::{Kept, STATUS_ANNOTATION, digest, join, revisions_after, split};
+use serin_core::stored_status::{Kept, STATUS_ANNOTATION, digest, revisions_after, split};
 use std::collections::BTreeMap;
 
-/// The Canary as read, with its status as Serin works with it. Under Flagger's CRDs the
-/// annotation's fields are joined in when they belong to this status; an annotation that does
-/// not (Flagger wrote the status since) is dropped from the object, so it is written afresh.
-pub(super) fn joined(mut canary: Canary) -> Canary {
-    if !serin_api::api_group().prunes_status() {
-        return canary;
+/// The Canary as read, with its status as Serin works with it: under Flagger's CRDs, joined with
+/// the status annotation (see [`serin_core::stored_status::joined`]).
+pub(super) fn joined(canary: Canary) -> Canary {
+    if serin_api::api_group().prunes_status() {
+        serin_core::stored_status::joined(canary)
+    } else {
+        canary
     }
-    let annotation = canary.annotations().get(STATUS_ANNOTATION).cloned();
-    let status = canary.status.clone().unwrap_or_default();
-    match join(&status, annotation.as_deref()) {
-        (joined, Some(_)) => canary.status = Some(joined),
-        (_, None) => {
-            canary.annotations_mut().remove(STATUS_ANNOTATION);
-        }
-    }
-    canary
 }
 
 /// The revisions the annotation of a Canary (as [`joined`] left it) has in force.
