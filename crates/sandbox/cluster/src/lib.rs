@@ -10,6 +10,7 @@ pub mod autoscaling;
 pub mod controllers;
 pub mod endpoints;
 pub mod exec;
+pub mod grpc_health;
 pub mod http_probe;
 pub mod loadtester_pod;
 pub mod logs;

@@ -37,6 +37,11 @@ pub struct PodinfoSettings {
     /// The port podinfo serves `/metrics` on in a cluster (`--port-metrics`; podinfo's default, 0,
     /// is none).
     pub metrics_port: Option<u16>,
+    /// The port podinfo serves gRPC on (`--grpc-port`; podinfo's default, 0, is none): the health
+    /// service, for the server and for `grpc_service_name`.
+    pub grpc_port: Option<u16>,
+    /// The service name podinfo's health service reports serving (`--grpc-service-name`).
+    pub grpc_service_name: String,
     /// The container's environment as `/env` reports it, `KEY=value` each.
     pub env: Vec<String>,
     /// Share of requests (0 to 1) answered 500, from `ERROR_RATE`.
@@ -85,6 +90,8 @@ impl PodinfoSettings {
             version: image_version(container["image"].as_str().unwrap_or_default()),
             port: DEFAULT_PORT,
             metrics_port: None,
+            grpc_port: None,
+            grpc_service_name: "podinfo".into(),
             env: Vec::new(),
             error_rate: 0.0,
             latency: Duration::ZERO,
@@ -120,6 +127,14 @@ impl PodinfoSettings {
                 }
                 "port-metrics" => {
                     settings.metrics_port = value.and_then(|v| v.parse().ok()).filter(|p| *p > 0)
+                }
+                "grpc-port" => {
+                    settings.grpc_port = value.and_then(|v| v.parse().ok()).filter(|p| *p > 0)
+                }
+                "grpc-service-name" => {
+                    if let Some(name) = value {
+                        settings.grpc_service_name = name.to_string();
+                    }
                 }
                 "random-error" => settings.random_error = flag_enabled(value),
                 "random-delay" => random_delay = flag_enabled(value),
@@ -449,6 +464,11 @@ async fn echo(body: Bytes) -> Response {
 
 /// The podinfo app as an axum router with its faults applied and its requests measured.
 pub fn router(settings: PodinfoSettings) -> Router {
+    // gRPC shares the pod's one server (HTTP/2 without TLS); podinfo's HTTP faults do not touch it.
+    let grpc = match settings.grpc_port {
+        Some(_) => crate::grpc_health::health_router(settings.grpc_service_name.clone()),
+        None => Router::new(),
+    };
     let settings = Arc::new(settings);
     let metrics = Arc::new(RequestMetrics::new());
     let scraped = metrics.clone();
@@ -480,10 +500,13 @@ pub fn router(settings: PodinfoSettings) -> Router {
                 move || async move { ([("content-type", METRICS_CONTENT_TYPE)], scraped.render()) },
             ),
         )
+        // Set here, so the layers below measure it and the gRPC routes merged after keep it.
+        .fallback(|| async { StatusCode::NOT_FOUND })
         .layer(middleware::from_fn_with_state(settings.clone(), faults))
         // Outermost, so what the faults did (delays, 500s) is measured.
         .layer(middleware::from_fn_with_state(metrics, record))
         .with_state(settings)
+        .merge(grpc)
 }
 
 #[cfg(test)]
@@ -555,6 +578,10 @@ mod tests {
         let pod = json!({"metadata": {"name": "podinfo-7d9f-x2b4c", "namespace": "test"}});
         let s = PodinfoSettings::for_pod(&pod, &container);
         assert_eq!((s.port, s.metrics_port), (9898, Some(9797)));
+        assert_eq!(
+            (s.grpc_port, s.grpc_service_name.as_str()),
+            (Some(9999), "podinfo")
+        );
         assert_eq!(
             s.env,
             [
@@ -660,6 +687,41 @@ mod tests {
         }
         assert!(!text.contains(r#"path="metrics""#), "{text}");
         server.abort();
+    }
+
+    #[tokio::test]
+    async fn with_a_grpc_port_the_same_server_answers_grpc_health_checks_and_http() {
+        use crate::grpc_health::{CheckError, Route, ServingStatus, check_health, code};
+        let container = json!({"image": "podinfo:6.0.1", "args": ["--grpc-port=9999", "--random-error"],
+                               "env": [{"name": "ERROR_RATE", "value": "1"}]});
+        let settings = PodinfoSettings::from_container(&container, "p");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move { axum::serve(listener, router(settings)).await });
+        let route = Route {
+            authority: address.to_string(),
+            proxy: None,
+        };
+        let second = Duration::from_secs(1);
+        assert_eq!(
+            check_health(&route, "podinfo", "test", second, second).await,
+            Ok(ServingStatus::Serving),
+            "podinfo's HTTP faults do not touch gRPC"
+        );
+        assert!(matches!(
+            check_health(&route, "other", "test", second, second).await,
+            Err(CheckError::Rpc {
+                code: code::NOT_FOUND,
+                ..
+            })
+        ));
+        let (status, _) = crate::http_probe::http_get(address, "/", second)
+            .await
+            .unwrap();
+        assert_eq!(status, 500, "HTTP/1 on the same port keeps its faults");
+        server.abort();
+        let without = PodinfoSettings::from_container(&json!({"image": "podinfo:6.0.1"}), "p");
+        assert_eq!(without.grpc_port, None);
     }
 
     #[test]

@@ -432,6 +432,7 @@ fn port_mapping(pod: &Value, app: &App, address: SocketAddr) -> Value {
     let own_ports: Vec<u64> = match app {
         App::Podinfo(settings) => std::iter::once(settings.port)
             .chain(settings.metrics_port)
+            .chain(settings.grpc_port)
             .map(u64::from)
             .collect(),
         App::LoadTester(_) | App::Operator(_) => vec![8080],

@@ -2,7 +2,9 @@
 //! every request by the VirtualServices and DestinationRules in the sandbox ([`crate::mesh_route`]),
 //! forwards it to a ready endpoint with the route's retries, timeouts, faults, header operations and
 //! mirror, and records Istio's telemetry for both reporters ([`crate::telemetry`]). It also serves
-//! that telemetry at `/stats/prometheus` for Prometheus to scrape.
+//! that telemetry at `/stats/prometheus` for Prometheus to scrape. A `CONNECT host:port` opens a
+//! TCP tunnel to a ready endpoint of that Service port, as a sidecar carries a connection it does
+//! not read as HTTP/1 (a client's gRPC).
 //!
 //! Gateway pods (the Istio ingress gateway, Gateway API gateways) forward through the same engine
 //! ([`GatewayHost`]): only the routing choice differs ([`Router`]), and their requests are counted
@@ -26,6 +28,12 @@ use std::time::{Duration, Instant};
 
 /// Largest request body the proxy buffers (it keeps bodies for retries and mirrors).
 const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
+/// Longest a `CONNECT` tunnel stays open, so a client that never closes one cannot hold it forever.
+const MAX_TUNNEL_LIFETIME: Duration = Duration::from_secs(600);
+
+/// How long the proxy tries to reach a tunnel's endpoint.
+const TUNNEL_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// One ready endpoint of a Service.
 #[derive(Clone, Debug)]
@@ -321,6 +329,46 @@ impl Mesh {
         })
     }
 
+    /// Answers `CONNECT host:port` (a Service, its short name searched in the client's namespace)
+    /// with a TCP tunnel to one of its ready endpoints; 503 when it has none or none answers.
+    async fn tunnel(self: Arc<Self>, request: Request<Body>) -> Response<Body> {
+        let Some((host, port)) = request
+            .uri()
+            .authority()
+            .and_then(|a| Some((a.host().to_string(), a.port_u16()?)))
+        else {
+            return text_response(400, "CONNECT needs host:port".into());
+        };
+        let service = mesh_route::qualify(&host, &self.options.client_namespace);
+        let endpoints = self.upstreams.endpoints(&service, Some(port));
+        if endpoints.is_empty() {
+            return text_response(503, format!("no healthy upstream for {service}:{port}"));
+        }
+        let chosen =
+            &endpoints[(self.random() * endpoints.len() as f64) as usize % endpoints.len()];
+        let connected = tokio::time::timeout(
+            TUNNEL_CONNECT_TIMEOUT,
+            tokio::net::TcpStream::connect(chosen.address),
+        )
+        .await;
+        let Ok(Ok(mut upstream)) = connected else {
+            return text_response(503, format!("upstream connect error: {service}:{port}"));
+        };
+        let upgrade = hyper::upgrade::on(request);
+        tokio::spawn(async move {
+            let Ok(upgraded) = upgrade.await else {
+                return;
+            };
+            let mut client = hyper_util::rt::TokioIo::new(upgraded);
+            let _ = tokio::time::timeout(
+                MAX_TUNNEL_LIFETIME,
+                tokio::io::copy_bidirectional(&mut client, &mut upstream),
+            )
+            .await;
+        });
+        Response::new(Body::empty())
+    }
+
     /// A number in [0, 1) from the proxy's seeded generator.
     fn random(&self) -> f64 {
         self.random.next_unit()
@@ -386,6 +434,11 @@ impl Mesh {
         request: Request<Body>,
         caller: Arc<Caller>,
     ) -> Response<Body> {
+        if request.method() == axum::http::Method::CONNECT
+            && matches!(caller.router, Router::Sidecar)
+        {
+            return self.tunnel(request).await;
+        }
         let started = Instant::now();
         let (parts, body) = request.into_parts();
         let authority = parts

@@ -21,8 +21,8 @@ pub use serin_sandbox_apiserver::{
     structural, tables, tls,
 };
 pub use serin_sandbox_cluster::{
-    autoscaling, controllers, endpoints, exec, http_probe, loadtester_pod, logs, node_kubelet,
-    pod_runtime, podinfo, portforward, process, runtime, scheduler, spdy,
+    autoscaling, controllers, endpoints, exec, grpc_health, http_probe, loadtester_pod, logs,
+    node_kubelet, pod_runtime, podinfo, portforward, process, runtime, scheduler, spdy,
 };
 pub use serin_sandbox_mesh::{
     gateway_route, gateways, mesh_crds, mesh_proxy, mesh_route, pod_targets, prometheus, telemetry,

@@ -317,3 +317,45 @@ async fn mirrors_copy_retries_recover_and_faults_abort() {
     mesh.proxy.stop().await;
     mesh.sandbox.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connect_tunnels_grpc_to_the_service_and_an_unknown_service_is_refused() {
+    use serin_sandbox::grpc_health::{CheckError, Route, ServingStatus, check_health};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let health = serin_sandbox::grpc_health::health_router("podinfo".into());
+    tokio::spawn(async move { axum::serve(listener, health).await });
+    let mesh = Mesh::start(vec![(
+        "podinfo-canary.test.svc.cluster.local",
+        vec![endpoint(address, "podinfo")],
+    )])
+    .await;
+    let through = |authority: &str| Route {
+        authority: authority.into(),
+        proxy: Some(("127.0.0.1".into(), mesh.proxy.address.port())),
+    };
+    let second = std::time::Duration::from_secs(1);
+    for service in ["", "podinfo"] {
+        assert_eq!(
+            check_health(
+                &through("podinfo-canary:9999"),
+                service,
+                "test",
+                second,
+                second
+            )
+            .await,
+            Ok(ServingStatus::Serving),
+            "the short name is searched in the client's namespace"
+        );
+    }
+    let refused = check_health(&through("nowhere:9999"), "", "test", second, second).await;
+    assert_eq!(
+        refused,
+        Err(CheckError::Connect(
+            "proxy refused CONNECT nowhere:9999: 503 Service Unavailable no healthy upstream for nowhere.test.svc.cluster.local:9999".into()
+        ))
+    );
+    mesh.proxy.stop().await;
+    mesh.sandbox.stop().await;
+}

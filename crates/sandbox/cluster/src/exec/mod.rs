@@ -1,7 +1,8 @@
 //! `kubectl exec` over kubectl's WebSocket streaming protocol (`v5.channel.k8s.io`, or `v4`): the
 //! command runs "in the pod's context" — the sandbox's images have a small, honest set of commands:
 //! `echo`, `true`, `false`, `hostname`, `env`, `curl` and `wget` (HTTP sent through the mesh
-//! proxy, as from a pod with a sidecar), `grep`, `cat`, `head`, `tail`, `wc`, `sleep`, `hey` in
+//! proxy, as from a pod with a sidecar), `grpc_health_probe` in the load tester image (through the
+//! proxy's `CONNECT`), `grep`, `cat`, `head`, `tail`, `wc`, `sleep`, `hey` in
 //! the load tester image, and `sh -c`/`bash -c` of a small script: pipelines, `&&`, `||`, `;`,
 //! `!`, `exit`, `set -e`/`-o pipefail`/`-x`, and redirections to `/dev/null` or between standard
 //! output and error. Anything else is not in the image (exit code 127) or not understood by the
@@ -14,6 +15,7 @@
 
 mod channel;
 mod context;
+mod grpc;
 mod http;
 mod shell;
 mod text;

@@ -60,6 +60,9 @@ pub(crate) async fn command(words: &[String], stdin: &str, context: &Context) ->
         "wc" => wc(args, stdin),
         "sleep" => sleep(args).await,
         "hey" if context.load_tester => hey(args, context).await,
+        "grpc_health_probe" if context.load_tester => {
+            super::grpc::grpc_health_probe(args, context).await
+        }
         other => Outcome::failed(
             127,
             format!("exec: \"{other}\": executable file not found in $PATH\n"),
