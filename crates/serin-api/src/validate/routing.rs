@@ -235,18 +235,6 @@ pub(super) fn validate_gateway_api_provider(spec: &CanarySpec, r: &mut Report) {
             );
         }
     }
-    if let Some(analysis) = spec.analysis()
-        && analysis.session_affinity.is_some()
-    {
-        let base = match spec.analysis_spelling() {
-            AnalysisSpelling::CanaryAnalysis => "spec.canaryAnalysis",
-            _ => "spec.analysis",
-        };
-        r.add(
-            format!("{base}.sessionAffinity"),
-            "is not supported yet with the Gateway API router (its cookie rules are not proven end to end); remove sessionAffinity or use provider: istio",
-        );
-    }
 }
 
 pub(super) fn validate_service(spec: &CanarySpec, r: &mut Report) {
