@@ -2,7 +2,7 @@
 CARGO ?= cargo
 CRD_FILES := artifacts/crds/serin.yaml charts/serin/crds/serin.yaml
 
-.PHONY: test fmt-check clippy unit doc-check crds kustomize image demo simulate doc bench bench-sandbox bench-loadtester e2e e2e-core e2e-prerequisites bench-operator chaos
+.PHONY: test fmt-check clippy unit doc-check crds kustomize image demo simulate doc bench bench-sandbox bench-loadtester e2e e2e-core e2e-prerequisites flagger-suites bench-operator chaos
 
 ## make test: formatting check, clippy with warnings as errors, every test in the workspace, then every
 ## e2e scenario against sandboxes (several at a time: E2E_JOBS, see e2e/README.md).
@@ -64,6 +64,16 @@ e2e-prerequisites:
 	@command -v python3 >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3; \
 	  else echo "make e2e needs python3: sudo apt-get install python3" >&2; exit 1; fi; }
+
+## make flagger-suites: Flagger's own e2e suites for Istio, Kubernetes and the Gateway API
+## (e2e/fixtures/flagger) run as written, each script in the order of its run.sh, against Flagger's
+## chart with Serin's image (e2e/flagger-suite-*.sh, about 15 minutes). Its session-affinity
+## scripts run a Go program, so this installs Debian's golang-go when missing.
+flagger-suites: e2e-prerequisites
+	@command -v go >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends golang-go; \
+	  else echo "make flagger-suites needs Go: sudo apt-get install golang-go" >&2; exit 1; fi; }
+	CARGO=$(CARGO) e2e/run.sh flagger-suite-
 
 ## make simulate: replays the same kind of releases through the decision core alone, tick by tick.
 simulate:

@@ -582,7 +582,8 @@ build() {
 start_sandbox() {
   [[ -x $SERIN_BIN ]] || fail "$SERIN_BIN is missing: run cargo build -p serin-cli"
   command -v prometheus >/dev/null || fail "the sandbox needs Debian's prometheus: apt-get install prometheus"
-  "$SERIN_BIN" sandbox up --dir "$WORK/sandbox" >"$WORK/sandbox.log" 2>&1 &
+  # SANDBOX_NODES: a scenario that needs a cluster of another size (Flagger's scripts assume kind's one node).
+  "$SERIN_BIN" sandbox up --dir "$WORK/sandbox" --nodes "${SANDBOX_NODES:-3}" >"$WORK/sandbox.log" 2>&1 &
   SANDBOX_PID=$!
   local endpoints=$WORK/sandbox/endpoints.json deadline=$(($(date +%s) + 60))
   until [[ -s $endpoints ]] && [[ -n $(json_field "$endpoints" prometheus) ]]; do
