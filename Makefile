@@ -61,6 +61,9 @@ e2e-prerequisites:
 	@[ -n "$$E2E_KUBECONFIG" ] || command -v prometheus >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; \
 	  else echo "make e2e needs Debian's prometheus: sudo apt-get install prometheus" >&2; exit 1; fi; }
+	@[ -n "$$E2E_KUBECONFIG" ] || { [ -x /usr/bin/carbon-cache ] && [ -d /usr/lib/python3/dist-packages/graphite ]; } || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends graphite-carbon graphite-web; \
+	  else echo "make e2e needs Debian's Graphite: sudo apt-get install graphite-carbon graphite-web" >&2; exit 1; fi; }
 	@command -v python3 >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3; \
 	  else echo "make e2e needs python3: sudo apt-get install python3" >&2; exit 1; fi; }

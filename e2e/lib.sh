@@ -469,6 +469,148 @@ WEB
   log "https prometheus with basic auth on $HTTPS_PROMETHEUS_URL"
 }
 
+# require_graphite: Debian's graphite-carbon and graphite-web (.ci/run and `make e2e-prerequisites`
+# install them).
+require_graphite() {
+  [[ -x /usr/bin/carbon-cache && -x /usr/bin/django-admin ]] ||
+    fail "this scenario runs Debian's Graphite: apt-get install graphite-carbon graphite-web"
+}
+
+# start_graphite: a Graphite of its own on 127.0.0.1, all of it under $WORK/graphite: carbon-cache
+# (plaintext protocol on CARBON_PORT, 1 s resolution kept for an hour) and graphite-web's render API
+# under Django's runserver, reading carbon's unflushed points through its cache-query port, behind
+# basic authentication (user e2e, password gr4phite). Debian's /usr/bin/python3 runs both (they are
+# Debian's Python packages). Sets GRAPHITE_URL and CARBON_PORT.
+start_graphite() {
+  local dir=$WORK/graphite attempt query_port web_port deadline
+  for attempt in 1 2 3 4 5; do
+    # Ports that were free when picked; a process that cannot bind makes this try others.
+    CARBON_PORT=$(free_port) query_port=$(free_port) web_port=$(free_port)
+    rm -rf "$dir" && mkdir -p "$dir/conf" "$dir/storage/whisper" "$dir/storage/log" "$dir/py"
+    cat >"$dir/conf/carbon.conf" <<CONF
+[cache]
+STORAGE_DIR = $dir/storage
+LOCAL_DATA_DIR = $dir/storage/whisper
+WHITELISTS_DIR = $dir/storage/lists
+LOG_DIR = $dir/storage/log
+PID_DIR = $dir/storage
+USER =
+ENABLE_TAGS = False
+CARBON_METRIC_INTERVAL = 0
+MAX_CACHE_SIZE = inf
+MAX_UPDATES_PER_SECOND = inf
+MAX_CREATES_PER_MINUTE = inf
+LINE_RECEIVER_INTERFACE = 127.0.0.1
+LINE_RECEIVER_PORT = $CARBON_PORT
+ENABLE_UDP_LISTENER = False
+PICKLE_RECEIVER_INTERFACE = 127.0.0.1
+PICKLE_RECEIVER_PORT = 0
+CACHE_QUERY_INTERFACE = 127.0.0.1
+CACHE_QUERY_PORT = $query_port
+LOG_UPDATES = False
+LOG_CREATES = False
+CONF
+    printf '[default]\npattern = .*\nretentions = 1s:1h\n' >"$dir/conf/storage-schemas.conf"
+    # graphite.settings reads GRAPHITE_SETTINGS_MODULE before it derives its paths, so these
+    # overrides keep it off /etc/graphite and /var/lib/graphite.
+    cat >"$dir/py/graphite_e2e_settings.py" <<PY
+from graphite.app_settings import *  # noqa: F401,F403 (loaded first, so the settings below stick)
+SECRET_KEY = 'e2e-only'
+ALLOWED_HOSTS = ['127.0.0.1', 'localhost']
+CONF_DIR = '$dir/conf'
+STORAGE_DIR = '$dir/storage'
+WHISPER_DIR = '$dir/storage/whisper'
+STANDARD_DIRS = ['$dir/storage/whisper']
+INDEX_FILE = '$dir/storage/index'
+LOG_DIR = '$dir/storage/log'
+LOG_ROTATION = False
+LOG_FILE_INFO = '-'
+LOG_FILE_EXCEPTION = '-'
+LOG_FILE_CACHE = '-'
+LOG_FILE_RENDERING = '-'
+DATABASES = {'default': {'ENGINE': 'django.db.backends.sqlite3', 'NAME': '$dir/storage/graphite.db'}}
+CARBONLINK_HOSTS = ['127.0.0.1:$query_port']
+CARBONLINK_TIMEOUT = 1.0
+SILENCED_SYSTEM_CHECKS = ['urls.W002', 'admin.W411', 'models.W042']
+WSGI_APPLICATION = 'graphite_e2e_wsgi.application'
+PY
+    # graphite-web behind basic authentication, as a proxy in front of it would put it.
+    cat >"$dir/py/graphite_e2e_wsgi.py" <<'PY'
+import base64
+from django.core.wsgi import get_wsgi_application
+
+_app = get_wsgi_application()
+_expected = 'Basic ' + base64.b64encode(b'e2e:gr4phite').decode()
+
+
+def application(environ, start_response):
+    if environ.get('HTTP_AUTHORIZATION') != _expected:
+        start_response('401 Unauthorized', [('WWW-Authenticate', 'Basic realm="graphite"'),
+                                            ('Content-Type', 'text/plain')])
+        return [b'unauthorized\n']
+    return _app(environ, start_response)
+PY
+    /usr/bin/carbon-cache --config="$dir/conf/carbon.conf" --pidfile="$dir/carbon.pid" --nodaemon start \
+      >"$dir/carbon.log" 2>&1 &
+    CARBON_PID=$!
+    PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$dir/py" DJANGO_SETTINGS_MODULE=graphite.settings \
+      GRAPHITE_SETTINGS_MODULE=graphite_e2e_settings \
+      /usr/bin/django-admin runserver --noreload "127.0.0.1:$web_port" >"$dir/web.log" 2>&1 &
+    GRAPHITE_WEB_PID=$!
+    if ((attempt == 1)); then
+      CLEANUP_HOOKS+=('stop_process "$CARBON_PID" carbon-cache' 'stop_process "$GRAPHITE_WEB_PID" graphite-web')
+    fi
+    deadline=$(($(date +%s) + 30))
+    until grep -q "starting on $CARBON_PORT" "$dir/carbon.log" &&
+      curl -sf --noproxy '*' --max-time 2 -u e2e:gr4phite -o /dev/null "http://127.0.0.1:$web_port/render?target=none&format=json"; do
+      if ! kill -0 "$CARBON_PID" 2>/dev/null || ! kill -0 "$GRAPHITE_WEB_PID" 2>/dev/null; then
+        stop_process "$CARBON_PID" carbon-cache
+        stop_process "$GRAPHITE_WEB_PID" graphite-web
+        if ((attempt < 5)) && grep -qi "in use" "$dir/carbon.log" "$dir/web.log"; then
+          log "a Graphite port was taken meanwhile; trying others"
+          continue 2
+        fi
+        cat "$dir/carbon.log" "$dir/web.log" >&2
+        fail "Graphite exited"
+      fi
+      (($(date +%s) < deadline)) || { cat "$dir/carbon.log" "$dir/web.log" >&2; fail "Graphite was not ready within 30s"; }
+      sleep 0.2
+    done
+    break
+  done
+  GRAPHITE_URL=http://127.0.0.1:$web_port
+  log "Graphite: carbon on 127.0.0.1:$CARBON_PORT, render API on $GRAPHITE_URL"
+}
+
+# feed_graphite METRIC VALUE_FILE SECONDS: in the background, one point a second of METRIC with the
+# number in VALUE_FILE, over carbon's plaintext protocol, for at most SECONDS.
+feed_graphite() {
+  local metric=$1 file=$2 seconds=$3
+  (
+    for ((i = 0; i < seconds; i++)); do
+      { printf '%s %s %s\n' "$metric" "$(cat "$file")" "$(date +%s)" >"/dev/tcp/127.0.0.1/$CARBON_PORT"; } 2>/dev/null || true
+      sleep 1
+    done
+  ) &
+  GRAPHITE_FEED_PID=$!
+  CLEANUP_HOOKS+=('stop_process "$GRAPHITE_FEED_PID" graphite-feed')
+}
+
+# start_datadog_api: the loopback server that answers as Datadog's metrics query API
+# (fixtures/datadog_api.py). Sets DATADOG_URL and DATADOG_DIR, where the test writes the keys it
+# accepts (api_key, application_key) and the value of its series (value), and reads what it
+# received (requests.jsonl).
+start_datadog_api() {
+  DATADOG_DIR=$WORK/datadog
+  mkdir -p "$DATADOG_DIR"
+  python3 "$E2E_DIR/fixtures/datadog_api.py" "$DATADOG_DIR" >>"$WORK/datadog.log" 2>&1 &
+  DATADOG_PID=$!
+  CLEANUP_HOOKS+=('stop_process "$DATADOG_PID" datadog-api')
+  wait_for "the Datadog stand-in to listen" 15 test -s "$DATADOG_DIR/port"
+  DATADOG_URL=http://127.0.0.1:$(cat "$DATADOG_DIR/port")
+  log "Datadog's query API stands in on $DATADOG_URL"
+}
+
 # receiver_answer PATH CODE: the receiver answers requests to PATH with CODE from now on.
 receiver_answer() {
   local file

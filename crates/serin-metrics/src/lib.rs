@@ -1,11 +1,12 @@
 //! Canary metric queries: Flagger's builtin Istio queries, MetricTemplate rendering with strict
-//! variables, and a Prometheus client whose answers become the decision core's metric readings;
+//! variables, a Prometheus client, the other providers Flagger reads ([`providers`]), whose answers become the decision core's metric readings;
 //! and Argo Rollouts' analysis measurements: `web` metrics and conditions in the expr language.
 #![deny(missing_docs)]
 
 pub mod conditions;
 pub mod measure;
 pub mod prometheus;
+pub mod providers;
 pub mod query;
 pub mod read;
 pub mod web;

@@ -82,6 +82,27 @@ async fn result(
                     })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let kind = template.spec.provider.type_.as_str();
+        if crate::providers::reads(kind) {
+            let query = render(&template.spec.query, &context)
+                .map_err(|e| format!("Metric template {label} query render error: {e}"))?;
+            let interval = serin_api::duration::parse_go_duration(&context.interval)
+                .unwrap_or(Duration::from_secs(60));
+            return crate::providers::read_value(
+                template,
+                inputs.secret,
+                (&query, headers),
+                interval,
+                inputs.clients.http(),
+            )
+            .await
+            .map(MetricResult::Scalar)
+            .map_err(|failure| {
+                failure
+                    .message(&label, kind)
+                    .unwrap_or_else(|| format!("Metric template {label} ({kind}): no values found"))
+            });
+        }
         let client =
             template_client_with(template, headers, inputs.secret, inputs.clients, &label)?;
         if template.spec.query.trim().is_empty() {

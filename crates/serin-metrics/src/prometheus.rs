@@ -154,6 +154,7 @@ const CACHED_CLIENTS: usize = 256;
 #[derive(Default)]
 pub struct ClientCache {
     clients: std::sync::Mutex<std::collections::HashMap<(String, ClientOptions), PrometheusClient>>,
+    http: crate::providers::http::HttpClients,
 }
 
 impl ClientCache {
@@ -174,6 +175,11 @@ impl ClientCache {
         }
         clients.insert(key, client.clone());
         Ok(client)
+    }
+
+    /// The HTTP clients of the other providers.
+    pub fn http(&self) -> &crate::providers::http::HttpClients {
+        &self.http
     }
 
     /// How many clients are kept.
@@ -220,6 +226,19 @@ pub fn result_of(data: &Data) -> Result<MetricResult, QueryError> {
             "query returned a range vector: query an instant vector".into(),
         )),
     }
+}
+
+/// The `errorType: error` of an error envelope whose `errorType` Prometheus does not use.
+fn other_servers_error(body: &[u8]) -> Option<String> {
+    let envelope: serde_json::Value = serde_json::from_slice(body).ok()?;
+    if envelope["status"] != "error" {
+        return None;
+    }
+    let error = envelope["error"].as_str()?;
+    Some(match envelope["errorType"].as_str() {
+        Some(kind) => format!("{kind}: {error}"),
+        None => error.to_string(),
+    })
 }
 
 /// The error and its causes, which reqwest keeps apart (`error sending request` → `certificate ...`).
@@ -397,11 +416,16 @@ impl PrometheusClient {
         match serde_json::from_slice::<Envelope>(&body) {
             Ok(Envelope::Success { data }) => Ok(data.into_inner().0),
             Ok(Envelope::Error(rejection)) => Err(QueryError::Rejected(rejection.to_string())),
-            Err(_) if !status.is_success() => Err(self.status_error(status)),
-            Err(error) => Err(QueryError::Unexpected(format!(
-                "Prometheus at {} answered JSON that is not a query result ({error})",
-                self.address
-            ))),
+            // Servers of the same API name their errors differently (VictoriaMetrics answers 422
+            // with errorType "422"); their words are what the user needs.
+            Err(error) => Err(match other_servers_error(&body) {
+                Some(rejection) => QueryError::Rejected(rejection),
+                None if !status.is_success() => self.status_error(status),
+                None => QueryError::Unexpected(format!(
+                    "Prometheus at {} answered JSON that is not a query result ({error})",
+                    self.address
+                )),
+            }),
         }
     }
 

@@ -125,6 +125,34 @@ pub async fn read(metric: &CanaryMetric, inputs: MetricInputs<'_>) -> MetricRead
                 "Metric template {label} error: not found; create the MetricTemplate or fix templateRef"
             ));
         };
+        let kind = template.spec.provider.type_.as_str();
+        if crate::providers::reads(kind) {
+            let query = match render(&template.spec.query, &context) {
+                Ok(query) => query,
+                Err(e) => {
+                    return MetricReading::Error(format!(
+                        "Metric template {label} query render error: {e}"
+                    ));
+                }
+            };
+            let interval = serin_api::duration::parse_go_duration(&context.interval)
+                .unwrap_or(std::time::Duration::from_secs(60));
+            let read = crate::providers::read_value(
+                template,
+                inputs.secret,
+                (&query, template_headers(template)),
+                interval,
+                inputs.clients.http(),
+            )
+            .await;
+            return match read {
+                Ok(value) => MetricReading::Value(value),
+                Err(failure) => match failure.message(&label, kind) {
+                    None => MetricReading::NoData,
+                    Some(message) => MetricReading::Error(message),
+                },
+            };
+        }
         let client = match template_client(template, inputs.secret, inputs.clients, &label) {
             Ok(client) => client,
             Err(message) => return MetricReading::Error(message),

@@ -19,19 +19,35 @@ pub fn validate_metric_template(template: &MetricTemplate) -> Vec<FieldError> {
             if template.spec.query.trim().is_empty() {
                 r.add("spec.query", "missing or empty; a prometheus template needs its query, e.g. sum(rate(...{namespace=\"{{ namespace }}\"}[{{ interval }}]))");
             }
-            for (field, set) in [
-                ("method", provider.method.is_some()),
-                ("body", provider.body.is_some()),
-                ("jsonPath", provider.json_path.is_some()),
-                ("timeoutSeconds", provider.timeout_seconds.is_some()),
-            ] {
-                if set {
-                    r.add(
-                        format!("spec.provider.{field}"),
-                        "only a web provider uses it; remove it, or set provider.type: web",
-                    );
-                }
+            web_fields_unused(&mut r, provider);
+        }
+        "graphite" => {
+            match provider.address.as_deref() {
+                Some(address) => provider_address(&mut r, address, "http://graphite.monitoring"),
+                None => r.add(
+                    "spec.provider.address",
+                    "missing; write the URL of graphite-web, whose /render API is queried, e.g. http://graphite.monitoring",
+                ),
             }
+            if template.spec.query.trim().is_empty() {
+                r.add("spec.query", "missing or empty; a graphite template's query is the render API's query string, e.g. target=sumSeries(app.{{ target }}.errors)&from=-5min");
+            }
+            web_fields_unused(&mut r, provider);
+        }
+        "datadog" => {
+            if let Some(address) = provider.address.as_deref() {
+                provider_address(&mut r, address, "https://api.datadoghq.eu");
+            }
+            if provider.secret_ref.is_none() {
+                r.add(
+                    "spec.provider.secretRef",
+                    "missing; datadog needs a Secret in the template's namespace with datadog_api_key and datadog_application_key",
+                );
+            }
+            if template.spec.query.trim().is_empty() {
+                r.add("spec.query", "missing or empty; write a Datadog metrics query, e.g. sum:trace.http.request.errors{service:{{ target }}}.as_count()");
+            }
+            web_fields_unused(&mut r, provider);
         }
         "web" => validate_web_provider(&mut r, provider),
         "job" => validate_job_provider(&mut r, template),
@@ -40,7 +56,7 @@ pub fn validate_metric_template(template: &MetricTemplate) -> Vec<FieldError> {
             r.add(
                 "spec.provider.type",
                 format!(
-                    "{} provider {other:?}; write prometheus, web or job (the metrics providers Serin reads yet)",
+                    "{} provider {other:?}; write prometheus, graphite, datadog, web or job (the metrics providers Serin reads yet)",
                     if known {
                         "not supported yet:"
                     } else {
@@ -61,6 +77,38 @@ pub fn validate_metric_template(template: &MetricTemplate) -> Vec<FieldError> {
     }
     r.query_length("spec.query", &template.spec.query);
     r.errors
+}
+
+/// The fields only a `web` provider (or CloudWatch's `region`) reads, refused on the others.
+fn web_fields_unused(r: &mut Report, provider: &crate::metric_template::MetricProvider) {
+    if provider.region.is_some() {
+        r.add(
+            "spec.provider.region",
+            "only a cloudwatch provider uses it; remove it",
+        );
+    }
+    for (field, set) in [
+        ("method", provider.method.is_some()),
+        ("body", provider.body.is_some()),
+        ("jsonPath", provider.json_path.is_some()),
+        ("timeoutSeconds", provider.timeout_seconds.is_some()),
+    ] {
+        if set {
+            r.add(
+                format!("spec.provider.{field}"),
+                "only a web provider uses it; remove it, or set provider.type: web",
+            );
+        }
+    }
+}
+
+fn provider_address(r: &mut Report, address: &str, example: &str) {
+    if !is_absolute_http_url(address) {
+        r.add(
+            "spec.provider.address",
+            format!("{address:?} is not an absolute URL; write http:// or https:// followed by a host, e.g. {example:?}"),
+        );
+    }
 }
 
 /// A `job` provider: a Job spec that decodes as `batch/v1` JobSpec with at least one container,

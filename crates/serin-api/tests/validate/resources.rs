@@ -38,11 +38,34 @@ fn metric_templates_name_a_known_provider_with_an_address_and_a_query() {
         template(json!({"provider": {"address": null}})),
         ["spec.provider.address"]
     );
-    // Only Prometheus is queried yet: the other known types would fail every check at run time
-    // and roll healthy releases back.
+    // Flagger's providers Serin does not read yet would fail every check at run time and roll
+    // healthy releases back.
     assert_eq!(
-        template(json!({"provider": {"type": "datadog", "address": null}})),
+        template(json!({"provider": {"type": "newrelic", "address": null}})),
         ["spec.provider.type"]
+    );
+    // Graphite needs graphite-web's address; Datadog has a default address and needs its keys.
+    assert!(
+        template(
+            json!({"provider": {"type": "graphite", "address": "http://graphite.monitoring"}})
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        template(json!({"provider": {"type": "graphite", "address": null}})),
+        ["spec.provider.address"]
+    );
+    assert!(
+        template(json!({"provider": {"type": "datadog", "address": null, "secretRef": {"name": "datadog"}}}))
+            .is_empty()
+    );
+    assert_eq!(
+        template(json!({"provider": {"type": "datadog", "address": "api.datadoghq.com"}})),
+        ["spec.provider.address", "spec.provider.secretRef"]
+    );
+    assert_eq!(
+        template(json!({"provider": {"region": "eu-west-1"}})),
+        ["spec.provider.region"]
     );
     // https Prometheus, with or without certificate verification, is queried.
     assert!(

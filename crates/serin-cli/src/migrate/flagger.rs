@@ -259,8 +259,22 @@ apiVersion: flagger.app/v1beta1
 kind: MetricTemplate
 metadata: {name: errors}
 spec:
-  provider: {type: datadog, address: https://api.datadoghq.com}
-  query: avg:errors{*}
+  provider: {type: newrelic, address: https://api.newrelic.com}
+  query: SELECT count(*) FROM Transaction
+---
+apiVersion: flagger.app/v1beta1
+kind: MetricTemplate
+metadata: {name: graphite-errors}
+spec:
+  provider: {type: graphite, address: http://graphite.monitoring, secretRef: {name: graphite-auth}}
+  query: target=sumSeries(app.{{ target }}.errors)&from=-5min
+---
+apiVersion: flagger.app/v1beta1
+kind: MetricTemplate
+metadata: {name: datadog-errors}
+spec:
+  provider: {type: datadog, secretRef: {name: datadog}}
+  query: avg:errors{service:{{ target }}}
 ---
 apiVersion: \"flagger.app/v1beta1\"
 kind: AlertProvider
@@ -280,7 +294,7 @@ spec: {type: slack, secretRef: {name: slack-url}}
         );
         let provider = warning(&migration, "spec.provider.type");
         assert_eq!(provider.object, "MetricTemplate errors");
-        assert!(provider.message.contains("datadog"), "{provider}");
+        assert!(provider.message.contains("newrelic"), "{provider}");
         assert_eq!(migration.warnings.len(), 1, "{:#?}", migration.warnings);
     }
 

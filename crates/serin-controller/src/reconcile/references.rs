@@ -235,7 +235,7 @@ pub(super) fn analysis_problem(
 }
 
 /// The MetricTemplate providers an analysis measures.
-const ANALYSIS_PROVIDERS: [&str; 3] = ["prometheus", "web", "job"];
+const ANALYSIS_PROVIDERS: [&str; 5] = ["prometheus", "graphite", "datadog", "web", "job"];
 
 /// Why an AlertProvider the analysis's alerts reference cannot be used (missing, invalid, its
 /// address Secret missing, or across the namespace boundary), if so: the release waits for it to

@@ -1,0 +1,301 @@
+//! What every provider's HTTP call shares: a bounded answer, a timeout per attempt, no redirects,
+//! `insecureSkipVerify`, and rate-limit answers (429) retried after their `Retry-After` while the
+//! metric's interval allows, with credentials only ever in headers marked sensitive.
+
+use crate::prometheus::{QUERY_TIMEOUT, causes};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use serin_api::limits::{MAX_METRIC_ANSWER_BYTES, bytes};
+use std::time::Duration;
+
+/// How many times a rate-limited query is sent in all.
+pub const MAX_ATTEMPTS: u32 = 3;
+
+/// The longest wait for a `Retry-After`, however long the interval.
+pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
+
+/// How many bytes of an error answer a message quotes.
+const QUOTED_ANSWER_BYTES: usize = 200;
+
+/// The two clients every provider shares: one that checks certificates and one that does not
+/// (`insecureSkipVerify`), each keeping its connections between checks.
+#[derive(Default)]
+pub struct HttpClients {
+    verified: std::sync::OnceLock<reqwest::Client>,
+    insecure: std::sync::OnceLock<reqwest::Client>,
+}
+
+impl HttpClients {
+    /// The client for a template with `insecure_skip_verify`.
+    pub fn client(&self, insecure_skip_verify: bool) -> reqwest::Client {
+        let cell = if insecure_skip_verify {
+            &self.insecure
+        } else {
+            &self.verified
+        };
+        cell.get_or_init(|| {
+            reqwest::Client::builder()
+                // A redirect could carry the template's credentials to another host.
+                .redirect(reqwest::redirect::Policy::none())
+                .timeout(QUERY_TIMEOUT)
+                .connect_timeout(Duration::from_secs(2))
+                .danger_accept_invalid_certs(insecure_skip_verify)
+                .build()
+                .unwrap_or_default()
+        })
+        .clone()
+    }
+}
+
+/// One request to a provider, as built from a template; credentials go in `secret_headers`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProviderRequest {
+    /// `GET` or `POST`.
+    pub method: reqwest::Method,
+    /// The URL with its query string.
+    pub url: reqwest::Url,
+    /// Headers that are not secret (the template's `provider.headers`, content types).
+    pub headers: Vec<(String, String)>,
+    /// Headers carrying credentials: sent marked sensitive, never quoted in a message.
+    pub secret_headers: Vec<(String, String)>,
+    /// The body, if any.
+    pub body: Option<String>,
+}
+
+impl ProviderRequest {
+    /// A `GET` of `url` with no headers.
+    pub fn get(url: reqwest::Url) -> Self {
+        ProviderRequest {
+            method: reqwest::Method::GET,
+            url,
+            headers: Vec::new(),
+            secret_headers: Vec::new(),
+            body: None,
+        }
+    }
+
+    fn header_map(&self) -> Result<HeaderMap, String> {
+        let mut map = HeaderMap::new();
+        for (secret, (name, value)) in self
+            .headers
+            .iter()
+            .map(|h| (false, h))
+            .chain(self.secret_headers.iter().map(|h| (true, h)))
+        {
+            let name = HeaderName::try_from(name.as_str())
+                .map_err(|e| format!("header {name}: {e}: use a valid HTTP header name"))?;
+            let mut value = HeaderValue::try_from(value.as_str()).map_err(|_| {
+                if secret {
+                    format!("the Secret's value for {name} is not a valid header value: remove line breaks and control characters")
+                } else {
+                    format!("header {name}: its value is not a valid HTTP header value")
+                }
+            })?;
+            value.set_sensitive(secret);
+            map.append(name, value);
+        }
+        Ok(map)
+    }
+}
+
+/// How a provider answered: its status and body (at most [`MAX_METRIC_ANSWER_BYTES`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProviderAnswer {
+    /// The HTTP status.
+    pub status: u16,
+    /// The body.
+    pub body: bytes::Bytes,
+    /// How many 429 answers came before this one.
+    pub rate_limited: u32,
+}
+
+impl ProviderAnswer {
+    /// The start of the body, for an error message.
+    pub fn quoted(&self) -> String {
+        quote(&self.body)
+    }
+}
+
+/// The first bytes of `body` as text, for a message.
+pub fn quote(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&body[..body.len().min(QUOTED_ANSWER_BYTES)]);
+    let text = text.trim();
+    if body.len() > QUOTED_ANSWER_BYTES {
+        format!("{text}…")
+    } else {
+        text.to_string()
+    }
+}
+
+/// The wait a 429 answer asks for: `Retry-After` in seconds (or an HTTP date), else
+/// `X-RateLimit-Reset` in seconds (Datadog's), else one second.
+fn retry_after(headers: &HeaderMap) -> Duration {
+    let Some(value) = headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok()) else {
+        return headers
+            .get("x-ratelimit-reset")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map_or(Duration::from_secs(1), Duration::from_secs);
+    };
+    if let Ok(seconds) = value.trim().parse::<u64>() {
+        return Duration::from_secs(seconds);
+    }
+    httpdate_seconds(value).unwrap_or(Duration::from_secs(1))
+}
+
+/// Seconds from now until an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
+fn httpdate_seconds(value: &str) -> Option<Duration> {
+    let parsed = jiff::fmt::rfc2822::parse(value.trim()).ok()?;
+    let wait = parsed.timestamp().duration_since(jiff::Timestamp::now());
+    Some(Duration::try_from(wait).unwrap_or_default())
+}
+
+/// Sends `request` to the provider named `provider` and reads its answer: each attempt within
+/// [`QUERY_TIMEOUT`], a 429 sent again after its `Retry-After` if that fits in `budget` (the
+/// metric's interval, at most [`MAX_RETRY_WAIT`] in all) and [`MAX_ATTEMPTS`]. `Err` says what
+/// failed, naming the provider and the address but no credential.
+pub async fn send(
+    client: &reqwest::Client,
+    request: &ProviderRequest,
+    provider: &str,
+    budget: Duration,
+) -> Result<ProviderAnswer, String> {
+    let headers = request.header_map()?;
+    let address = format!(
+        "{}://{}{}",
+        request.url.scheme(),
+        request.url.host_str().unwrap_or_default(),
+        request
+            .url
+            .port()
+            .map(|p| format!(":{p}"))
+            .unwrap_or_default()
+    );
+    let mut waited = Duration::ZERO;
+    let budget = budget.min(MAX_RETRY_WAIT);
+    let mut rate_limited = 0;
+    loop {
+        let mut builder = client
+            .request(request.method.clone(), request.url.clone())
+            .headers(headers.clone());
+        if let Some(body) = &request.body {
+            builder = builder.body(body.clone());
+        }
+        let attempt = async {
+            let response = builder.send().await.map_err(|e| describe(&e, &address))?;
+            let status = response.status().as_u16();
+            let answer_headers = response.headers().clone();
+            let body = http::Response::from(response).into_body();
+            let body = match Limited::new(body, MAX_METRIC_ANSWER_BYTES).collect().await {
+                Ok(collected) => collected.to_bytes(),
+                Err(error) if error.is::<LengthLimitError>() => {
+                    return Err(format!(
+                        "{address} answered with more than {}: make the query return less",
+                        bytes(MAX_METRIC_ANSWER_BYTES)
+                    ));
+                }
+                Err(error) => {
+                    return Err(format!(
+                        "reading the answer of {address} failed: {}",
+                        causes(&*error)
+                    ));
+                }
+            };
+            Ok((status, answer_headers, body))
+        };
+        let (status, answer_headers, body) = tokio::time::timeout(QUERY_TIMEOUT, attempt)
+            .await
+            .unwrap_or_else(|_| {
+                Err(format!("{address} did not answer within {QUERY_TIMEOUT:?}"))
+            })?;
+        if status != 429 {
+            return Ok(ProviderAnswer {
+                status,
+                body,
+                rate_limited,
+            });
+        }
+        rate_limited += 1;
+        let wait = retry_after(&answer_headers);
+        if rate_limited >= MAX_ATTEMPTS || waited + wait > budget {
+            return Err(format!(
+                "{provider} rate-limited the query (HTTP 429, {rate_limited} times; Retry-After {}s{}): {}",
+                wait.as_secs(),
+                if waited + wait > budget {
+                    format!(
+                        ", more than the {}s left in this interval",
+                        budget.saturating_sub(waited).as_secs()
+                    )
+                } else {
+                    String::new()
+                },
+                quote(&body)
+            ));
+        }
+        tokio::time::sleep(wait).await;
+        waited += wait;
+    }
+}
+
+/// What went wrong sending a request, without the URL reqwest repeats (it holds the query).
+fn describe(error: &reqwest::Error, address: &str) -> String {
+    if error.is_timeout() {
+        return format!("{address} did not answer within {QUERY_TIMEOUT:?}");
+    }
+    let reason = std::error::Error::source(error)
+        .map(causes)
+        .unwrap_or_else(|| error.to_string());
+    if error.is_connect() && reason.contains("certificate") {
+        format!(
+            "{address} presented a certificate that is not trusted ({reason}): give it a certificate from a trusted CA, or set the MetricTemplate's provider.insecureSkipVerify: true"
+        )
+    } else {
+        format!("{address} is unreachable ({reason})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_reads_seconds_and_dates() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(retry_after(&headers), Duration::from_secs(1));
+        headers.insert("x-ratelimit-reset", HeaderValue::from_static("3"));
+        assert_eq!(retry_after(&headers), Duration::from_secs(3));
+        headers.insert(RETRY_AFTER, HeaderValue::from_static("7"));
+        assert_eq!(retry_after(&headers), Duration::from_secs(7));
+        headers.insert(
+            RETRY_AFTER,
+            HeaderValue::from_static("Sun, 06 Nov 1994 08:49:37 GMT"),
+        );
+        assert_eq!(retry_after(&headers), Duration::ZERO, "a date in the past");
+    }
+
+    #[test]
+    fn secret_headers_are_sensitive_and_never_quoted() {
+        let mut request = ProviderRequest::get("http://127.0.0.1:1/q".parse().unwrap());
+        request.headers.push(("X-Plain".into(), "a".into()));
+        request
+            .secret_headers
+            .push(("DD-API-KEY".into(), "k3y".into()));
+        let map = request.header_map().unwrap();
+        assert!(map["dd-api-key"].is_sensitive());
+        assert!(!map["x-plain"].is_sensitive());
+        request.secret_headers[0].1 = "bad\nkey".into();
+        let error = request.header_map().unwrap_err();
+        assert!(!error.contains("bad"), "{error}");
+        assert!(
+            error.contains("DD-API-KEY") || error.contains("dd-api-key"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn quotes_are_cut() {
+        assert_eq!(quote(b" short \n"), "short");
+        let long = vec![b'x'; 500];
+        assert_eq!(quote(&long).chars().count(), QUOTED_ANSWER_BYTES + 1);
+    }
+}

@@ -1,0 +1,169 @@
+//! The metric providers besides Prometheus, with Flagger's fields, Secret keys, default addresses
+//! and query semantics: each builds its request from a MetricTemplate (pure, tested on its own)
+//! and reads one value from the answer; [`read_value`] sends it with the guarantees every provider
+//! shares ([`http`]).
+
+pub mod datadog;
+pub mod graphite;
+pub mod http;
+
+use serin_api::MetricTemplate;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The provider types whose values [`read_value`] reads.
+pub const VALUE_PROVIDERS: [&str; 2] = ["graphite", "datadog"];
+
+/// Whether [`read_value`] reads templates of provider `kind`.
+pub fn reads(kind: &str) -> bool {
+    VALUE_PROVIDERS.contains(&kind)
+}
+
+/// Why a provider gave no value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// The provider answered, with no value in the window: usually no traffic.
+    NoValues,
+    /// The template or its Secret cannot make a request; the text says what to fix.
+    Setting(String),
+    /// The provider answered something that is not a value; the text quotes it.
+    Answer(String),
+    /// The provider could not be reached, refused the query, or rate-limited it.
+    Transport(String),
+}
+
+/// The data of a template's Secret, by key, and the Secret's name for messages.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Credentials {
+    secret: String,
+    data: BTreeMap<String, String>,
+}
+
+impl Credentials {
+    /// The Secret `secret` holding `data`.
+    pub fn new<'a>(secret: &str, data: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        Credentials {
+            secret: secret.to_string(),
+            data: data
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    /// The value of `key`, or what to fix when the Secret lacks it (the value is never quoted).
+    pub fn required(&self, key: &str) -> Result<&str, Failure> {
+        self.data
+            .get(key)
+            .map(String::as_str)
+            .ok_or_else(|| Failure::Setting(format!("the Secret {} has no {key} key", self.secret)))
+    }
+}
+
+/// `address` as the base of a provider's URL: http or https with a host.
+pub(crate) fn base_url(address: &str) -> Result<reqwest::Url, Failure> {
+    let bad = || {
+        Failure::Setting(format!(
+            "provider.address {address:?} is not an http:// or https:// URL"
+        ))
+    };
+    let url = reqwest::Url::parse(address.trim()).map_err(|_| bad())?;
+    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+        return Err(bad());
+    }
+    Ok(url)
+}
+
+/// Reads one value of `template`'s provider for `query` (rendered already) over a metric
+/// `interval`, sending `headers` (the template's, rendered) and the credentials of its Secret
+/// (`secret`, read again at every check).
+pub async fn read_value(
+    template: &MetricTemplate,
+    secret: Option<&BTreeMap<String, String>>,
+    (query, headers): (&str, Vec<(String, String)>),
+    interval: Duration,
+    clients: &http::HttpClients,
+) -> Result<f64, Failure> {
+    let provider = &template.spec.provider;
+    let credentials = match (&provider.secret_ref, secret) {
+        (Some(reference), Some(data)) => Some(Credentials {
+            secret: reference.name.clone(),
+            data: data.clone(),
+        }),
+        (Some(reference), None) => {
+            return Err(Failure::Setting(format!(
+                "the Secret {} (provider.secretRef) was not found in the template's namespace",
+                reference.name
+            )));
+        }
+        (None, _) => None,
+    };
+    let kind = provider.type_.as_str();
+    let request = match kind {
+        "graphite" => {
+            let address = provider.address.as_deref().ok_or_else(|| {
+                Failure::Setting("provider.address is required for graphite".into())
+            })?;
+            graphite::request(address, query, credentials.as_ref())?
+        }
+        "datadog" => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs() as i64;
+            datadog::request(
+                provider.address.as_deref(),
+                query,
+                interval,
+                now,
+                credentials.as_ref(),
+            )?
+        }
+        other => {
+            return Err(Failure::Setting(format!(
+                "provider type {other:?} is not read by Serin yet"
+            )));
+        }
+    };
+    let mut request = request;
+    request.headers.extend(headers);
+    let client = clients.client(provider.insecure_skip_verify == Some(true));
+    let answer = http::send(&client, &request, kind, interval)
+        .await
+        .map_err(Failure::Transport)?;
+    if !(200..300).contains(&answer.status) {
+        let hint = match answer.status {
+            401 | 403 => match kind {
+                "datadog" => {
+                    ": check datadog_api_key and datadog_application_key in the template's Secret"
+                }
+                _ => ": check the credentials in the template's Secret",
+            },
+            _ => "",
+        };
+        return Err(Failure::Transport(format!(
+            "{kind} answered HTTP {}{hint}: {}",
+            answer.status,
+            answer.quoted()
+        )));
+    }
+    match kind {
+        "graphite" => graphite::value(&answer.body),
+        _ => datadog::value(&answer.body),
+    }
+}
+
+impl Failure {
+    /// The message for a check of the template `label` of provider `kind`; `None` for no data.
+    pub fn message(&self, label: &str, kind: &str) -> Option<String> {
+        match self {
+            Failure::NoValues => None,
+            Failure::Setting(text) => Some(format!(
+                "Metric template {label} ({kind}) cannot be queried: {text}"
+            )),
+            Failure::Answer(text) | Failure::Transport(text) => Some(format!(
+                "Metric template {label} ({kind}) query failed: {text}"
+            )),
+        }
+    }
+}
