@@ -9,24 +9,7 @@ require_sandbox
 build
 start_sandbox
 # What Flagger's install.sh creates besides Istio and its Prometheus (which the sandbox stands in for).
-kubectl create namespace istio-ingress >/dev/null
-kubectl apply -f - >/dev/null <<EOF
-apiVersion: gateway.networking.k8s.io/v1beta1
-kind: Gateway
-metadata:
-  name: gateway
-  namespace: istio-ingress
-spec:
-  gatewayClassName: istio
-  listeners:
-  - name: default
-    hostname: "*.example.com"
-    port: 80
-    protocol: HTTP
-    allowedRoutes:
-      namespaces:
-        from: All
-EOF
+create_flagger_gateway
 install_flagger_chart --set crd.create=false --set prometheus.install=false --set meshProvider=gatewayapi:v1
 run_flagger_script test/workloads/init.sh
 run_flagger_script test/gatewayapi/test-bg.sh

@@ -11,24 +11,7 @@ command -v go >/dev/null || fail "Flagger's session-affinity script runs a Go pr
 build
 SANDBOX_NODES=1
 start_sandbox
-kubectl create namespace istio-ingress >/dev/null
-kubectl apply -f - >/dev/null <<YAML
-apiVersion: gateway.networking.k8s.io/v1beta1
-kind: Gateway
-metadata:
-  name: gateway
-  namespace: istio-ingress
-spec:
-  gatewayClassName: istio
-  listeners:
-  - name: default
-    hostname: "*.example.com"
-    port: 80
-    protocol: HTTP
-    allowedRoutes:
-      namespaces:
-        from: All
-YAML
+create_flagger_gateway
 install_flagger_chart --set crd.create=false --set prometheus.install=false --set meshProvider=gatewayapi:v1
 export GOCACHE=$WORK/go-cache
 run_flagger_script test/workloads/init.sh

@@ -800,6 +800,29 @@ install_flagger_chart() {
   log "Flagger's chart installed in $namespace with Serin's image: $(kubectl -n "$namespace" get deploy flagger -o jsonpath='{.status.readyReplicas}')/1 ready"
 }
 
+# create_flagger_gateway: the Gateway API Gateway istio-ingress/gateway (class istio, *.example.com
+# on port 80), as Flagger's test/gatewayapi/install.sh creates it.
+create_flagger_gateway() {
+  kubectl create namespace istio-ingress >/dev/null
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: Gateway
+metadata:
+  name: gateway
+  namespace: istio-ingress
+spec:
+  gatewayClassName: istio
+  listeners:
+  - name: default
+    hostname: "*.example.com"
+    port: 80
+    protocol: HTTP
+    allowedRoutes:
+      namespaces:
+        from: All
+YAML
+}
+
 # run_flagger_script PATH: runs one of Flagger's scripts (PATH inside FLAGGER_TREE) as written,
 # from the tree's root; fails when it does.
 run_flagger_script() {

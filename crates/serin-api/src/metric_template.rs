@@ -44,7 +44,8 @@ pub struct MetricProvider {
     /// HTTP headers sent with each query.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headers: Option<BTreeMap<String, Vec<String>>>,
-    /// Secret in the template's namespace with credentials (`token`, or `username` and `password`).
+    /// Secret in the template's namespace with the provider's credentials: for Prometheus `token`,
+    /// or `username` and `password` (docs/metrics.md lists every provider's keys).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<SecretReference>,
     /// Cloud region (CloudWatch).

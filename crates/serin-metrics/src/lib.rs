@@ -1,6 +1,7 @@
 //! Canary metric queries: Flagger's builtin Istio queries, MetricTemplate rendering with strict
-//! variables, a Prometheus client, the other providers Flagger reads ([`providers`]), whose answers become the decision core's metric readings;
-//! and Argo Rollouts' analysis measurements: `web` metrics and conditions in the expr language.
+//! variables, a Prometheus client and the other providers Flagger reads ([`providers`]), whose
+//! answers become the decision core's metric readings; and Argo Rollouts' analysis measurements:
+//! `web` metrics and conditions in the expr language.
 #![deny(missing_docs)]
 
 pub mod conditions;
@@ -9,6 +10,7 @@ pub mod prometheus;
 pub mod providers;
 pub mod query;
 pub mod read;
+pub mod transport;
 pub mod web;
 
 pub use conditions::{MetricResult, check_syntax, evaluate, evaluate_result};

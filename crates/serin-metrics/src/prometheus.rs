@@ -10,11 +10,8 @@ use serin_api::limits::{MAX_METRIC_ANSWER_BYTES, bytes};
 use serin_core::plan::MetricReading;
 use std::time::Duration;
 
-/// Flagger's timeout for one query.
-pub const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How long connecting may take within the query timeout.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+pub use crate::transport::QUERY_TIMEOUT;
+use crate::transport::{CONNECT_TIMEOUT, causes};
 
 /// Why a query gave no value.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -239,18 +236,6 @@ fn other_servers_error(body: &[u8]) -> Option<String> {
         Some(kind) => format!("{kind}: {error}"),
         None => error.to_string(),
     })
-}
-
-/// The error and its causes, which reqwest keeps apart (`error sending request` → `certificate ...`).
-pub(crate) fn causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 impl PrometheusClient {

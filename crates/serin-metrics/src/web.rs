@@ -5,7 +5,7 @@
 //! the environment, as for Prometheus queries.
 
 use crate::prometheus::Auth;
-use crate::prometheus::causes;
+use crate::transport::causes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serin_api::limits::{MAX_WEB_METRIC_ANSWER_BYTES, MAX_WEB_METRIC_TIMEOUT, bytes, quoted};
 use std::collections::HashMap;

@@ -6,9 +6,10 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serin_core::plan::MetricReading;
-use serin_metrics::{ClientCache, MetricInputs, PrometheusClient, QueryContext};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+
+mod support;
 
 /// What the server received: the query parameters and the key headers of each request.
 #[derive(Clone, Debug)]
@@ -127,32 +128,11 @@ fn template(address: &str, query: &str) -> serin_api::MetricTemplate {
     .unwrap()
 }
 
-fn metric() -> serin_api::CanaryMetric {
-    serde_json::from_value(serde_json::json!({"name": "errors", "interval": "1m",
-        "templateRef": {"name": "errors"}, "thresholdRange": {"max": 5}}))
-    .unwrap()
-}
-
 async fn read_with(
     template: &serin_api::MetricTemplate,
     secret: Option<&BTreeMap<String, String>>,
 ) -> MetricReading {
-    let server = PrometheusClient::new("http://127.0.0.1:9").unwrap();
-    let clients = ClientCache::default();
-    let inputs = MetricInputs {
-        context: QueryContext {
-            name: "podinfo".into(),
-            namespace: "test".into(),
-            target: "podinfo".into(),
-            ..QueryContext::default()
-        },
-        template: Some(template),
-        secret,
-        metrics_server: &server,
-        clients: &clients,
-        provider: "istio",
-    };
-    serin_metrics::read(&metric(), inputs).await
+    support::read_template(template, secret, "1m").await
 }
 
 fn keys(api: &str) -> BTreeMap<String, String> {

@@ -3,9 +3,10 @@
 //! query it rejects end as they do against Prometheus.
 
 use serin_core::plan::MetricReading;
-use serin_metrics::{ClientCache, MetricInputs, PrometheusClient, QueryContext};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod support;
 
 /// A VictoriaMetrics of its own on a loopback port, its data in a temporary directory; stopped
 /// when dropped.
@@ -74,25 +75,7 @@ fn template(address: &str, query: &str) -> serin_api::MetricTemplate {
 }
 
 async fn read(template: &serin_api::MetricTemplate) -> MetricReading {
-    let server = PrometheusClient::new("http://127.0.0.1:9").unwrap();
-    let clients = ClientCache::default();
-    let metric: serin_api::CanaryMetric = serde_json::from_value(serde_json::json!({
-        "name": "errors", "interval": "1m", "templateRef": {"name": "errors"}}))
-    .unwrap();
-    let inputs = MetricInputs {
-        context: QueryContext {
-            name: "podinfo".into(),
-            namespace: "test".into(),
-            target: "podinfo".into(),
-            ..QueryContext::default()
-        },
-        template: Some(template),
-        secret: None,
-        metrics_server: &server,
-        clients: &clients,
-        provider: "istio",
-    };
-    serin_metrics::read(&metric, inputs).await
+    support::read_template(template, None, "1m").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -21,33 +21,8 @@ pub fn validate_metric_template(template: &MetricTemplate) -> Vec<FieldError> {
             }
             web_fields_unused(&mut r, provider);
         }
-        "graphite" => {
-            match provider.address.as_deref() {
-                Some(address) => provider_address(&mut r, address, "http://graphite.monitoring"),
-                None => r.add(
-                    "spec.provider.address",
-                    "missing; write the URL of graphite-web, whose /render API is queried, e.g. http://graphite.monitoring",
-                ),
-            }
-            if template.spec.query.trim().is_empty() {
-                r.add("spec.query", "missing or empty; a graphite template's query is the render API's query string, e.g. target=sumSeries(app.{{ target }}.errors)&from=-5min");
-            }
-            web_fields_unused(&mut r, provider);
-        }
-        "datadog" => {
-            if let Some(address) = provider.address.as_deref() {
-                provider_address(&mut r, address, "https://api.datadoghq.eu");
-            }
-            if provider.secret_ref.is_none() {
-                r.add(
-                    "spec.provider.secretRef",
-                    "missing; datadog needs a Secret in the template's namespace with datadog_api_key and datadog_application_key",
-                );
-            }
-            if template.spec.query.trim().is_empty() {
-                r.add("spec.query", "missing or empty; write a Datadog metrics query, e.g. sum:trace.http.request.errors{service:{{ target }}}.as_count()");
-            }
-            web_fields_unused(&mut r, provider);
+        kind if VALUE_PROVIDERS.iter().any(|p| p.kind == kind) => {
+            validate_value_provider(&mut r, template, kind);
         }
         "web" => validate_web_provider(&mut r, provider),
         "job" => validate_job_provider(&mut r, template),
@@ -56,7 +31,7 @@ pub fn validate_metric_template(template: &MetricTemplate) -> Vec<FieldError> {
             r.add(
                 "spec.provider.type",
                 format!(
-                    "{} provider {other:?}; write prometheus, graphite, datadog, web or job (the metrics providers Serin reads yet)",
+                    "{} provider {other:?}; write prometheus, graphite, datadog, newrelic, dynatrace, influxdb, web or job (the metrics providers Serin reads yet)",
                     if known {
                         "not supported yet:"
                     } else {
@@ -77,6 +52,84 @@ pub fn validate_metric_template(template: &MetricTemplate) -> Vec<FieldError> {
     }
     r.query_length("spec.query", &template.spec.query);
     r.errors
+}
+
+/// What a provider besides Prometheus needs in its template, in Flagger's terms.
+struct ValueProvider {
+    kind: &'static str,
+    /// An example address; `required` when the provider has no default one.
+    address: (&'static str, bool),
+    /// The Secret's keys, when the provider cannot be queried without them.
+    secret_keys: Option<&'static str>,
+    /// An example query.
+    query: &'static str,
+}
+
+const VALUE_PROVIDERS: [ValueProvider; 5] = [
+    ValueProvider {
+        kind: "graphite",
+        address: ("http://graphite.monitoring", true),
+        secret_keys: None,
+        query: "target=sumSeries(app.{{ target }}.errors)&from=-5min",
+    },
+    ValueProvider {
+        kind: "datadog",
+        address: ("https://api.datadoghq.eu", false),
+        secret_keys: Some("datadog_api_key and datadog_application_key"),
+        query: "sum:trace.http.request.errors{service:{{ target }}}.as_count()",
+    },
+    ValueProvider {
+        kind: "newrelic",
+        address: ("https://insights-api.eu.newrelic.com", false),
+        secret_keys: Some("newrelic_account_id and newrelic_query_key"),
+        query: "SELECT percentage(count(*), WHERE error IS true) AS result FROM Transaction WHERE appName = '{{ target }}'",
+    },
+    ValueProvider {
+        kind: "dynatrace",
+        address: ("https://abc12345.live.dynatrace.com", true),
+        secret_keys: Some("dynatrace_token"),
+        query: "builtin:service.response.time:avg:filter(eq(\"dt.entity.service\",\"{{ target }}\"))",
+    },
+    ValueProvider {
+        kind: "influxdb",
+        address: ("http://influxdb.monitoring:8086", true),
+        secret_keys: None,
+        query: "from(bucket: \"app\") |> range(start: -1m) |> filter(fn: (r) => r.app == \"{{ target }}\") |> count()",
+    },
+];
+
+/// A template of a provider besides Prometheus: its address (when it has no default), its Secret
+/// (when its API needs keys), its query, and none of the other providers' fields.
+fn validate_value_provider(r: &mut Report, template: &MetricTemplate, kind: &str) {
+    let Some(wanted) = VALUE_PROVIDERS.iter().find(|p| p.kind == kind) else {
+        return;
+    };
+    let provider = &template.spec.provider;
+    let (example, required) = wanted.address;
+    match provider.address.as_deref() {
+        Some(address) => provider_address(r, address, example),
+        None if required => r.add(
+            "spec.provider.address",
+            format!("missing; write the URL of the {kind} API, e.g. {example}"),
+        ),
+        None => {}
+    }
+    if let (Some(keys), None) = (wanted.secret_keys, &provider.secret_ref) {
+        r.add(
+            "spec.provider.secretRef",
+            format!("missing; {kind} needs a Secret in the template's namespace with {keys}"),
+        );
+    }
+    if template.spec.query.trim().is_empty() {
+        r.add(
+            "spec.query",
+            format!(
+                "missing or empty; write the {kind} query, e.g. {}",
+                wanted.query
+            ),
+        );
+    }
+    web_fields_unused(r, provider);
 }
 
 /// The fields only a `web` provider (or CloudWatch's `region`) reads, refused on the others.

@@ -41,7 +41,7 @@ fn metric_templates_name_a_known_provider_with_an_address_and_a_query() {
     // Flagger's providers Serin does not read yet would fail every check at run time and roll
     // healthy releases back.
     assert_eq!(
-        template(json!({"provider": {"type": "newrelic", "address": null}})),
+        template(json!({"provider": {"type": "cloudwatch", "address": null}})),
         ["spec.provider.type"]
     );
     // Graphite needs graphite-web's address; Datadog has a default address and needs its keys.
@@ -66,6 +66,20 @@ fn metric_templates_name_a_known_provider_with_an_address_and_a_query() {
     assert_eq!(
         template(json!({"provider": {"region": "eu-west-1"}})),
         ["spec.provider.region"]
+    );
+    assert_eq!(
+        template(json!({"provider": {"type": "dynatrace", "address": null}})),
+        ["spec.provider.address", "spec.provider.secretRef"]
+    );
+    assert!(
+        template(
+            json!({"provider": {"type": "newrelic", "address": null, "secretRef": {"name": "nr"}}})
+        )
+        .is_empty()
+    );
+    assert!(
+        template(json!({"provider": {"type": "influxdb", "address": "http://influxdb:8086"}}))
+            .is_empty()
     );
     // https Prometheus, with or without certificate verification, is queried.
     assert!(

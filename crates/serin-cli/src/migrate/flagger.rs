@@ -259,8 +259,8 @@ apiVersion: flagger.app/v1beta1
 kind: MetricTemplate
 metadata: {name: errors}
 spec:
-  provider: {type: newrelic, address: https://api.newrelic.com}
-  query: SELECT count(*) FROM Transaction
+  provider: {type: splunk, address: https://api.us1.signalfx.com}
+  query: data('demo.trans.latency').mean().publish()
 ---
 apiVersion: flagger.app/v1beta1
 kind: MetricTemplate
@@ -294,7 +294,7 @@ spec: {type: slack, secretRef: {name: slack-url}}
         );
         let provider = warning(&migration, "spec.provider.type");
         assert_eq!(provider.object, "MetricTemplate errors");
-        assert!(provider.message.contains("newrelic"), "{provider}");
+        assert!(provider.message.contains("splunk"), "{provider}");
         assert_eq!(migration.warnings.len(), 1, "{:#?}", migration.warnings);
     }
 

@@ -223,10 +223,11 @@ pub(super) fn analysis_problem(
                     "{path}: a job metric passes when its Job completes and fails when it fails; remove successCondition, failureCondition and thresholdRange"
                 ));
             }
-            if !ANALYSIS_PROVIDERS.contains(&kind) {
+            if !ANALYSIS_PROVIDERS.contains(&kind) && !serin_metrics::providers::reads(kind) {
                 return Some(format!(
-                    "MetricTemplate {id} ({field}) has provider type {kind:?}, which analysis cannot read yet; use one of {}",
-                    ANALYSIS_PROVIDERS.join(", ")
+                    "MetricTemplate {id} ({field}) has provider type {kind:?}, which analysis cannot read yet; use one of {}, {}",
+                    ANALYSIS_PROVIDERS.join(", "),
+                    serin_metrics::providers::VALUE_PROVIDERS.join(", ")
                 ));
             }
         }
@@ -234,8 +235,9 @@ pub(super) fn analysis_problem(
     None
 }
 
-/// The MetricTemplate providers an analysis measures.
-const ANALYSIS_PROVIDERS: [&str; 5] = ["prometheus", "graphite", "datadog", "web", "job"];
+/// The MetricTemplate providers an analysis measures besides those that read one value
+/// ([`serin_metrics::providers::VALUE_PROVIDERS`]).
+const ANALYSIS_PROVIDERS: [&str; 3] = ["prometheus", "web", "job"];
 
 /// Why an AlertProvider the analysis's alerts reference cannot be used (missing, invalid, its
 /// address Secret missing, or across the namespace boundary), if so: the release waits for it to

@@ -20,17 +20,14 @@ pub fn request(
     now: i64,
     credentials: Option<&Credentials>,
 ) -> Result<ProviderRequest, Failure> {
-    let credentials = credentials.ok_or_else(|| {
-        Failure::Setting(
-            "provider.secretRef is missing: datadog needs a Secret with datadog_api_key and datadog_application_key".into(),
-        )
-    })?;
-    let mut url = super::base_url(address.unwrap_or(DEFAULT_ADDRESS))?;
-    let path = format!("{}/api/v1/query", url.path().trim_end_matches('/'));
-    url.set_path(&path);
+    let credentials = super::secret_of(
+        credentials,
+        "datadog",
+        "datadog_api_key and datadog_application_key",
+    )?;
+    let mut url = super::endpoint(address.unwrap_or(DEFAULT_ADDRESS), "/api/v1/query")?;
     let from = now - (interval * WINDOW_INTERVALS).as_secs() as i64;
     url.query_pairs_mut()
-        .clear()
         .append_pair("query", query)
         .append_pair("from", &from.to_string())
         .append_pair("to", &now.to_string());
@@ -51,12 +48,7 @@ pub fn request(
 /// The value of a query answer: the first point of the first series. No series, no point or a
 /// null value is no data.
 pub fn value(body: &[u8]) -> Result<f64, Failure> {
-    let answer: Value = serde_json::from_slice(body).map_err(|e| {
-        Failure::Answer(format!(
-            "the answer is not JSON ({e}): {}",
-            super::http::quote(body)
-        ))
-    })?;
+    let answer = super::json_answer(body)?;
     if let Some(error) = answer["error"].as_str().or(answer["errors"][0].as_str()) {
         return Err(Failure::Answer(format!("datadog said: {error}")));
     }

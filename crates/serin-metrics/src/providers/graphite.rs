@@ -13,9 +13,7 @@ pub fn request(
     query: &str,
     credentials: Option<&Credentials>,
 ) -> Result<ProviderRequest, Failure> {
-    let mut url = super::base_url(address)?;
-    let path = format!("{}/render", url.path().trim_end_matches('/'));
-    url.set_path(&path);
+    let mut url = super::endpoint(address, "/render")?;
     // Flagger collapses white space, reads the text as a query string and sets format=json.
     let collapsed = crate::query::collapse_whitespace(query);
     let parsed = reqwest::Url::parse(&format!("http://query/?{}", collapsed.trim()))

@@ -2,7 +2,7 @@
 //! `insecureSkipVerify`, and rate-limit answers (429) retried after their `Retry-After` while the
 //! metric's interval allows, with credentials only ever in headers marked sensitive.
 
-use crate::prometheus::{QUERY_TIMEOUT, causes};
+use crate::transport::{CONNECT_TIMEOUT, QUERY_TIMEOUT, causes};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use serin_api::limits::{MAX_METRIC_ANSWER_BYTES, bytes};
@@ -38,7 +38,7 @@ impl HttpClients {
                 // A redirect could carry the template's credentials to another host.
                 .redirect(reqwest::redirect::Policy::none())
                 .timeout(QUERY_TIMEOUT)
-                .connect_timeout(Duration::from_secs(2))
+                .connect_timeout(CONNECT_TIMEOUT)
                 .danger_accept_invalid_certs(insecure_skip_verify)
                 .build()
                 .unwrap_or_default()
@@ -60,6 +60,8 @@ pub struct ProviderRequest {
     pub secret_headers: Vec<(String, String)>,
     /// The body, if any.
     pub body: Option<String>,
+    /// How long one attempt may take.
+    pub timeout: Duration,
 }
 
 impl ProviderRequest {
@@ -71,6 +73,7 @@ impl ProviderRequest {
             headers: Vec::new(),
             secret_headers: Vec::new(),
             body: None,
+            timeout: QUERY_TIMEOUT,
         }
     }
 
@@ -151,7 +154,7 @@ fn httpdate_seconds(value: &str) -> Option<Duration> {
 }
 
 /// Sends `request` to the provider named `provider` and reads its answer: each attempt within
-/// [`QUERY_TIMEOUT`], a 429 sent again after its `Retry-After` if that fits in `budget` (the
+/// the request's timeout, a 429 sent again after its `Retry-After` if that fits in `budget` (the
 /// metric's interval, at most [`MAX_RETRY_WAIT`] in all) and [`MAX_ATTEMPTS`]. `Err` says what
 /// failed, naming the provider and the address but no credential.
 pub async fn send(
@@ -177,12 +180,16 @@ pub async fn send(
     loop {
         let mut builder = client
             .request(request.method.clone(), request.url.clone())
+            .timeout(request.timeout)
             .headers(headers.clone());
         if let Some(body) = &request.body {
             builder = builder.body(body.clone());
         }
         let attempt = async {
-            let response = builder.send().await.map_err(|e| describe(&e, &address))?;
+            let response = builder
+                .send()
+                .await
+                .map_err(|e| describe(&e, &address, request.timeout))?;
             let status = response.status().as_u16();
             let answer_headers = response.headers().clone();
             let body = http::Response::from(response).into_body();
@@ -203,11 +210,14 @@ pub async fn send(
             };
             Ok((status, answer_headers, body))
         };
-        let (status, answer_headers, body) = tokio::time::timeout(QUERY_TIMEOUT, attempt)
+        let (status, answer_headers, body) = tokio::time::timeout(request.timeout, attempt)
             .await
             .unwrap_or_else(|_| {
-                Err(format!("{address} did not answer within {QUERY_TIMEOUT:?}"))
-            })?;
+            Err(format!(
+                "{address} did not answer within {:?}",
+                request.timeout
+            ))
+        })?;
         if status != 429 {
             return Ok(ProviderAnswer {
                 status,
@@ -238,9 +248,9 @@ pub async fn send(
 }
 
 /// What went wrong sending a request, without the URL reqwest repeats (it holds the query).
-fn describe(error: &reqwest::Error, address: &str) -> String {
+fn describe(error: &reqwest::Error, address: &str, timeout: Duration) -> String {
     if error.is_timeout() {
-        return format!("{address} did not answer within {QUERY_TIMEOUT:?}");
+        return format!("{address} did not answer within {timeout:?}");
     }
     let reason = std::error::Error::source(error)
         .map(causes)

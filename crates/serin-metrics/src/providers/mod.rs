@@ -4,15 +4,18 @@
 //! shares ([`http`]).
 
 pub mod datadog;
+pub mod dynatrace;
 pub mod graphite;
 pub mod http;
+pub mod influxdb;
+pub mod newrelic;
 
 use serin_api::MetricTemplate;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The provider types whose values [`read_value`] reads.
-pub const VALUE_PROVIDERS: [&str; 2] = ["graphite", "datadog"];
+pub const VALUE_PROVIDERS: [&str; 5] = ["graphite", "datadog", "newrelic", "dynatrace", "influxdb"];
 
 /// Whether [`read_value`] reads templates of provider `kind`.
 pub fn reads(kind: &str) -> bool {
@@ -60,6 +63,38 @@ impl Credentials {
     }
 }
 
+/// The URL of the API at `path` below `address` (a path in `address` is kept).
+pub(crate) fn endpoint(address: &str, path: &str) -> Result<reqwest::Url, Failure> {
+    let mut url = base_url(address)?;
+    let joined = format!("{}{path}", url.path().trim_end_matches('/'));
+    url.set_path(&joined);
+    url.set_query(None);
+    Ok(url)
+}
+
+/// The template's Secret, which `kind` cannot be queried without (it holds `keys`).
+pub(crate) fn secret_of<'a>(
+    credentials: Option<&'a Credentials>,
+    kind: &str,
+    keys: &str,
+) -> Result<&'a Credentials, Failure> {
+    credentials.ok_or_else(|| {
+        Failure::Setting(format!(
+            "provider.secretRef is missing: {kind} needs a Secret with {keys}"
+        ))
+    })
+}
+
+/// A JSON answer, or what it is instead.
+pub(crate) fn json_answer(body: &[u8]) -> Result<serde_json::Value, Failure> {
+    serde_json::from_slice(body).map_err(|e| {
+        Failure::Answer(format!(
+            "the answer is not JSON ({e}): {}",
+            http::quote(body)
+        ))
+    })
+}
+
 /// `address` as the base of a provider's URL: http or https with a host.
 pub(crate) fn base_url(address: &str) -> Result<reqwest::Url, Failure> {
     let bad = || {
@@ -99,46 +134,53 @@ pub async fn read_value(
         (None, _) => None,
     };
     let kind = provider.type_.as_str();
-    let request = match kind {
-        "graphite" => {
-            let address = provider.address.as_deref().ok_or_else(|| {
-                Failure::Setting("provider.address is required for graphite".into())
-            })?;
-            graphite::request(address, query, credentials.as_ref())?
-        }
-        "datadog" => {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_secs() as i64;
-            datadog::request(
-                provider.address.as_deref(),
-                query,
-                interval,
-                now,
-                credentials.as_ref(),
-            )?
-        }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let required_address = || {
+        provider
+            .address
+            .as_deref()
+            .ok_or_else(|| Failure::Setting(format!("provider.address is required for {kind}")))
+    };
+    let credentials = credentials.as_ref();
+    let address = provider.address.as_deref();
+    let mut request = match kind {
+        "graphite" => graphite::request(required_address()?, query, credentials)?,
+        "datadog" => datadog::request(address, query, interval, now.as_secs() as i64, credentials)?,
+        "newrelic" => newrelic::request(address, query, interval, credentials)?,
+        "dynatrace" => dynatrace::request(
+            address,
+            query,
+            interval,
+            now.as_millis() as i64,
+            credentials,
+        )?,
+        "influxdb" => influxdb::request(required_address()?, query, credentials)?,
         other => {
             return Err(Failure::Setting(format!(
                 "provider type {other:?} is not read by Serin yet"
             )));
         }
     };
-    let mut request = request;
     request.headers.extend(headers);
     let client = clients.client(provider.insecure_skip_verify == Some(true));
     let answer = http::send(&client, &request, kind, interval)
         .await
         .map_err(Failure::Transport)?;
     if !(200..300).contains(&answer.status) {
-        let hint = match answer.status {
-            401 | 403 => match kind {
-                "datadog" => {
-                    ": check datadog_api_key and datadog_application_key in the template's Secret"
-                }
-                _ => ": check the credentials in the template's Secret",
-            },
+        let hint = match (answer.status, kind) {
+            (401 | 403, "datadog") => {
+                ": check datadog_api_key and datadog_application_key in the template's Secret"
+            }
+            (401 | 403, "newrelic") => {
+                ": check newrelic_query_key and newrelic_account_id in the template's Secret"
+            }
+            (401 | 403, "dynatrace") => {
+                ": check dynatrace_token in the template's Secret (it needs the metrics.read scope)"
+            }
+            (401 | 403, "influxdb") => ": check token and org in the template's Secret",
+            (401 | 403, _) => ": check the credentials in the template's Secret",
             _ => "",
         };
         return Err(Failure::Transport(format!(
@@ -149,6 +191,9 @@ pub async fn read_value(
     }
     match kind {
         "graphite" => graphite::value(&answer.body),
+        "newrelic" => newrelic::value(&answer.body),
+        "dynatrace" => dynatrace::value(&answer.body),
+        "influxdb" => influxdb::value(&answer.body),
         _ => datadog::value(&answer.body),
     }
 }

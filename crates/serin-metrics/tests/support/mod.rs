@@ -1,0 +1,34 @@
+//! What the provider tests share: reading one templated metric as the controller reads it.
+
+use serin_core::plan::MetricReading;
+use serin_metrics::{ClientCache, MetricInputs, PrometheusClient, QueryContext};
+use std::collections::BTreeMap;
+
+/// Reads the metric `check` (interval `interval`) through `template`, with `secret` as the
+/// template's Secret, for the Canary podinfo.test whose target is podinfo.
+pub async fn read_template(
+    template: &serin_api::MetricTemplate,
+    secret: Option<&BTreeMap<String, String>>,
+    interval: &str,
+) -> MetricReading {
+    let unused_server = PrometheusClient::new("http://127.0.0.1:9").unwrap();
+    let clients = ClientCache::default();
+    let metric: serin_api::CanaryMetric = serde_json::from_value(serde_json::json!({
+        "name": "check", "interval": interval,
+        "templateRef": {"name": template.metadata.name.clone().unwrap_or_default()}}))
+    .unwrap();
+    let inputs = MetricInputs {
+        context: QueryContext {
+            name: "podinfo".into(),
+            namespace: "test".into(),
+            target: "podinfo".into(),
+            ..QueryContext::default()
+        },
+        template: Some(template),
+        secret,
+        metrics_server: &unused_server,
+        clients: &clients,
+        provider: "istio",
+    };
+    serin_metrics::read(&metric, inputs).await
+}
