@@ -55,15 +55,26 @@ pub const MAX_WEB_METRIC_ANSWER_BYTES: usize = 1024 * 1024;
 /// Longest `timeoutSeconds` a `web` metric may set.
 pub const MAX_WEB_METRIC_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How many bytes of a metric provider's answer an error message quotes.
+pub const QUOTED_ANSWER_BYTES: usize = 200;
+
+/// How many bytes of a metric provider's own words a check's message carries.
+pub const MAX_PROVIDER_ERROR_BYTES: usize = 400;
+
 /// How many bytes of a Canary or template value an error message quotes.
 pub const QUOTED_BYTES: usize = 80;
 
 /// Cuts `text` to at most [`QUOTED_BYTES`] bytes on a character boundary, marking the cut with `…`.
 pub fn quoted(text: &str) -> String {
-    if text.len() <= QUOTED_BYTES {
+    cut_to(text, QUOTED_BYTES)
+}
+
+/// Cuts `text` to at most `max` bytes on a character boundary, marking the cut with `…`.
+pub fn cut_to(text: &str, max: usize) -> String {
+    if text.len() <= max {
         return text.to_string();
     }
-    let mut end = QUOTED_BYTES;
+    let mut end = max;
     while !text.is_char_boundary(end) {
         end -= 1;
     }

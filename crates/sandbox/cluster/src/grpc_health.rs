@@ -301,8 +301,8 @@ pub struct Route {
     pub proxy: Option<(String, u16)>,
 }
 
-/// Calls `Check` for `service` along `route`: the connection (and, through a proxy, its `CONNECT`
-/// and the HTTP/2 handshake) within `connect_timeout`, the call within `rpc_timeout`.
+/// Calls `Check` for `service` along `route`: the connection, through a proxy its `CONNECT`, and
+/// the HTTP/2 handshake all within `connect_timeout`; the call within `rpc_timeout`.
 pub async fn check_health(
     route: &Route,
     service: &str,
@@ -310,17 +310,18 @@ pub async fn check_health(
     connect_timeout: Duration,
     rpc_timeout: Duration,
 ) -> Result<ServingStatus, CheckError> {
-    let connected = tokio::time::timeout(connect_timeout, connect(route)).await;
+    let connected_by = tokio::time::Instant::now() + connect_timeout;
+    let connected = tokio::time::timeout_at(connected_by, connect(route)).await;
     match connected {
         Err(_) => Err(CheckError::Connect(format!(
             "no connection within {connect_timeout:?}"
         ))),
         Ok(Err(error)) => Err(CheckError::Connect(error)),
         Ok(Ok(Connection::Direct(io))) => {
-            call(io, route, service, user_agent, connect_timeout, rpc_timeout).await
+            call(io, route, service, user_agent, connected_by, rpc_timeout).await
         }
         Ok(Ok(Connection::Tunnel(io))) => {
-            call(io, route, service, user_agent, connect_timeout, rpc_timeout).await
+            call(io, route, service, user_agent, connected_by, rpc_timeout).await
         }
     }
 }
@@ -380,22 +381,22 @@ async fn call<Io>(
     route: &Route,
     service: &str,
     user_agent: &str,
-    connect_timeout: Duration,
+    connected_by: tokio::time::Instant,
     rpc_timeout: Duration,
 ) -> Result<ServingStatus, CheckError>
 where
     Io: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
-    let handshake = tokio::time::timeout(
-        connect_timeout,
+    let handshake = tokio::time::timeout_at(
+        connected_by,
         hyper::client::conn::http2::handshake(TokioExecutor::new(), io),
     )
     .await;
     let (mut sender, connection) = match handshake {
         Err(_) => {
-            return Err(CheckError::Connect(format!(
-                "no HTTP/2 handshake within {connect_timeout:?}"
-            )));
+            return Err(CheckError::Connect(
+                "no HTTP/2 handshake within the connect timeout".into(),
+            ));
         }
         Ok(Err(error)) => return Err(CheckError::Connect(format!("HTTP/2 handshake: {error}"))),
         Ok(Ok(pair)) => pair,

@@ -516,7 +516,7 @@ pub(super) fn slow_check_message(canary: &Canary, check: &Check, elapsed: Durati
             serin_api::limits::MAX_CHECKS_IN_FLIGHT_PER_NAMESPACE,
         ),
         Check::Metric { name } => format!(
-            "waiting {waited}s for metric {name}: its namespace's other checks take all {} places, or its metrics server is slow (at most {}s per query)",
+            "waiting {waited}s for metric {name}: its namespace's other checks take all {} places, or its metrics server is slow (at most {}s per attempt)",
             serin_api::limits::MAX_CHECKS_IN_FLIGHT_PER_NAMESPACE,
             serin_metrics::prometheus::QUERY_TIMEOUT.as_secs()
         ),

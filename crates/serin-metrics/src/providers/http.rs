@@ -5,7 +5,7 @@
 use crate::transport::{CONNECT_TIMEOUT, QUERY_TIMEOUT, causes};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
-use serin_api::limits::{MAX_METRIC_ANSWER_BYTES, bytes};
+use serin_api::limits::{MAX_METRIC_ANSWER_BYTES, QUOTED_ANSWER_BYTES, bytes, cut_to};
 use std::time::Duration;
 
 /// How many times a rate-limited query is sent in all.
@@ -13,9 +13,6 @@ pub const MAX_ATTEMPTS: u32 = 3;
 
 /// The longest wait for a `Retry-After`, however long the interval.
 pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
-
-/// How many bytes of an error answer a message quotes.
-const QUOTED_ANSWER_BYTES: usize = 200;
 
 /// The two clients every provider shares: one that checks certificates and one that does not
 /// (`insecureSkipVerify`), each keeping its connections between checks.
@@ -26,24 +23,26 @@ pub struct HttpClients {
 }
 
 impl HttpClients {
-    /// The client for a template with `insecure_skip_verify`.
-    pub fn client(&self, insecure_skip_verify: bool) -> reqwest::Client {
+    /// The client for a template with `insecure_skip_verify`; `Err` says why none can be built
+    /// (the TLS backend would not start).
+    pub fn client(&self, insecure_skip_verify: bool) -> Result<reqwest::Client, String> {
         let cell = if insecure_skip_verify {
             &self.insecure
         } else {
             &self.verified
         };
-        cell.get_or_init(|| {
-            reqwest::Client::builder()
-                // A redirect could carry the template's credentials to another host.
-                .redirect(reqwest::redirect::Policy::none())
-                .timeout(QUERY_TIMEOUT)
-                .connect_timeout(CONNECT_TIMEOUT)
-                .danger_accept_invalid_certs(insecure_skip_verify)
-                .build()
-                .unwrap_or_default()
-        })
-        .clone()
+        if let Some(client) = cell.get() {
+            return Ok(client.clone());
+        }
+        let client = reqwest::Client::builder()
+            // A redirect could carry the template's credentials to another host.
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(QUERY_TIMEOUT)
+            .connect_timeout(CONNECT_TIMEOUT)
+            .danger_accept_invalid_certs(insecure_skip_verify)
+            .build()
+            .map_err(|e| format!("no HTTP client: {}", causes(&e)))?;
+        Ok(cell.get_or_init(|| client).clone())
     }
 }
 
@@ -108,8 +107,6 @@ pub struct ProviderAnswer {
     pub status: u16,
     /// The body.
     pub body: bytes::Bytes,
-    /// How many 429 answers came before this one.
-    pub rate_limited: u32,
 }
 
 impl ProviderAnswer {
@@ -121,18 +118,24 @@ impl ProviderAnswer {
 
 /// The first bytes of `body` as text, for a message.
 pub fn quote(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(&body[..body.len().min(QUOTED_ANSWER_BYTES)]);
-    let text = text.trim();
-    if body.len() > QUOTED_ANSWER_BYTES {
-        format!("{text}…")
+    let head = &body[..body.len().min(QUOTED_ANSWER_BYTES + 4)];
+    let text = String::from_utf8_lossy(head);
+    let cut = cut_to(text.trim(), QUOTED_ANSWER_BYTES);
+    if body.len() > head.len() && !cut.ends_with('…') {
+        format!("{cut}…")
     } else {
-        text.to_string()
+        cut
     }
 }
 
-/// The wait a 429 answer asks for: `Retry-After` in seconds (or an HTTP date), else
-/// `X-RateLimit-Reset` in seconds (Datadog's), else one second.
+/// The wait a 429 answer asks for (at most a second past [`MAX_RETRY_WAIT`]): `Retry-After` in
+/// seconds (or an HTTP date), else `X-RateLimit-Reset` in seconds (Datadog's), else one second.
 fn retry_after(headers: &HeaderMap) -> Duration {
+    // Capped past the longest wait honoured, so a huge value cannot overflow the sum of waits.
+    asked_wait(headers).min(MAX_RETRY_WAIT + Duration::from_secs(1))
+}
+
+fn asked_wait(headers: &HeaderMap) -> Duration {
     let Some(value) = headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok()) else {
         return headers
             .get("x-ratelimit-reset")
@@ -219,19 +222,24 @@ pub async fn send(
             ))
         })?;
         if status != 429 {
-            return Ok(ProviderAnswer {
-                status,
-                body,
-                rate_limited,
-            });
+            if rate_limited > 0 {
+                tracing::warn!(
+                    provider,
+                    address = %address,
+                    times = rate_limited,
+                    waited_seconds = waited.as_secs(),
+                    "the metric provider rate-limited a query; it was answered after waiting as it asked"
+                );
+            }
+            return Ok(ProviderAnswer { status, body });
         }
         rate_limited += 1;
         let wait = retry_after(&answer_headers);
-        if rate_limited >= MAX_ATTEMPTS || waited + wait > budget {
+        if rate_limited >= MAX_ATTEMPTS || waited.saturating_add(wait) > budget {
             return Err(format!(
                 "{provider} rate-limited the query (HTTP 429, {rate_limited} times; Retry-After {}s{}): {}",
                 wait.as_secs(),
-                if waited + wait > budget {
+                if waited.saturating_add(wait) > budget {
                     format!(
                         ", more than the {}s left in this interval",
                         budget.saturating_sub(waited).as_secs()
@@ -276,6 +284,14 @@ mod tests {
         assert_eq!(retry_after(&headers), Duration::from_secs(3));
         headers.insert(RETRY_AFTER, HeaderValue::from_static("7"));
         assert_eq!(retry_after(&headers), Duration::from_secs(7));
+        headers.insert(
+            RETRY_AFTER,
+            HeaderValue::from_static("18446744073709551615"),
+        );
+        assert_eq!(
+            retry_after(&headers),
+            MAX_RETRY_WAIT + Duration::from_secs(1)
+        );
         headers.insert(
             RETRY_AFTER,
             HeaderValue::from_static("Sun, 06 Nov 1994 08:49:37 GMT"),

@@ -11,6 +11,7 @@ pub mod influxdb;
 pub mod newrelic;
 
 use serin_api::MetricTemplate;
+use serin_api::limits::{MAX_PROVIDER_ERROR_BYTES, cut_to};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -164,7 +165,9 @@ pub async fn read_value(
         }
     };
     request.headers.extend(headers);
-    let client = clients.client(provider.insecure_skip_verify == Some(true));
+    let client = clients
+        .client(provider.insecure_skip_verify == Some(true))
+        .map_err(Failure::Transport)?;
     let answer = http::send(&client, &request, kind, interval)
         .await
         .map_err(Failure::Transport)?;
@@ -200,15 +203,45 @@ pub async fn read_value(
 
 impl Failure {
     /// The message for a check of the template `label` of provider `kind`; `None` for no data.
+    /// The provider's part is cut to [`MAX_PROVIDER_ERROR_BYTES`], since a backend chooses it.
     pub fn message(&self, label: &str, kind: &str) -> Option<String> {
+        let said = |text: &str| cut_to(text, MAX_PROVIDER_ERROR_BYTES);
         match self {
             Failure::NoValues => None,
             Failure::Setting(text) => Some(format!(
-                "Metric template {label} ({kind}) cannot be queried: {text}"
+                "Metric template {label} ({kind}) cannot be queried: {}",
+                said(text)
             )),
             Failure::Answer(text) | Failure::Transport(text) => Some(format!(
-                "Metric template {label} ({kind}) query failed: {text}"
+                "Metric template {label} ({kind}) query failed: {}",
+                said(text)
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_backends_words_are_cut_in_the_message() {
+        let huge = Failure::Answer(format!(
+            "point value [{}] is not a number",
+            "1,".repeat(100_000)
+        ));
+        let message = huge.message("errors.test", "datadog").unwrap();
+        assert!(
+            message.len() < MAX_PROVIDER_ERROR_BYTES + 100,
+            "{}",
+            message.len()
+        );
+        assert!(
+            message.starts_with(
+                "Metric template errors.test (datadog) query failed: point value [1,1,"
+            )
+        );
+        assert!(message.ends_with('…'));
+        assert_eq!(Failure::NoValues.message("errors.test", "datadog"), None);
     }
 }
