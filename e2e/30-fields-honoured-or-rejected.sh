@@ -94,8 +94,8 @@ expect_contains "InvalidSpec events" "spec.service.gatewayRefs" \
 expect_eq "primary created for a refused Canary" "" \
   "$(kc get deployment podinfo-primary --ignore-not-found -o name)"
 
-log "fixing the Canary; its MetricTemplate names a provider Serin does not query (cloudwatch)"
-template_yaml cloudwatch | kc apply -f - >/dev/null
+log "fixing the Canary; its MetricTemplate names a provider Serin does not query (externalmetrics)"
+template_yaml externalmetrics | kc apply -f - >/dev/null
 canary_yaml "" | kc apply -f - >/dev/null
 wait_for "the template problem in the Canary's status" 30 message_mentions "MetricTemplate not-found-rate.$NS"
 message=$(status_message)

@@ -31,7 +31,7 @@ pub fn validate_metric_template(template: &MetricTemplate) -> Vec<FieldError> {
             r.add(
                 "spec.provider.type",
                 format!(
-                    "{} provider {other:?}; write prometheus, graphite, datadog, newrelic, dynatrace, influxdb, web or job (the metrics providers Serin reads yet)",
+                    "{} provider {other:?}; write prometheus, graphite, datadog, newrelic, dynatrace, influxdb, cloudwatch, web or job (the metrics providers Serin reads yet)",
                     if known {
                         "not supported yet:"
                     } else {
@@ -65,7 +65,7 @@ struct ValueProvider {
     query: &'static str,
 }
 
-const VALUE_PROVIDERS: [ValueProvider; 5] = [
+const VALUE_PROVIDERS: [ValueProvider; 6] = [
     ValueProvider {
         kind: "graphite",
         address: ("http://graphite.monitoring", true),
@@ -95,6 +95,12 @@ const VALUE_PROVIDERS: [ValueProvider; 5] = [
         address: ("http://influxdb.monitoring:8086", true),
         secret_keys: None,
         query: "from(bucket: \"app\") |> range(start: -1m) |> filter(fn: (r) => r.app == \"{{ target }}\") |> count()",
+    },
+    ValueProvider {
+        kind: "cloudwatch",
+        address: ("https://monitoring.us-east-1.amazonaws.com", false),
+        secret_keys: None,
+        query: "[{\"Id\": \"e1\", \"Expression\": \"m1 / m2\"}, {\"Id\": \"m1\", \"MetricStat\": {...}, \"ReturnData\": false}, ...]",
     },
 ];
 
@@ -129,12 +135,45 @@ fn validate_value_provider(r: &mut Report, template: &MetricTemplate, kind: &str
             ),
         );
     }
+    if kind == "cloudwatch" {
+        cloudwatch_region(r, provider);
+    }
     web_fields_unused(r, provider);
+}
+
+/// CloudWatch's region: `provider.region`, or the one its address names.
+fn cloudwatch_region(r: &mut Report, provider: &crate::metric_template::MetricProvider) {
+    match provider.region.as_deref().map(str::trim) {
+        Some(region) if !region.is_empty() => {
+            let parts: Vec<&str> = region.split('-').collect();
+            let shaped = (3..=5).contains(&parts.len())
+                && parts[..parts.len() - 1]
+                    .iter()
+                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase()))
+                && parts[parts.len() - 1]
+                    .parse::<u8>()
+                    .is_ok_and(|n| (1..100).contains(&n));
+            if !shaped {
+                r.add(
+                    "spec.provider.region",
+                    format!("{region:?} is not an AWS region; write one such as us-east-1"),
+                );
+            }
+        }
+        _ if provider
+            .address
+            .as_deref()
+            .is_some_and(|a| a.contains("://monitoring.")) => {}
+        _ => r.add(
+            "spec.provider.region",
+            "missing; write the AWS region of the metrics, e.g. region: us-east-1",
+        ),
+    }
 }
 
 /// The fields only a `web` provider (or CloudWatch's `region`) reads, refused on the others.
 fn web_fields_unused(r: &mut Report, provider: &crate::metric_template::MetricProvider) {
-    if provider.region.is_some() {
+    if provider.region.is_some() && provider.type_ != "cloudwatch" {
         r.add(
             "spec.provider.region",
             "only a cloudwatch provider uses it; remove it",

@@ -41,8 +41,28 @@ fn metric_templates_name_a_known_provider_with_an_address_and_a_query() {
     // Flagger's providers Serin does not read yet would fail every check at run time and roll
     // healthy releases back.
     assert_eq!(
-        template(json!({"provider": {"type": "cloudwatch", "address": null}})),
+        template(json!({"provider": {"type": "externalmetrics", "address": null}})),
         ["spec.provider.type"]
+    );
+    // CloudWatch needs its region, from the field or its address.
+    assert!(
+        template(
+            json!({"provider": {"type": "cloudwatch", "address": null, "region": "eu-west-1"}})
+        )
+        .is_empty()
+    );
+    assert!(
+        template(json!({"provider": {"type": "cloudwatch",
+            "address": "https://monitoring.eu-west-1.amazonaws.com"}}))
+        .is_empty()
+    );
+    assert_eq!(
+        template(json!({"provider": {"type": "cloudwatch", "address": null}})),
+        ["spec.provider.region"]
+    );
+    assert_eq!(
+        template(json!({"provider": {"type": "cloudwatch", "address": null, "region": "EU West"}})),
+        ["spec.provider.region"]
     );
     // Graphite needs graphite-web's address; Datadog has a default address and needs its keys.
     assert!(

@@ -20,9 +20,15 @@ pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
 pub struct HttpClients {
     verified: std::sync::OnceLock<reqwest::Client>,
     insecure: std::sync::OnceLock<reqwest::Client>,
+    operator_aws: super::aws::OperatorCredentials,
 }
 
 impl HttpClients {
+    /// The operator's own AWS credentials, for CloudWatch templates without keys of their own.
+    pub fn operator_aws(&self) -> &super::aws::OperatorCredentials {
+        &self.operator_aws
+    }
+
     /// The client for a template with `insecure_skip_verify`; `Err` says why none can be built
     /// (the TLS backend would not start).
     pub fn client(&self, insecure_skip_verify: bool) -> Result<reqwest::Client, String> {

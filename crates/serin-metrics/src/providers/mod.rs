@@ -3,6 +3,8 @@
 //! and reads one value from the answer; [`read_value`] sends it with the guarantees every provider
 //! shares ([`http`]).
 
+pub mod aws;
+pub mod cloudwatch;
 pub mod datadog;
 pub mod dynatrace;
 pub mod graphite;
@@ -16,7 +18,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The provider types whose values [`read_value`] reads.
-pub const VALUE_PROVIDERS: [&str; 5] = ["graphite", "datadog", "newrelic", "dynatrace", "influxdb"];
+pub const VALUE_PROVIDERS: [&str; 6] = [
+    "graphite",
+    "datadog",
+    "newrelic",
+    "dynatrace",
+    "influxdb",
+    "cloudwatch",
+];
 
 /// Whether [`read_value`] reads templates of provider `kind`.
 pub fn reads(kind: &str) -> bool {
@@ -61,6 +70,11 @@ impl Credentials {
             .get(key)
             .map(String::as_str)
             .ok_or_else(|| Failure::Setting(format!("the Secret {} has no {key} key", self.secret)))
+    }
+
+    /// The value of `key`, if the Secret has it.
+    pub fn optional(&self, key: &str) -> Option<&str> {
+        self.data.get(key).map(String::as_str)
     }
 }
 
@@ -146,6 +160,10 @@ pub async fn read_value(
     };
     let credentials = credentials.as_ref();
     let address = provider.address.as_deref();
+    let region = match kind {
+        "cloudwatch" => cloudwatch::region_of(provider.region.as_deref(), address)?,
+        _ => String::new(),
+    };
     let mut request = match kind {
         "graphite" => graphite::request(required_address()?, query, credentials)?,
         "datadog" => datadog::request(address, query, interval, now.as_secs() as i64, credentials)?,
@@ -158,6 +176,9 @@ pub async fn read_value(
             credentials,
         )?,
         "influxdb" => influxdb::request(required_address()?, query, credentials)?,
+        "cloudwatch" => {
+            cloudwatch::request(address, &region, query, interval, now.as_secs() as i64)?
+        }
         other => {
             return Err(Failure::Setting(format!(
                 "provider type {other:?} is not read by Serin yet"
@@ -165,6 +186,18 @@ pub async fn read_value(
         }
     };
     request.headers.extend(headers);
+    if kind == "cloudwatch" {
+        let aws = match credentials {
+            Some(credentials) => aws::from_secret(credentials)?,
+            None => clients.operator_aws().for_region(&region).await?,
+        };
+        aws::sign_request(
+            &mut request,
+            aws,
+            (cloudwatch::SIGNING_NAME, &region),
+            std::time::SystemTime::now(),
+        )?;
+    }
     let client = clients
         .client(provider.insecure_skip_verify == Some(true))
         .map_err(Failure::Transport)?;
@@ -183,6 +216,7 @@ pub async fn read_value(
                 ": check dynatrace_token in the template's Secret (it needs the metrics.read scope)"
             }
             (401 | 403, "influxdb") => ": check token and org in the template's Secret",
+            (status, "cloudwatch") => cloudwatch::error_hint(status, &answer.body),
             (401 | 403, _) => ": check the credentials in the template's Secret",
             _ => "",
         };
@@ -197,6 +231,7 @@ pub async fn read_value(
         "newrelic" => newrelic::value(&answer.body),
         "dynatrace" => dynatrace::value(&answer.body),
         "influxdb" => influxdb::value(&answer.body),
+        "cloudwatch" => cloudwatch::value(&answer.body),
         _ => datadog::value(&answer.body),
     }
 }
