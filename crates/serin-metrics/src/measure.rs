@@ -91,8 +91,12 @@ async fn result(
             return crate::providers::read_value(
                 template,
                 inputs.secret,
-                (&query, headers),
-                interval,
+                crate::providers::ProviderQuery {
+                    text: &query,
+                    headers,
+                    interval,
+                    canary_namespace: &context.namespace,
+                },
                 inputs.clients.http(),
             )
             .await

@@ -140,8 +140,12 @@ pub async fn read(metric: &CanaryMetric, inputs: MetricInputs<'_>) -> MetricRead
             let read = crate::providers::read_value(
                 template,
                 inputs.secret,
-                (&query, template_headers(template)),
-                interval,
+                crate::providers::ProviderQuery {
+                    text: &query,
+                    headers: template_headers(template),
+                    interval,
+                    canary_namespace: &context.namespace,
+                },
                 inputs.clients.http(),
             )
             .await;

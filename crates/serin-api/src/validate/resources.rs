@@ -31,7 +31,7 @@ pub fn validate_metric_template(template: &MetricTemplate) -> Vec<FieldError> {
             r.add(
                 "spec.provider.type",
                 format!(
-                    "{} provider {other:?}; write prometheus, graphite, datadog, newrelic, dynatrace, influxdb, cloudwatch, web or job (the metrics providers Serin reads yet)",
+                    "{} provider {other:?}; write prometheus, graphite, datadog, newrelic, dynatrace, influxdb, cloudwatch, keptn, web or job (the metrics providers Serin reads yet)",
                     if known {
                         "not supported yet:"
                     } else {
@@ -65,7 +65,7 @@ struct ValueProvider {
     query: &'static str,
 }
 
-const VALUE_PROVIDERS: [ValueProvider; 6] = [
+const VALUE_PROVIDERS: [ValueProvider; 7] = [
     ValueProvider {
         kind: "graphite",
         address: ("http://graphite.monitoring", true),
@@ -101,6 +101,12 @@ const VALUE_PROVIDERS: [ValueProvider; 6] = [
         address: ("https://monitoring.us-east-1.amazonaws.com", false),
         secret_keys: None,
         query: "[{\"Id\": \"e1\", \"Expression\": \"m1 / m2\"}, {\"Id\": \"m1\", \"MetricStat\": {...}, \"ReturnData\": false}, ...]",
+    },
+    ValueProvider {
+        kind: "keptn",
+        address: ("", false),
+        secret_keys: None,
+        query: "keptnmetric/{{ namespace }}/podinfo-errors, or analysis/{{ namespace }}/podinfo-slo/5m/workload={{ target }}",
     },
 ];
 
@@ -138,7 +144,44 @@ fn validate_value_provider(r: &mut Report, template: &MetricTemplate, kind: &str
     if kind == "cloudwatch" {
         cloudwatch_region(r, provider);
     }
+    if kind == "keptn" {
+        keptn_fields(r, template);
+    }
     web_fields_unused(r, provider);
+}
+
+/// Keptn's query names a KeptnMetric or an AnalysisDefinition; the objects are read through the
+/// Kubernetes API, so an address or a Secret would be ignored.
+fn keptn_fields(r: &mut Report, template: &MetricTemplate) {
+    let provider = &template.spec.provider;
+    if provider.address.is_some() {
+        r.add(
+            "spec.provider.address",
+            "keptn reads KeptnMetrics and Analyses through the Kubernetes API; remove it",
+        );
+    }
+    if provider.secret_ref.is_some() {
+        r.add(
+            "spec.provider.secretRef",
+            "keptn reads through the operator's Kubernetes access and needs no Secret; remove it",
+        );
+    }
+    let kind = template
+        .spec
+        .query
+        .trim()
+        .split('/')
+        .next()
+        .unwrap_or_default();
+    if !template.spec.query.trim().is_empty()
+        && !["keptnmetric", "keptnmetrics", "analysis", "analyses"]
+            .contains(&kind.to_lowercase().as_str())
+    {
+        r.add(
+            "spec.query",
+            format!("{kind:?} is not a Keptn resource; write keptnmetric/<namespace>/<name> or analysis/<namespace>/<analysis definition>/<duration>/<key=value;...>"),
+        );
+    }
 }
 
 /// CloudWatch's region: `provider.region`, or the one its address names.

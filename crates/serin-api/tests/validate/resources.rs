@@ -44,6 +44,23 @@ fn metric_templates_name_a_known_provider_with_an_address_and_a_query() {
         template(json!({"provider": {"type": "externalmetrics", "address": null}})),
         ["spec.provider.type"]
     );
+    // Keptn reads Kubernetes objects: no address, no Secret, a query naming its resource.
+    assert!(
+        template(json!({"provider": {"type": "keptn", "address": null},
+                        "query": "keptnmetric/{{ namespace }}/errors"}))
+        .is_empty()
+    );
+    assert_eq!(
+        template(
+            json!({"provider": {"type": "keptn", "address": "http://keptn", "secretRef": {"name": "k"}},
+                        "query": "pods/test/x"})
+        ),
+        [
+            "spec.provider.address",
+            "spec.provider.secretRef",
+            "spec.query"
+        ]
+    );
     // CloudWatch needs its region, from the field or its address.
     assert!(
         template(

@@ -89,6 +89,9 @@ pub struct Context {
 impl Context {
     /// A context for `client`, querying `metrics_server`, with Flagger's defaults for the rest.
     pub fn new(client: Client, metrics_server: PrometheusClient) -> Self {
+        let prometheus_clients = serin_metrics::ClientCache::default();
+        // Keptn's metrics are Kubernetes objects, read with the operator's own client.
+        prometheus_clients.http().use_kubernetes(client.clone());
         Context {
             client,
             metrics_server,
@@ -105,7 +108,7 @@ impl Context {
             global_alerts: None,
             webhooks: serin_webhooks::WebhookClient::new(serin_webhooks::ClientOptions::from_env()),
             metrics: Arc::default(),
-            prometheus_clients: serin_metrics::ClientCache::default(),
+            prometheus_clients,
             cross_namespace_refs: true,
             job_metrics: false,
         }

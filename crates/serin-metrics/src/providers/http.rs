@@ -21,9 +21,20 @@ pub struct HttpClients {
     verified: std::sync::OnceLock<reqwest::Client>,
     insecure: std::sync::OnceLock<reqwest::Client>,
     operator_aws: super::aws::OperatorCredentials,
+    kubernetes: std::sync::OnceLock<kube::Client>,
 }
 
 impl HttpClients {
+    /// Reads Keptn's objects through `client` (the operator's); the first client given stays.
+    pub fn use_kubernetes(&self, client: kube::Client) {
+        let _ = self.kubernetes.set(client);
+    }
+
+    /// The operator's Kubernetes client, once given.
+    pub fn kubernetes(&self) -> Option<&kube::Client> {
+        self.kubernetes.get()
+    }
+
     /// The operator's own AWS credentials, for CloudWatch templates without keys of their own.
     pub fn operator_aws(&self) -> &super::aws::OperatorCredentials {
         &self.operator_aws

@@ -10,6 +10,7 @@ pub mod dynatrace;
 pub mod graphite;
 pub mod http;
 pub mod influxdb;
+pub mod keptn;
 pub mod newrelic;
 
 use serin_api::MetricTemplate;
@@ -18,13 +19,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The provider types whose values [`read_value`] reads.
-pub const VALUE_PROVIDERS: [&str; 6] = [
+pub const VALUE_PROVIDERS: [&str; 7] = [
     "graphite",
     "datadog",
     "newrelic",
     "dynatrace",
     "influxdb",
     "cloudwatch",
+    "keptn",
 ];
 
 /// Whether [`read_value`] reads templates of provider `kind`.
@@ -124,17 +126,49 @@ pub(crate) fn base_url(address: &str) -> Result<reqwest::Url, Failure> {
     Ok(url)
 }
 
-/// Reads one value of `template`'s provider for `query` (rendered already) over a metric
-/// `interval`, sending `headers` (the template's, rendered) and the credentials of its Secret
+/// One query of a template, ready to send.
+pub struct ProviderQuery<'a> {
+    /// The template's query, rendered.
+    pub text: &'a str,
+    /// The template's headers, rendered.
+    pub headers: Vec<(String, String)>,
+    /// The metric's interval.
+    pub interval: Duration,
+    /// The namespace of the Canary the query is for.
+    pub canary_namespace: &'a str,
+}
+
+/// Reads one value of `template`'s provider for `query`, with the credentials of its Secret
 /// (`secret`, read again at every check).
 pub async fn read_value(
     template: &MetricTemplate,
     secret: Option<&BTreeMap<String, String>>,
-    (query, headers): (&str, Vec<(String, String)>),
-    interval: Duration,
+    query: ProviderQuery<'_>,
     clients: &http::HttpClients,
 ) -> Result<f64, Failure> {
+    let ProviderQuery {
+        text: query,
+        headers,
+        interval,
+        canary_namespace,
+    } = query;
     let provider = &template.spec.provider;
+    if provider.type_ == "keptn" {
+        let parsed = keptn::parse(query)?;
+        let template_namespace = template
+            .metadata
+            .namespace
+            .as_deref()
+            .unwrap_or(canary_namespace);
+        keptn::within_reach(&parsed, template_namespace, canary_namespace)?;
+        let client = clients.kubernetes().ok_or_else(|| {
+            Failure::Setting(
+                "keptn templates are read only by the operator, through its Kubernetes client"
+                    .into(),
+            )
+        })?;
+        return keptn::read(client, &parsed).await;
+    }
     let credentials = match (&provider.secret_ref, secret) {
         (Some(reference), Some(data)) => Some(Credentials {
             secret: reference.name.clone(),

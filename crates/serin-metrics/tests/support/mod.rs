@@ -11,8 +11,17 @@ pub async fn read_template(
     secret: Option<&BTreeMap<String, String>>,
     interval: &str,
 ) -> MetricReading {
+    read_template_with(template, secret, interval, &ClientCache::default()).await
+}
+
+/// As [`read_template`], with the operator's `clients`.
+pub async fn read_template_with(
+    template: &serin_api::MetricTemplate,
+    secret: Option<&BTreeMap<String, String>>,
+    interval: &str,
+    clients: &ClientCache,
+) -> MetricReading {
     let unused_server = PrometheusClient::new("http://127.0.0.1:9").unwrap();
-    let clients = ClientCache::default();
     let metric: serin_api::CanaryMetric = serde_json::from_value(serde_json::json!({
         "name": "check", "interval": interval,
         "templateRef": {"name": template.metadata.name.clone().unwrap_or_default()}}))
@@ -27,7 +36,7 @@ pub async fn read_template(
         template: Some(template),
         secret,
         metrics_server: &unused_server,
-        clients: &clients,
+        clients,
         provider: "istio",
     };
     serin_metrics::read(&metric, inputs).await
