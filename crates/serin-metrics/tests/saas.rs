@@ -1,12 +1,14 @@
-//! New Relic, Dynatrace and InfluxDB templates against loopback servers that answer as each API
-//! reference documents (New Relic's Insights query API, Dynatrace's metrics API v2, InfluxDB 2's
-//! query API with annotated CSV): a value, no data, an error in the provider's own words, bad
-//! credentials and a rate limit. Each test checks the request the provider would receive.
+//! New Relic, Dynatrace, InfluxDB and Splunk templates against loopback servers that answer as
+//! each API reference documents (New Relic's Insights query API, Dynatrace's metrics API v2,
+//! InfluxDB 2's query API with annotated CSV, SignalFlow's execute API streaming Server-Sent
+//! Events): a value, no data, an error in the provider's own words, bad credentials and a rate
+//! limit. Each test checks the request the provider would receive.
 
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 use serin_core::plan::MetricReading;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -21,6 +23,7 @@ struct Received {
     params: BTreeMap<String, String>,
     authorization: Option<String>,
     query_key: Option<String>,
+    sf_token: Option<String>,
     content_type: Option<String>,
     body: String,
 }
@@ -70,6 +73,7 @@ impl Providers {
             params: params(raw),
             authorization: header(headers, "authorization"),
             query_key: header(headers, "x-query-key"),
+            sf_token: header(headers, "x-sf-token"),
             content_type: header(headers, "content-type"),
             body: String::from_utf8_lossy(body).into_owned(),
         };
@@ -212,12 +216,99 @@ async fn influxdb(
         .into_response()
 }
 
+/// SignalFlow's `execute`: the computation's messages as Server-Sent Events. Like a live
+/// computation's stream, it stays open after `END_OF_CHANNEL`.
+async fn splunk(
+    State(providers): State<Providers>,
+    RawQuery(raw): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let received = providers.record(
+        "POST",
+        "/v2/signalflow/execute".into(),
+        raw,
+        &headers,
+        &body,
+    );
+    if received.sf_token.as_deref() != Some("sf-t0ken") {
+        return json(
+            StatusCode::UNAUTHORIZED,
+            serde_json::json!({"code": 401, "message": "Unauthorized"}),
+        );
+    }
+    if providers.limit_once(&received.body) {
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [("retry-after", "1")],
+            "rate limit exceeded",
+        )
+            .into_response();
+    }
+    if received.body.contains("dta(") {
+        return json(
+            StatusCode::BAD_REQUEST,
+            serde_json::json!({"errorType": "ANALYTICS_PROGRAM_NAME_ERROR",
+                               "message": "Unknown function or stream 'dta'"}),
+        );
+    }
+    let start: i64 = received.params["start"].parse().unwrap();
+    let event = |name: &str, data: serde_json::Value| format!("event: {name}\ndata: {data}\n\n");
+    let mut events = vec![
+        event(
+            "control-message",
+            serde_json::json!({"event": "STREAM_START", "timestampMs": start}),
+        ),
+        event(
+            "control-message",
+            serde_json::json!({"event": "JOB_START", "handle": "FwGq3AAAAAA", "timestampMs": start}),
+        ),
+    ];
+    if !received.body.contains("nodata") {
+        events.push(event(
+            "metadata",
+            serde_json::json!({"tsId": "AAAAAGrb3Gs", "properties": {"sf_metric": "spans.count"}}),
+        ));
+        for (i, value) in [
+            serde_json::json!(2.0),
+            serde_json::json!(4.5),
+            serde_json::Value::Null,
+        ]
+        .iter()
+        .enumerate()
+        {
+            let mut data = vec![serde_json::json!({"tsId": "AAAAAGrb3Gs", "value": value})];
+            if received.body.contains("by_host") {
+                data.push(serde_json::json!({"tsId": "AAAAAFEbGvk", "value": 1.0}));
+            }
+            events.push(event("data", serde_json::json!({"logicalTimestampMs": start + 60_000 * (i as i64 + 1), "data": data})));
+        }
+    }
+    events.push(event(
+        "control-message",
+        serde_json::json!({"event": "END_OF_CHANNEL", "timestampMs": start}),
+    ));
+    let chunks = futures::stream::iter(
+        events
+            .into_iter()
+            .map(|e| Ok::<_, std::io::Error>(Bytes::from(e))),
+    )
+    .chain(futures::stream::pending());
+    (
+        StatusCode::OK,
+        [("content-type", "text/event-stream")],
+        axum::body::Body::from_stream(chunks),
+    )
+        .into_response()
+}
+
 async fn serve() -> (String, Providers) {
     let providers = Providers::default();
     let app = axum::Router::new()
         .route("/v1/accounts/{account}/query", axum::routing::get(newrelic))
         .route("/api/v2/metrics/query", axum::routing::get(dynatrace))
         .route("/api/v2/query", axum::routing::post(influxdb))
+        .route("/v2/signalflow/execute", axum::routing::post(splunk))
         .with_state(providers.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = format!("http://{}", listener.local_addr().unwrap());
@@ -410,5 +501,91 @@ async fn influxdb_posts_flux_with_the_org_and_reads_the_first_records_value() {
     assert!(
         refused.contains("HTTP 401: check token and org"),
         "{refused}"
+    );
+}
+
+#[tokio::test]
+async fn splunk_runs_the_program_over_ten_intervals_and_reads_the_last_point() {
+    let (address, providers) = serve().await;
+    let token = [("sf_token_key", "sf-t0ken")];
+    let program =
+        "data('spans.count', filter=filter('sf_service', '{{ target }}')).sum().publish()";
+    let started = std::time::Instant::now();
+    assert_eq!(
+        read(&template("splunk", &address, program), &token).await,
+        MetricReading::Value(4.5)
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(4),
+        "the stream is read up to END_OF_CHANNEL, not until it closes"
+    );
+    let received = providers.received.lock().unwrap()[0].clone();
+    assert_eq!(
+        (received.method.as_str(), received.path.as_str()),
+        ("POST", "/v2/signalflow/execute")
+    );
+    assert_eq!(
+        received.body,
+        "data('spans.count', filter=filter('sf_service', 'podinfo')).sum().publish()"
+    );
+    assert_eq!(received.content_type.as_deref(), Some("text/plain"));
+    assert_eq!(received.sf_token.as_deref(), Some("sf-t0ken"));
+    let (start, stop): (i64, i64) = (
+        received.params["start"].parse().unwrap(),
+        received.params["stop"].parse().unwrap(),
+    );
+    assert_eq!(
+        stop - start,
+        300_000,
+        "ten 30-second intervals, in milliseconds"
+    );
+    assert_eq!(received.params["immediate"], "true");
+
+    assert_eq!(
+        read(
+            &template("splunk", &address, "data('nodata').publish()"),
+            &token
+        )
+        .await,
+        MetricReading::NoData
+    );
+    let two = error(
+        read(
+            &template("splunk", &address, "data('by_host').publish()"),
+            &token,
+        )
+        .await,
+    );
+    assert!(two.contains("published 2 time series"), "{two}");
+    let syntax = error(read(&template("splunk", &address, "dta('x').publish()"), &token).await);
+    assert_eq!(
+        syntax,
+        "Metric template check.test (splunk) query failed: splunk answered HTTP 400: {\"errorType\":\"ANALYTICS_PROGRAM_NAME_ERROR\",\"message\":\"Unknown function or stream 'dta'\"}"
+    );
+    let refused = error(
+        read(
+            &template("splunk", &address, program),
+            &[("sf_token_key", "wr0ng")],
+        )
+        .await,
+    );
+    assert!(
+        refused.contains("HTTP 401: check sf_token_key"),
+        "{refused}"
+    );
+    assert!(!refused.contains("wr0ng"), "{refused}");
+    let before = providers.received.lock().unwrap().len();
+    assert_eq!(
+        read(
+            &template("splunk", &address, "data('limited').publish()"),
+            &token
+        )
+        .await,
+        MetricReading::Value(4.5)
+    );
+    assert_eq!(
+        providers.received.lock().unwrap().len(),
+        before + 2,
+        "sent again after Retry-After"
     );
 }

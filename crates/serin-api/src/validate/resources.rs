@@ -31,7 +31,7 @@ pub fn validate_metric_template(template: &MetricTemplate) -> Vec<FieldError> {
             r.add(
                 "spec.provider.type",
                 format!(
-                    "{} provider {other:?}; write prometheus, graphite, datadog, newrelic, dynatrace, influxdb, cloudwatch, keptn, web or job (the metrics providers Serin reads yet)",
+                    "{} provider {other:?}; write prometheus, graphite, datadog, newrelic, dynatrace, influxdb, cloudwatch, keptn, splunk, web or job (the metrics providers Serin reads yet)",
                     if known {
                         "not supported yet:"
                     } else {
@@ -65,7 +65,7 @@ struct ValueProvider {
     query: &'static str,
 }
 
-const VALUE_PROVIDERS: [ValueProvider; 7] = [
+const VALUE_PROVIDERS: [ValueProvider; 8] = [
     ValueProvider {
         kind: "graphite",
         address: ("http://graphite.monitoring", true),
@@ -103,6 +103,12 @@ const VALUE_PROVIDERS: [ValueProvider; 7] = [
         query: "[{\"Id\": \"e1\", \"Expression\": \"m1 / m2\"}, {\"Id\": \"m1\", \"MetricStat\": {...}, \"ReturnData\": false}, ...]",
     },
     ValueProvider {
+        kind: "splunk",
+        address: ("https://api.us1.signalfx.com", true),
+        secret_keys: Some("sf_token_key"),
+        query: "data('spans.count', filter=filter('sf_service', '{{ target }}') and filter('sf_error', 'true')).sum().publish()",
+    },
+    ValueProvider {
         kind: "keptn",
         address: ("", false),
         secret_keys: None,
@@ -119,6 +125,14 @@ fn validate_value_provider(r: &mut Report, template: &MetricTemplate, kind: &str
     let provider = &template.spec.provider;
     let (example, required) = wanted.address;
     match provider.address.as_deref() {
+        // Splunk's stream address may be written as its WebSocket URL, as Flagger allows.
+        Some(address) if kind == "splunk" => provider_address(
+            r,
+            &address
+                .replacen("wss://", "https://", 1)
+                .replacen("ws://", "http://", 1),
+            example,
+        ),
         Some(address) => provider_address(r, address, example),
         None if required => r.add(
             "spec.provider.address",

@@ -259,8 +259,8 @@ apiVersion: flagger.app/v1beta1
 kind: MetricTemplate
 metadata: {name: errors}
 spec:
-  provider: {type: splunk, address: https://api.us1.signalfx.com}
-  query: data('demo.trans.latency').mean().publish()
+  provider: {type: externalmetrics, address: http://keda-operator-metrics-apiserver.keda:8080}
+  query: s0-prometheus-errors
 ---
 apiVersion: flagger.app/v1beta1
 kind: MetricTemplate
@@ -275,6 +275,27 @@ metadata: {name: datadog-errors}
 spec:
   provider: {type: datadog, secretRef: {name: datadog}}
   query: avg:errors{service:{{ target }}}
+---
+apiVersion: flagger.app/v1beta1
+kind: MetricTemplate
+metadata: {name: splunk-errors}
+spec:
+  provider: {type: splunk, address: https://api.us1.signalfx.com, secretRef: {name: splunk}}
+  query: data('errors', filter=filter('service', '{{ target }}')).sum().publish()
+---
+apiVersion: flagger.app/v1beta1
+kind: MetricTemplate
+metadata: {name: cloudwatch-errors}
+spec:
+  provider: {type: cloudwatch, region: ap-northeast-1}
+  query: '[{\"Id\": \"e1\", \"Expression\": \"m1\"}]'
+---
+apiVersion: flagger.app/v1beta1
+kind: MetricTemplate
+metadata: {name: keptn-errors}
+spec:
+  provider: {type: keptn}
+  query: keptnmetric/{{ namespace }}/errors
 ---
 apiVersion: \"flagger.app/v1beta1\"
 kind: AlertProvider
@@ -294,7 +315,7 @@ spec: {type: slack, secretRef: {name: slack-url}}
         );
         let provider = warning(&migration, "spec.provider.type");
         assert_eq!(provider.object, "MetricTemplate errors");
-        assert!(provider.message.contains("splunk"), "{provider}");
+        assert!(provider.message.contains("externalmetrics"), "{provider}");
         assert_eq!(migration.warnings.len(), 1, "{:#?}", migration.warnings);
     }
 

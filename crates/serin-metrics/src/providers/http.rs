@@ -78,6 +78,8 @@ pub struct ProviderRequest {
     pub body: Option<String>,
     /// How long one attempt may take.
     pub timeout: Duration,
+    /// For a streamed answer that may stay open: the text after which nothing more is read.
+    pub end_marker: Option<&'static str>,
 }
 
 impl ProviderRequest {
@@ -90,6 +92,7 @@ impl ProviderRequest {
             secret_headers: Vec::new(),
             body: None,
             timeout: QUERY_TIMEOUT,
+            end_marker: None,
         }
     }
 
@@ -213,21 +216,18 @@ pub async fn send(
             let status = response.status().as_u16();
             let answer_headers = response.headers().clone();
             let body = http::Response::from(response).into_body();
-            let body = match Limited::new(body, MAX_METRIC_ANSWER_BYTES).collect().await {
-                Ok(collected) => collected.to_bytes(),
-                Err(error) if error.is::<LengthLimitError>() => {
-                    return Err(format!(
-                        "{address} answered with more than {}: make the query return less",
-                        bytes(MAX_METRIC_ANSWER_BYTES)
-                    ));
-                }
-                Err(error) => {
-                    return Err(format!(
+            let body = read_body(body, request.end_marker)
+                .await
+                .map_err(|error| match error {
+                    Some(error) => format!(
                         "reading the answer of {address} failed: {}",
                         causes(&*error)
-                    ));
-                }
-            };
+                    ),
+                    None => format!(
+                        "{address} answered with more than {}: make the query return less",
+                        bytes(MAX_METRIC_ANSWER_BYTES)
+                    ),
+                })?;
             Ok((status, answer_headers, body))
         };
         let (status, answer_headers, body) = tokio::time::timeout(request.timeout, attempt)
@@ -270,6 +270,37 @@ pub async fn send(
         tokio::time::sleep(wait).await;
         waited += wait;
     }
+}
+
+/// The body, at most [`MAX_METRIC_ANSWER_BYTES`], read up to the end or up to `end_marker`.
+/// `Err(None)` when it is longer than that.
+async fn read_body(
+    body: reqwest::Body,
+    end_marker: Option<&str>,
+) -> Result<bytes::Bytes, Option<Box<dyn std::error::Error + Send + Sync>>> {
+    let mut limited = Limited::new(body, MAX_METRIC_ANSWER_BYTES);
+    let Some(marker) = end_marker else {
+        return match limited.collect().await {
+            Ok(collected) => Ok(collected.to_bytes()),
+            Err(error) if error.is::<LengthLimitError>() => Err(None),
+            Err(error) => Err(Some(error)),
+        };
+    };
+    let mut read = bytes::BytesMut::new();
+    while let Some(frame) = limited.frame().await {
+        let frame = frame.map_err(|error| (!error.is::<LengthLimitError>()).then_some(error))?;
+        if let Ok(data) = frame.into_data() {
+            let searched_from = read.len().saturating_sub(marker.len());
+            read.extend_from_slice(&data);
+            if read[searched_from..]
+                .windows(marker.len())
+                .any(|w| w == marker.as_bytes())
+            {
+                break;
+            }
+        }
+    }
+    Ok(read.freeze())
 }
 
 /// What went wrong sending a request, without the URL reqwest repeats (it holds the query).

@@ -38,6 +38,7 @@ pub fn request(
         secret_headers,
         body: Some(body.to_string()),
         timeout: QUERY_TIMEOUT,
+        end_marker: None,
     })
 }
 

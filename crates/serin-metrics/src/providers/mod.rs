@@ -12,6 +12,7 @@ pub mod http;
 pub mod influxdb;
 pub mod keptn;
 pub mod newrelic;
+pub mod splunk;
 
 use serin_api::MetricTemplate;
 use serin_api::limits::{MAX_PROVIDER_ERROR_BYTES, cut_to};
@@ -19,7 +20,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The provider types whose values [`read_value`] reads.
-pub const VALUE_PROVIDERS: [&str; 7] = [
+pub const VALUE_PROVIDERS: [&str; 8] = [
     "graphite",
     "datadog",
     "newrelic",
@@ -27,6 +28,7 @@ pub const VALUE_PROVIDERS: [&str; 7] = [
     "influxdb",
     "cloudwatch",
     "keptn",
+    "splunk",
 ];
 
 /// Whether [`read_value`] reads templates of provider `kind`.
@@ -210,6 +212,13 @@ pub async fn read_value(
             credentials,
         )?,
         "influxdb" => influxdb::request(required_address()?, query, credentials)?,
+        "splunk" => splunk::request(
+            required_address()?,
+            query,
+            interval,
+            now.as_millis() as i64,
+            credentials,
+        )?,
         "cloudwatch" => {
             cloudwatch::request(address, &region, query, interval, now.as_secs() as i64)?
         }
@@ -250,6 +259,9 @@ pub async fn read_value(
                 ": check dynatrace_token in the template's Secret (it needs the metrics.read scope)"
             }
             (401 | 403, "influxdb") => ": check token and org in the template's Secret",
+            (401 | 403, "splunk") => {
+                ": check sf_token_key in the template's Secret (an access token with the API scope)"
+            }
             (status, "cloudwatch") => cloudwatch::error_hint(status, &answer.body),
             (401 | 403, _) => ": check the credentials in the template's Secret",
             _ => "",
@@ -266,6 +278,7 @@ pub async fn read_value(
         "dynatrace" => dynatrace::value(&answer.body),
         "influxdb" => influxdb::value(&answer.body),
         "cloudwatch" => cloudwatch::value(&answer.body),
+        "splunk" => splunk::value(&answer.body),
         _ => datadog::value(&answer.body),
     }
 }
