@@ -31,7 +31,7 @@ pub fn validate_metric_template(template: &MetricTemplate) -> Vec<FieldError> {
             r.add(
                 "spec.provider.type",
                 format!(
-                    "{} provider {other:?}; write prometheus, graphite, datadog, newrelic, dynatrace, influxdb, cloudwatch, keptn, splunk, web or job (the metrics providers Serin reads yet)",
+                    "{} provider {other:?}; write prometheus, graphite, datadog, newrelic, dynatrace, influxdb, cloudwatch, stackdriver, keptn, splunk, web or job (the metrics providers Serin reads yet)",
                     if known {
                         "not supported yet:"
                     } else {
@@ -65,7 +65,7 @@ struct ValueProvider {
     query: &'static str,
 }
 
-const VALUE_PROVIDERS: [ValueProvider; 8] = [
+const VALUE_PROVIDERS: [ValueProvider; 9] = [
     ValueProvider {
         kind: "graphite",
         address: ("http://graphite.monitoring", true),
@@ -107,6 +107,14 @@ const VALUE_PROVIDERS: [ValueProvider; 8] = [
         address: ("https://api.us1.signalfx.com", true),
         secret_keys: Some("sf_token_key"),
         query: "data('spans.count', filter=filter('sf_service', '{{ target }}') and filter('sf_error', 'true')).sum().publish()",
+    },
+    ValueProvider {
+        kind: "stackdriver",
+        address: ("https://monitoring.googleapis.com", false),
+        secret_keys: Some(
+            "project (and serviceAccountKey, unless the operator has Workload Identity)",
+        ),
+        query: "fetch k8s_container | metric 'logging.googleapis.com/user/errors' | filter resource.container_name == '{{ target }}' | align rate(1m) | every 1m | group_by [], [value: sum(value.errors)]",
     },
     ValueProvider {
         kind: "keptn",

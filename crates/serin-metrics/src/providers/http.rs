@@ -22,9 +22,15 @@ pub struct HttpClients {
     insecure: std::sync::OnceLock<reqwest::Client>,
     operator_aws: super::aws::OperatorCredentials,
     kubernetes: std::sync::OnceLock<kube::Client>,
+    google: super::stackdriver::GoogleTokens,
 }
 
 impl HttpClients {
+    /// The Google tokens of Cloud Monitoring templates.
+    pub fn google(&self) -> &super::stackdriver::GoogleTokens {
+        &self.google
+    }
+
     /// Reads Keptn's objects through `client` (the operator's); the first client given stays.
     pub fn use_kubernetes(&self, client: kube::Client) {
         let _ = self.kubernetes.set(client);

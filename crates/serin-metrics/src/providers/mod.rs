@@ -13,6 +13,7 @@ pub mod influxdb;
 pub mod keptn;
 pub mod newrelic;
 pub mod splunk;
+pub mod stackdriver;
 
 use serin_api::MetricTemplate;
 use serin_api::limits::{MAX_PROVIDER_ERROR_BYTES, cut_to};
@@ -20,7 +21,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The provider types whose values [`read_value`] reads.
-pub const VALUE_PROVIDERS: [&str; 8] = [
+pub const VALUE_PROVIDERS: [&str; 9] = [
     "graphite",
     "datadog",
     "newrelic",
@@ -29,6 +30,7 @@ pub const VALUE_PROVIDERS: [&str; 8] = [
     "cloudwatch",
     "keptn",
     "splunk",
+    "stackdriver",
 ];
 
 /// Whether [`read_value`] reads templates of provider `kind`.
@@ -212,6 +214,7 @@ pub async fn read_value(
             credentials,
         )?,
         "influxdb" => influxdb::request(required_address()?, query, credentials)?,
+        "stackdriver" => stackdriver::request(address, query, credentials)?,
         "splunk" => splunk::request(
             required_address()?,
             query,
@@ -229,6 +232,12 @@ pub async fn read_value(
         }
     };
     request.headers.extend(headers);
+    if let ("stackdriver", Some(credentials)) = (kind, credentials) {
+        let token = clients.google().token(credentials).await?;
+        request
+            .secret_headers
+            .push(("Authorization".into(), format!("Bearer {token}")));
+    }
     if kind == "cloudwatch" {
         let aws = match credentials {
             Some(credentials) => aws::from_secret(credentials)?,
@@ -259,6 +268,9 @@ pub async fn read_value(
                 ": check dynatrace_token in the template's Secret (it needs the metrics.read scope)"
             }
             (401 | 403, "influxdb") => ": check token and org in the template's Secret",
+            (401 | 403, "stackdriver") => {
+                ": check serviceAccountKey and project in the template's Secret (the account needs roles/monitoring.viewer in the project)"
+            }
             (401 | 403, "splunk") => {
                 ": check sf_token_key in the template's Secret (an access token with the API scope)"
             }
@@ -279,6 +291,7 @@ pub async fn read_value(
         "influxdb" => influxdb::value(&answer.body),
         "cloudwatch" => cloudwatch::value(&answer.body),
         "splunk" => splunk::value(&answer.body),
+        "stackdriver" => stackdriver::value(&answer.body),
         _ => datadog::value(&answer.body),
     }
 }
