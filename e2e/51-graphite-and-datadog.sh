@@ -4,8 +4,9 @@
 # protocol) and a Datadog metric read from a loopback server that answers as Datadog's metrics query
 # API documents (fixtures/datadog_api.py). Both templates take their credentials from Secrets:
 # graphite-web answers only requests with its basic authentication, the stand-in only requests with
-# both Datadog keys. A healthy
-# version (errors 0 in Graphite, 0.5% in Datadog) is promoted; a version with a 9% Datadog error
+# both Datadog keys. A third metric is a Keptn KeptnMetric, served by the sandbox from Keptn's
+# published CRDs (fixtures/keptn) and read by the operator through the Kubernetes API. A healthy
+# version (errors 0 in Graphite, 0.5% in Datadog, 99.9% availability in Keptn) is promoted; a version with a 9% Datadog error
 # rate, and then one with 12 errors in Graphite, each fail that check twice and are rolled back. Datadog received the query with a ten-interval window and both
 # key headers; Graphite's render API answered the values the checks recorded.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -15,7 +16,25 @@ setup
 start_graphite
 start_datadog_api
 
-log "Secrets and MetricTemplates for Graphite and Datadog"
+log "Keptn's metrics CRDs and a KeptnMetric whose value Keptn's metrics operator would write"
+kc apply -f "$E2E_DIR/fixtures/keptn/metrics.keptn.sh_keptnmetrics.yaml" >/dev/null
+kc wait --for=condition=Established crd/keptnmetrics.metrics.keptn.sh >/dev/null
+kc apply -f - >/dev/null <<EOF
+apiVersion: metrics.keptn.sh/v1beta1
+kind: KeptnMetric
+metadata:
+  name: podinfo-availability
+  namespace: $NS
+spec:
+  provider:
+    name: prometheus
+  query: 100 * avg(up{job="podinfo"})
+  fetchIntervalSeconds: 10
+EOF
+kc patch keptnmetric podinfo-availability --subresource=status --type=merge \
+  -p '{"status":{"value":"99.9","rawValue":"OTkuOQ=="}}' >/dev/null
+
+log "Secrets and MetricTemplates for Graphite, Datadog and Keptn"
 create_secret datadog datadog_api_key=api-k3y datadog_application_key=app-k3y
 create_secret graphite-auth username=e2e password=gr4phite
 printf api-k3y >"$DATADOG_DIR/api_key"
@@ -46,6 +65,16 @@ spec:
     secretRef:
       name: datadog
   query: "100 * sum:trace.http.request.errors{service:{{ target }},env:{{ namespace }}}.as_count() / sum:trace.http.request.hits{service:{{ target }},env:{{ namespace }}}.as_count()"
+---
+apiVersion: serin.dev/v1beta1
+kind: MetricTemplate
+metadata:
+  name: keptn-availability
+  namespace: $NS
+spec:
+  provider:
+    type: keptn
+  query: keptnmetric/{{ namespace }}/{{ target }}-availability
 EOF
 
 # Points for the canary's errors, one a second while a release runs (bounded by feed_graphite).
@@ -53,7 +82,7 @@ set_errors() { printf '%s' "$1" >"$WORK/graphite-errors"; printf '%s' "$2" >"$DA
 set_errors 0 0.5
 feed_graphite "podinfo.$NS.podinfo.errors" "$WORK/graphite-errors" 600
 
-log "creating the Canary: a Graphite and a Datadog metric"
+log "creating the Canary: a Graphite, a Datadog and a Keptn metric"
 apply_canary <<EOF
     interval: $INTERVAL
     threshold: 2
@@ -72,6 +101,12 @@ apply_canary <<EOF
         thresholdRange:
           max: 5
         interval: 1m
+      - name: keptn-availability
+        templateRef:
+          name: keptn-availability
+        thresholdRange:
+          min: 99
+        interval: 1m
 $(load_test_hooks)
 EOF
 expect_initialized
@@ -79,15 +114,17 @@ expect_initialized
 CHECKS=""
 sample_checks() {
   if [[ $PHASE == Progressing && $WEIGHT != 0 && -z $CHECKS ]]; then
-    local graphite datadog
+    local graphite datadog keptn
     graphite=$(kc get canary podinfo -o jsonpath='{.status.metricChecks[?(@.name=="graphite-errors")].passed}|{.status.metricChecks[?(@.name=="graphite-errors")].value}')
     datadog=$(kc get canary podinfo -o jsonpath='{.status.metricChecks[?(@.name=="datadog-error-rate")].passed}|{.status.metricChecks[?(@.name=="datadog-error-rate")].value}')
-    [[ $graphite == "|"* || $datadog == "|"* ]] || CHECKS="graphite $graphite, datadog $datadog"
+    keptn=$(kc get canary podinfo -o jsonpath='{.status.metricChecks[?(@.name=="keptn-availability")].passed}|{.status.metricChecks[?(@.name=="keptn-availability")].value}')
+    [[ $graphite == "|"* || $datadog == "|"* || $keptn == "|"* ]] ||
+      CHECKS="graphite $graphite, datadog $datadog, keptn $keptn"
   fi
   return 0
 }
 
-log "releasing podinfo 6.0.1 (Graphite errors 0, Datadog error rate 0.5%)"
+log "releasing podinfo 6.0.1 (Graphite errors 0, Datadog error rate 0.5%, Keptn availability 99.9%)"
 follow_baseline podinfo
 kc set image deployment/podinfo podinfod=ghcr.io/stefanprodan/podinfo:6.0.1 >/dev/null
 FOLLOW_HOOK=sample_checks
@@ -95,7 +132,7 @@ follow_canary podinfo 180 Succeeded Failed
 FOLLOW_HOOK=""
 expect_eq "final phase" Succeeded "$PHASE"
 expect_sequence weights 0 20 40 0
-expect_eq "checks during the analysis (passed|value)" "graphite true|0, datadog true|0.5" "$CHECKS"
+expect_eq "checks during the analysis (passed|value)" "graphite true|0, datadog true|0.5, keptn true|99.9" "$CHECKS"
 
 # What Datadog received: its query path, the rendered query, a window of ten 1m intervals, both keys.
 datadog_request=$(tail -n 1 "$DATADOG_DIR/requests.jsonl")
