@@ -99,6 +99,20 @@ pub struct MetricTemplateStatus {
     pub conditions: Vec<crate::CanaryCondition>,
 }
 
+/// Whether `region` is shaped as AWS region names are (`us-east-1`, `ap-southeast-2`,
+/// `us-gov-west-1`).
+pub fn is_aws_region(region: &str) -> bool {
+    let parts: Vec<&str> = region.split('-').collect();
+    (3..=5).contains(&parts.len())
+        && region.len() <= 32
+        && parts[..parts.len() - 1]
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase()))
+        && parts[parts.len() - 1]
+            .parse::<u8>()
+            .is_ok_and(|n| (1..100).contains(&n))
+}
+
 /// Metric provider types a MetricTemplate may name.
 pub const METRIC_PROVIDER_TYPES: [&str; 13] = [
     "prometheus",

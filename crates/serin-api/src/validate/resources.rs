@@ -210,15 +210,7 @@ fn keptn_fields(r: &mut Report, template: &MetricTemplate) {
 fn cloudwatch_region(r: &mut Report, provider: &crate::metric_template::MetricProvider) {
     match provider.region.as_deref().map(str::trim) {
         Some(region) if !region.is_empty() => {
-            let parts: Vec<&str> = region.split('-').collect();
-            let shaped = (3..=5).contains(&parts.len())
-                && parts[..parts.len() - 1]
-                    .iter()
-                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase()))
-                && parts[parts.len() - 1]
-                    .parse::<u8>()
-                    .is_ok_and(|n| (1..100).contains(&n));
-            if !shaped {
+            if !crate::metric_template::is_aws_region(region) {
                 r.add(
                     "spec.provider.region",
                     format!("{region:?} is not an AWS region; write one such as us-east-1"),

@@ -63,20 +63,9 @@ pub fn region_of(region: Option<&str>, address: Option<&str>) -> Result<String, 
     }
 }
 
-/// `region` if it is shaped as AWS region names are (`us-east-1`, `ap-southeast-2`,
-/// `us-gov-west-1`).
+/// `region` if it is shaped as an AWS region name.
 fn valid_region(region: &str) -> Result<&str, Failure> {
-    let parts: Vec<&str> = region.split('-').collect();
-    let shaped = parts.len() >= 3
-        && parts.len() <= 5
-        && region.len() <= 32
-        && parts[..parts.len() - 1]
-            .iter()
-            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase()))
-        && parts[parts.len() - 1]
-            .parse::<u8>()
-            .is_ok_and(|n| n > 0 && n < 100);
-    if shaped {
+    if serin_api::metric_template::is_aws_region(region) {
         Ok(region)
     } else {
         Err(Failure::Setting(format!(
