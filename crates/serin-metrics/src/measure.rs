@@ -97,7 +97,7 @@ async fn result(
                     interval,
                     canary_namespace: &context.namespace,
                 },
-                inputs.clients.http(),
+                inputs.clients.providers(),
             )
             .await
             .map(MetricResult::Scalar)

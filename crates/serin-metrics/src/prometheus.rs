@@ -151,7 +151,7 @@ const CACHED_CLIENTS: usize = 256;
 #[derive(Default)]
 pub struct ClientCache {
     clients: std::sync::Mutex<std::collections::HashMap<(String, ClientOptions), PrometheusClient>>,
-    http: crate::providers::http::HttpClients,
+    providers: crate::providers::clients::ProviderClients,
 }
 
 impl ClientCache {
@@ -174,9 +174,9 @@ impl ClientCache {
         Ok(client)
     }
 
-    /// The HTTP clients of the other providers.
-    pub fn http(&self) -> &crate::providers::http::HttpClients {
-        &self.http
+    /// What the other providers keep between checks.
+    pub fn providers(&self) -> &crate::providers::clients::ProviderClients {
+        &self.providers
     }
 
     /// How many clients are kept.

@@ -146,7 +146,7 @@ pub async fn read(metric: &CanaryMetric, inputs: MetricInputs<'_>) -> MetricRead
                     interval,
                     canary_namespace: &context.namespace,
                 },
-                inputs.clients.http(),
+                inputs.clients.providers(),
             )
             .await;
             return match read {

@@ -125,7 +125,7 @@ async fn keptn_metrics_and_analyses_are_read_through_the_kubernetes_api() {
         .await
         .unwrap();
     let clients = ClientCache::default();
-    clients.http().use_kubernetes(client.clone());
+    clients.providers().use_kubernetes(client.clone());
     let read = |namespace: &str, query: &str| {
         let template = template(namespace, query);
         let clients = &clients;

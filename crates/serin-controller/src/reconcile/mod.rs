@@ -91,7 +91,9 @@ impl Context {
     pub fn new(client: Client, metrics_server: PrometheusClient) -> Self {
         let prometheus_clients = serin_metrics::ClientCache::default();
         // Keptn's metrics are Kubernetes objects, read with the operator's own client.
-        prometheus_clients.http().use_kubernetes(client.clone());
+        prometheus_clients
+            .providers()
+            .use_kubernetes(client.clone());
         Context {
             client,
             metrics_server,

@@ -2,7 +2,7 @@
 //! `insecureSkipVerify`, and rate-limit answers (429) retried after their `Retry-After` while the
 //! metric's interval allows, with credentials only ever in headers marked sensitive.
 
-use crate::transport::{CONNECT_TIMEOUT, QUERY_TIMEOUT, causes};
+use crate::transport::{QUERY_TIMEOUT, causes};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use serin_api::limits::{MAX_METRIC_ANSWER_BYTES, QUOTED_ANSWER_BYTES, bytes, cut_to};
@@ -13,61 +13,6 @@ pub const MAX_ATTEMPTS: u32 = 3;
 
 /// The longest wait for a `Retry-After`, however long the interval.
 pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
-
-/// The two clients every provider shares: one that checks certificates and one that does not
-/// (`insecureSkipVerify`), each keeping its connections between checks.
-#[derive(Default)]
-pub struct HttpClients {
-    verified: std::sync::OnceLock<reqwest::Client>,
-    insecure: std::sync::OnceLock<reqwest::Client>,
-    operator_aws: super::aws::OperatorCredentials,
-    kubernetes: std::sync::OnceLock<kube::Client>,
-    google: super::stackdriver::GoogleTokens,
-}
-
-impl HttpClients {
-    /// The Google tokens of Cloud Monitoring templates.
-    pub fn google(&self) -> &super::stackdriver::GoogleTokens {
-        &self.google
-    }
-
-    /// Reads Keptn's objects through `client` (the operator's); the first client given stays.
-    pub fn use_kubernetes(&self, client: kube::Client) {
-        let _ = self.kubernetes.set(client);
-    }
-
-    /// The operator's Kubernetes client, once given.
-    pub fn kubernetes(&self) -> Option<&kube::Client> {
-        self.kubernetes.get()
-    }
-
-    /// The operator's own AWS credentials, for CloudWatch templates without keys of their own.
-    pub fn operator_aws(&self) -> &super::aws::OperatorCredentials {
-        &self.operator_aws
-    }
-
-    /// The client for a template with `insecure_skip_verify`; `Err` says why none can be built
-    /// (the TLS backend would not start).
-    pub fn client(&self, insecure_skip_verify: bool) -> Result<reqwest::Client, String> {
-        let cell = if insecure_skip_verify {
-            &self.insecure
-        } else {
-            &self.verified
-        };
-        if let Some(client) = cell.get() {
-            return Ok(client.clone());
-        }
-        let client = reqwest::Client::builder()
-            // A redirect could carry the template's credentials to another host.
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(QUERY_TIMEOUT)
-            .connect_timeout(CONNECT_TIMEOUT)
-            .danger_accept_invalid_certs(insecure_skip_verify)
-            .build()
-            .map_err(|e| format!("no HTTP client: {}", causes(&e)))?;
-        Ok(cell.get_or_init(|| client).clone())
-    }
-}
 
 /// One request to a provider, as built from a template; credentials go in `secret_headers`.
 #[derive(Clone, Debug, PartialEq)]

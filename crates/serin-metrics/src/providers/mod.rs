@@ -4,6 +4,7 @@
 //! shares ([`http`]).
 
 pub mod aws;
+pub mod clients;
 pub mod cloudwatch;
 pub mod datadog;
 pub mod dynatrace;
@@ -148,7 +149,7 @@ pub async fn read_value(
     template: &MetricTemplate,
     secret: Option<&BTreeMap<String, String>>,
     query: ProviderQuery<'_>,
-    clients: &http::HttpClients,
+    clients: &clients::ProviderClients,
 ) -> Result<f64, Failure> {
     let ProviderQuery {
         text: query,
