@@ -1,6 +1,7 @@
 //! CloudWatch templates with keys in their Secret, against a loopback server that answers as
 //! `GetMetricData` over CloudWatch's JSON protocol and verifies each request's SigV4 signature:
-//! values, no values, a rejected expression, unknown keys, a bad signature and throttling.
+//! values, no values, a rejected expression, unknown keys, a bad signature and throttling (HTTP 400
+//! `Throttling`, retried as the AWS SDKs retry it).
 
 use serin_core::plan::MetricReading;
 use std::collections::BTreeMap;
@@ -115,8 +116,19 @@ async fn no_values_is_no_data_and_errors_name_the_template_and_cloudwatchs_words
         panic!("throttling is an error");
     };
     assert!(
-        throttled.contains("CloudWatch is throttling GetMetricData"),
+        throttled.contains(
+            "cloudwatch rate-limited the query (HTTP 400 Throttling, 3 times; Retry-After 1s)"
+        ),
         "{throttled}"
+    );
+    assert_eq!(
+        read(
+            r#"[{"Id": "e1", "Expression": "throttled_once()"}]"#,
+            good.clone()
+        )
+        .await,
+        MetricReading::Value(0.25),
+        "throttling is waited for and the query sent again, as the AWS SDKs do"
     );
     let MetricReading::Error(unknown) = read(
         r#"[{"Id": "e1", "Expression": "m1"}]"#,

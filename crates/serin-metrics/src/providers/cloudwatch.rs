@@ -103,6 +103,9 @@ pub fn request(
         ),
     ];
     request.body = Some(body.to_string());
+    // CloudWatch throttles with HTTP 400 `Throttling`, which the AWS SDKs (Flagger's included)
+    // wait for and retry.
+    request.throttled_400 = Some("Throttling");
     Ok(request)
 }
 
@@ -182,9 +185,7 @@ pub fn value(body: &[u8]) -> Result<f64, Failure> {
 /// What an error answer of CloudWatch means for the template's author.
 pub fn error_hint(status: u16, body: &[u8]) -> &'static str {
     let text = String::from_utf8_lossy(&body[..body.len().min(400)]);
-    if status == 400 && text.contains("Throttling") {
-        ": CloudWatch is throttling GetMetricData; raise the account's quota or the metric's interval"
-    } else if matches!(status, 401 | 403) || text.contains("AccessDenied") {
+    if matches!(status, 401 | 403) || text.contains("AccessDenied") {
         ": the operator's AWS identity needs cloudwatch:GetMetricData (or set aws_access_key_id and aws_secret_access_key in the template's Secret)"
     } else {
         ""

@@ -31,6 +31,9 @@ pub struct ProviderRequest {
     pub timeout: Duration,
     /// For a streamed answer that may stay open: the text after which nothing more is read.
     pub end_marker: Option<&'static str>,
+    /// For a provider that throttles with HTTP 400 instead of 429 (CloudWatch's `Throttling`):
+    /// the text of such an answer, which is then waited for and sent again as a 429 is.
+    pub throttled_400: Option<&'static str>,
 }
 
 impl ProviderRequest {
@@ -44,6 +47,7 @@ impl ProviderRequest {
             body: None,
             timeout: QUERY_TIMEOUT,
             end_marker: None,
+            throttled_400: None,
         }
     }
 
@@ -189,7 +193,11 @@ pub async fn send(
                 request.timeout
             ))
         })?;
-        if status != 429 {
+        let throttled_400 = status == 400
+            && request
+                .throttled_400
+                .is_some_and(|marker| String::from_utf8_lossy(&body).contains(marker));
+        if status != 429 && !throttled_400 {
             if rate_limited > 0 {
                 tracing::warn!(
                     provider,
@@ -205,7 +213,12 @@ pub async fn send(
         let wait = retry_after(&answer_headers);
         if rate_limited >= MAX_ATTEMPTS || waited.saturating_add(wait) > budget {
             return Err(format!(
-                "{provider} rate-limited the query (HTTP 429, {rate_limited} times; Retry-After {}s{}): {}",
+                "{provider} rate-limited the query (HTTP {}, {rate_limited} times; Retry-After {}s{}): {}",
+                if throttled_400 {
+                    "400 Throttling"
+                } else {
+                    "429"
+                },
                 wait.as_secs(),
                 if waited.saturating_add(wait) > budget {
                     format!(

@@ -39,6 +39,7 @@ pub fn request(
         body: Some(body.to_string()),
         timeout: QUERY_TIMEOUT,
         end_marker: None,
+        throttled_400: None,
     })
 }
 

@@ -189,6 +189,15 @@ async fn bounded<T>(
 
 /// Reads `query` through `client`.
 pub async fn read(client: &kube::Client, query: &KeptnQuery) -> Result<f64, Failure> {
+    read_within(client, query, ANALYSIS_TIMEOUT).await
+}
+
+/// Reads `query` through `client`, waiting at most `analysis_timeout` for an Analysis.
+pub async fn read_within(
+    client: &kube::Client,
+    query: &KeptnQuery,
+    analysis_timeout: Duration,
+) -> Result<f64, Failure> {
     match query {
         KeptnQuery::Metric { namespace, name } => {
             let api: Api<DynamicObject> = Api::namespaced_with(
@@ -205,7 +214,16 @@ pub async fn read(client: &kube::Client, query: &KeptnQuery) -> Result<f64, Fail
             definition,
             duration,
             args,
-        } => analyse(client, namespace, definition, (duration, args)).await,
+        } => {
+            analyse(
+                client,
+                namespace,
+                definition,
+                (duration, args),
+                analysis_timeout,
+            )
+            .await
+        }
     }
 }
 
@@ -241,6 +259,7 @@ async fn analyse(
     namespace: &str,
     definition: &str,
     (duration, args): (&str, &BTreeMap<String, String>),
+    timeout: Duration,
 ) -> Result<f64, Failure> {
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), namespace, &resource("Analysis", "analyses"));
@@ -266,7 +285,7 @@ async fn analyse(
         namespace,
     )
     .await?;
-    let verdict = tokio::time::timeout(ANALYSIS_TIMEOUT, async {
+    let verdict = tokio::time::timeout(timeout, async {
         loop {
             tokio::time::sleep(ANALYSIS_POLL).await;
             let current = bounded(api.get(&name), &what, namespace).await?;
@@ -278,7 +297,7 @@ async fn analyse(
     .await
     .unwrap_or_else(|_| {
         Err(Failure::Transport(format!(
-            "{what} did not complete within {ANALYSIS_TIMEOUT:?}: is Keptn's metrics operator running?"
+            "{what} did not complete within {timeout:?}: is Keptn's metrics operator running?"
         )))
     });
     if let Err(error) = bounded(

@@ -31,6 +31,7 @@ pub struct Received {
 pub struct CloudWatch {
     pub received: Arc<Mutex<Vec<Received>>>,
     keys: Arc<BTreeMap<String, String>>,
+    throttled: Arc<Mutex<BTreeMap<String, u32>>>,
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -143,7 +144,7 @@ async fn get_metric_data(
     });
     let first = parsed["MetricDataQueries"][0].clone();
     let expression = first["Expression"].as_str().unwrap_or_default();
-    if expression.contains("throttled") {
+    if expression.contains("throttled") && !cloudwatch.throttled_once(expression) {
         return json(
             StatusCode::BAD_REQUEST,
             serde_json::json!({"__type": "com.amazonaws.cloudwatch#Throttling", "message": "Rate exceeded"}),
@@ -171,11 +172,22 @@ async fn get_metric_data(
     )
 }
 
+impl CloudWatch {
+    /// True for the second and later queries of an expression asking to be throttled once.
+    fn throttled_once(&self, expression: &str) -> bool {
+        let mut throttled = self.throttled.lock().unwrap();
+        let times = throttled.entry(expression.to_string()).or_default();
+        *times += 1;
+        expression.contains("once") && *times > 1
+    }
+}
+
 /// Serves CloudWatch on a loopback port knowing `keys` (access key → secret); the address and
 /// the record of requests.
 pub async fn serve(keys: &[(&str, &str)]) -> (String, CloudWatch) {
     let cloudwatch = CloudWatch {
         received: Arc::default(),
+        throttled: Arc::default(),
         keys: Arc::new(
             keys.iter()
                 .map(|(k, s)| (k.to_string(), s.to_string()))
