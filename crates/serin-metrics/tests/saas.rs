@@ -510,14 +510,11 @@ async fn splunk_runs_the_program_over_ten_intervals_and_reads_the_last_point() {
     let token = [("sf_token_key", "sf-t0ken")];
     let program =
         "data('spans.count', filter=filter('sf_service', '{{ target }}')).sum().publish()";
-    let started = std::time::Instant::now();
+    // The stand-in's stream never closes: only reading up to END_OF_CHANNEL gives a value, and
+    // reading to the end would be a timeout error.
     assert_eq!(
         read(&template("splunk", &address, program), &token).await,
         MetricReading::Value(4.5)
-    );
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(4),
-        "the stream is read up to END_OF_CHANNEL, not until it closes"
     );
     let received = providers.received.lock().unwrap()[0].clone();
     assert_eq!(
