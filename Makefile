@@ -56,7 +56,8 @@ e2e-core: e2e-prerequisites
 	CARGO=$(CARGO) e2e/run.sh 01 02
 
 # The sandbox's Prometheus (as for make demo), unless the scenarios run on a real cluster, and
-# python3 for the scenarios' loopback receiver (e2e/fixtures/receiver.py).
+# python3 for the scenarios' loopback receiver (e2e/fixtures/receiver.py), and a headless Chromium
+# driven over the DevTools Protocol (e2e/browser.py) for the dashboard scenario.
 e2e-prerequisites:
 	@[ -n "$$E2E_KUBECONFIG" ] || command -v prometheus >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; \
@@ -67,6 +68,9 @@ e2e-prerequisites:
 	@command -v python3 >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3; \
 	  else echo "make e2e needs python3: sudo apt-get install python3" >&2; exit 1; fi; }
+	@{ command -v chromium >/dev/null && [ -d /usr/lib/python3/dist-packages/websocket ] && [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]; } || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium python3-websocket fonts-dejavu-core; \
+	  else echo "make e2e needs Debian's chromium, python3-websocket and fonts-dejavu-core: sudo apt-get install chromium python3-websocket fonts-dejavu-core" >&2; exit 1; fi; }
 
 ## make flagger-suites: Flagger's own e2e suites for Istio, Kubernetes and the Gateway API
 ## (e2e/fixtures/flagger) run as written, each script in the order of its run.sh, against Flagger's

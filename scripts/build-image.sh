@@ -79,6 +79,8 @@ if [ "$name" = serin-operator ]; then
   mkdir -p "$rootfs"/usr/bin
   ln -s /usr/local/bin/serin-operator "$rootfs"/home/nonroot/flagger
   ln -s /usr/local/bin/serin-operator "$rootfs"/usr/bin/wget
+  # The chart's in-cluster dashboard (dashboard.enabled) runs the same binary under this name.
+  ln -s /usr/local/bin/serin-operator "$rootfs"/usr/local/bin/serin-dashboard
 fi
 rm -f "$context"/*.deb
 if [ -n "$context_only" ]; then

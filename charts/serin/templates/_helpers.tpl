@@ -31,3 +31,27 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "serin.eventWebhookSecret" -}}
 {{- default (printf "%s-event-webhook" (include "serin.fullname" .)) .Values.eventWebhookSecret.name -}}
 {{- end -}}
+
+{{/* The dashboard's objects: <fullname>-dashboard, the full name cut so the suffix always fits in 63. */}}
+{{- define "serin.dashboardName" -}}
+{{- printf "%s-dashboard" (include "serin.fullname" . | trunc 53 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/*
+The dashboard's pods and objects have a name label of their own: with the operator's name and
+instance they would be matched by the operator's Deployment selector, Service, PodDisruptionBudget
+and monitors (which select on serin.selectorLabels and cannot change on an installed release).
+*/}}
+{{- define "serin.dashboardSelectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}-dashboard
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: dashboard
+{{- end -}}
+
+{{- define "serin.dashboardLabels" -}}
+{{ include "serin.dashboardSelectorLabels" . }}
+app.kubernetes.io/part-of: {{ .Chart.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}

@@ -610,6 +610,51 @@ pub const RETRY_ANNOTATION: &str = "serin.dev/retry";
 /// target's current revision again from the start.
 pub const RESTART_ANNOTATION: &str = "serin.dev/restart";
 
+/// A manual request on a release: the annotation that carries its token, and where the operator
+/// records the token once it has acted on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ManualRequest {
+    /// Leave a pause or a promotion gate.
+    Promote,
+    /// Promote at once, skipping the remaining steps and checks.
+    PromoteFull,
+    /// Roll the release back now.
+    Abort,
+    /// Run a Failed release again.
+    Retry,
+    /// Run the analysis of the target's current revision again from the start.
+    Restart,
+}
+
+impl ManualRequest {
+    /// The annotation a request's token is written to.
+    pub fn annotation(self) -> &'static str {
+        match self {
+            ManualRequest::Promote => PROMOTE_ANNOTATION,
+            ManualRequest::PromoteFull => PROMOTE_FULL_ANNOTATION,
+            ManualRequest::Abort => ABORT_ANNOTATION,
+            ManualRequest::Retry => RETRY_ANNOTATION,
+            ManualRequest::Restart => RESTART_ANNOTATION,
+        }
+    }
+
+    /// The request's name as a verb: `promote`, `promote-full`, `abort`, `retry`, `restart`.
+    pub fn verb(self) -> &'static str {
+        self.annotation().trim_start_matches("serin.dev/")
+    }
+
+    /// The token of the last request of this kind the operator acted on.
+    pub fn handled(self, handled: &crate::HandledRequests) -> Option<&String> {
+        match self {
+            ManualRequest::Promote => handled.promote.as_ref(),
+            ManualRequest::PromoteFull => handled.promote_full.as_ref(),
+            ManualRequest::Abort => handled.abort.as_ref(),
+            ManualRequest::Retry => handled.retry.as_ref(),
+            ManualRequest::Restart => handled.restart.as_ref(),
+        }
+    }
+}
+
 /// Release strategy derived from the analysis fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Strategy {

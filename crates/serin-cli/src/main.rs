@@ -1,6 +1,6 @@
 //! `serin`: Serin's command line: the local sandbox (`serin sandbox up`), the end-to-end demo
 //! (`serin demo`), and the commands that watch and steer releases (`get`, `status`, `promote`,
-//! `abort`, `retry`, `restart`, `pause`, `resume`, `lint`, `completion`) and `migrate` (Flagger
+//! `abort`, `retry`, `restart`, `pause`, `resume`, `dashboard`, `lint`, `completion`) and `migrate` (Flagger
 //! and Argo Rollouts manifests to Serin's), which `kubectl serin` runs too.
 
 mod demo;

@@ -1,5 +1,5 @@
 //! Watching and steering releases from a terminal or a CI job: `get [--watch]`, `status --watch`,
-//! the manual requests (`promote`, `abort`, `retry`, `restart`), `pause`/`resume`, `lint` and
+//! the manual requests (`promote`, `abort`, `retry`, `restart`), `pause`/`resume`, `dashboard`, `lint` and
 //! `completion`. The same subcommands serve `serin` and the kubectl plugin `kubectl-serin`
 //! (`kubectl serin ...`).
 
@@ -7,12 +7,11 @@ use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Event;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, ResourceExt};
 use serde_json::json;
-use serin_api::{Canary, HandledRequests, Phase};
+use serin_api::{Canary, ManualRequest, Phase};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -136,6 +135,17 @@ pub enum Steer {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Serves the web dashboard of the releases on this machine, with your kubeconfig's rights:
+    /// every Canary live, a page per release with its metric charts, and the actions.
+    Dashboard {
+        /// Where to serve it: a loopback address (the dashboard acts with your credentials and
+        /// has no sign-in of its own).
+        #[arg(long, default_value = "127.0.0.1:9797")]
+        address: std::net::SocketAddr,
+        /// Open it in the default browser.
+        #[arg(long)]
+        open: bool,
+    },
     /// Prints a shell completion script: `source <(kubectl-serin completion bash)`.
     Completion {
         /// The shell.
@@ -168,6 +178,9 @@ pub async fn run(cluster: Cluster, command: Steer) -> anyhow::Result<ExitCode> {
         .parse()
         .map_err(|e: String| anyhow::anyhow!("--api-group: {e}"))?;
     serin_api::set_api_group(group);
+    if let Steer::Dashboard { address, open } = command {
+        return dashboard(&cluster, address, open).await;
+    }
     let (client, namespace) = connect(&cluster).await?;
     let canaries: Api<Canary> = Api::namespaced(client.clone(), &namespace);
     match command {
@@ -214,23 +227,90 @@ pub async fn run(cluster: Cluster, command: Steer) -> anyhow::Result<ExitCode> {
             Ok(code)
         }
         Steer::Promote { name, full: false } => {
-            request(&client, &canaries, &name, ManualRequest::PROMOTE).await
+            request(&client, &canaries, &name, ManualRequest::Promote).await
         }
         Steer::Promote { name, full: true } => {
-            request(&client, &canaries, &name, ManualRequest::PROMOTE_FULL).await
+            request(&client, &canaries, &name, ManualRequest::PromoteFull).await
         }
-        Steer::Abort { name } => request(&client, &canaries, &name, ManualRequest::ABORT).await,
-        Steer::Retry { name } => request(&client, &canaries, &name, ManualRequest::RETRY).await,
-        Steer::Restart { name } => request(&client, &canaries, &name, ManualRequest::RESTART).await,
+        Steer::Abort { name } => request(&client, &canaries, &name, ManualRequest::Abort).await,
+        Steer::Retry { name } => request(&client, &canaries, &name, ManualRequest::Retry).await,
+        Steer::Restart { name } => request(&client, &canaries, &name, ManualRequest::Restart).await,
         Steer::Pause { name } => suspend(&canaries, &name, true).await,
         Steer::Resume { name } => suspend(&canaries, &name, false).await,
-        Steer::Lint { .. } | Steer::Migrate { .. } | Steer::Completion { .. } => {
+        Steer::Lint { .. }
+        | Steer::Migrate { .. }
+        | Steer::Completion { .. }
+        | Steer::Dashboard { .. } => {
             unreachable!("handled above")
         }
     }
 }
 
+/// `dashboard`: serves the web dashboard on a loopback address with the kubeconfig's user, over
+/// the namespace given with `-n`, else every namespace the user may list.
+async fn dashboard(
+    cluster: &Cluster,
+    address: std::net::SocketAddr,
+    open: bool,
+) -> anyhow::Result<ExitCode> {
+    if !address.ip().is_loopback() {
+        bail!(
+            "--address {address}: the local dashboard must listen on a loopback address (127.0.0.1 or ::1): it acts with your kubeconfig's credentials and has no sign-in; to share one, install the in-cluster dashboard (Helm value dashboard.enabled=true)"
+        );
+    }
+    let (config, default_namespace) = kube_config(cluster).await?;
+    let client = Client::try_from(config.clone())?;
+    let namespace = match &cluster.namespace {
+        Some(namespace) => Some(namespace.clone()),
+        None => {
+            let every: Api<Canary> = Api::all(client);
+            match every.list(&ListParams::default().limit(1)).await {
+                Ok(_) => None,
+                Err(kube::Error::Api(status)) if status.code == 403 => {
+                    eprintln!(
+                        "you may not list Canaries in every namespace; showing namespace {default_namespace} (choose another with -n)"
+                    );
+                    Some(default_namespace)
+                }
+                Err(error) => return Err(error).context("listing Canaries"),
+            }
+        }
+    };
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("listening on {address}"))?;
+    let url = format!("http://{}/", listener.local_addr()?);
+    println!("Serin dashboard: {url} (Ctrl-C to stop)");
+    if open {
+        let opener = if cfg!(target_os = "macos") {
+            "open"
+        } else {
+            "xdg-open"
+        };
+        if let Err(error) = std::process::Command::new(opener).arg(&url).spawn() {
+            eprintln!("could not open a browser ({opener}: {error}); open {url} yourself");
+        }
+    }
+    let settings = serin_dashboard::Settings {
+        mode: serin_dashboard::Mode::Local,
+        allowed_hosts: Vec::new(),
+        secure_cookies: true,
+        namespace,
+    };
+    tokio::select! {
+        served = serin_dashboard::serve(listener, config, settings) => served?,
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 async fn connect(cluster: &Cluster) -> anyhow::Result<(Client, String)> {
+    let (config, namespace) = kube_config(cluster).await?;
+    Ok((Client::try_from(config)?, namespace))
+}
+
+/// The kubeconfig's connection and the namespace to work in (`-n`, else the context's).
+async fn kube_config(cluster: &Cluster) -> anyhow::Result<(Config, String)> {
     let options = KubeConfigOptions {
         context: cluster.context.clone(),
         ..KubeConfigOptions::default()
@@ -249,7 +329,7 @@ async fn connect(cluster: &Cluster) -> anyhow::Result<(Client, String)> {
         .namespace
         .clone()
         .unwrap_or_else(|| config.default_namespace.clone());
-    Ok((Client::try_from(config)?, namespace))
+    Ok((config, namespace))
 }
 
 fn phase_name(canary: &Canary) -> String {
@@ -333,24 +413,6 @@ where
     }
 }
 
-/// `min 99`, `max 500`, `99..100`: a metric's accepted range.
-fn accepted_range(metric: &serin_api::CanaryMetric) -> String {
-    let trim = |v: f64| format!("{v}");
-    match (&metric.threshold_range, metric.threshold) {
-        (Some(range), _) => match (range.min, range.max) {
-            (Some(min), Some(max)) => format!("{}..{}", trim(min), trim(max)),
-            (Some(min), None) => format!("min {}", trim(min)),
-            (None, Some(max)) => format!("max {}", trim(max)),
-            (None, None) => "any".into(),
-        },
-        (None, Some(threshold)) if metric.name == "request-success-rate" => {
-            format!("min {}", trim(threshold))
-        }
-        (None, Some(threshold)) => format!("max {}", trim(threshold)),
-        (None, None) => "-".into(),
-    }
-}
-
 /// Each metric's last value against its range, `request-success-rate=99.87(min 99)`, failed ones
 /// marked with `!`.
 fn metric_summary(canary: &Canary) -> String {
@@ -368,7 +430,7 @@ fn metric_summary(canary: &Canary) -> String {
             let range = metrics
                 .iter()
                 .find(|m| m.name == check.name)
-                .map(accepted_range)
+                .map(serin_core::summary::accepted_range)
                 .unwrap_or_default();
             let value = check
                 .value
@@ -459,57 +521,6 @@ async fn events_of(client: &Client, canary: &Canary) -> Vec<Event> {
     items
 }
 
-/// One step as a person reads it: `20%`, `pause`, `pause 30s`, `scale 2`.
-fn step_label(step: &serin_api::CanaryStep) -> String {
-    if let Some(weight) = step.set_weight {
-        return format!("{weight}%");
-    }
-    if let Some(pause) = &step.pause {
-        return match &pause.duration {
-            Some(IntOrString::Int(seconds)) => format!("pause {seconds}s"),
-            Some(IntOrString::String(duration)) => format!("pause {duration}"),
-            None => "pause".into(),
-        };
-    }
-    if let Some(scale) = &step.set_canary_scale {
-        return match (scale.replicas, scale.weight) {
-            (Some(replicas), _) => format!("scale {replicas}"),
-            (None, Some(weight)) => format!("scale {weight}%"),
-            _ => "scale with traffic".into(),
-        };
-    }
-    if let Some(analysis) = &step.analysis {
-        let names: Vec<&str> = analysis.metrics.iter().map(|m| m.name.as_str()).collect();
-        return format!("analysis {}", names.join(","));
-    }
-    if let Some(header) = &step.set_header_route {
-        return format!("header route {}", header.name);
-    }
-    if let Some(mirror) = &step.set_mirror_route {
-        return format!("mirror route {}", mirror.name);
-    }
-    "?".into()
-}
-
-/// The weights a release walks through: its explicit steps or ladder, else stepWeight up to maxWeight.
-fn ladder(canary: &Canary) -> Vec<String> {
-    let Some(analysis) = canary.spec.analysis.as_ref() else {
-        return Vec::new();
-    };
-    if let Some(steps) = &analysis.steps {
-        return steps.iter().map(step_label).collect();
-    }
-    if let Some(weights) = &analysis.step_weights {
-        return weights.iter().map(|w| format!("{w}%")).collect();
-    }
-    match (analysis.step_weight, analysis.max_weight.unwrap_or(100)) {
-        (Some(step), max) if step > 0 => {
-            (1..=max / step).map(|i| format!("{}%", i * step)).collect()
-        }
-        _ => Vec::new(),
-    }
-}
-
 /// The first container image of a Deployment, or `-` when it does not exist.
 async fn image_of(client: &Client, namespace: &str, name: &str) -> String {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
@@ -564,14 +575,9 @@ async fn draw_release(
             split.canary, split.primary, split.canary_percent
         )?;
     }
-    let ladder = ladder(&canary);
+    let ladder = serin_core::summary::ladder(&canary);
     if !ladder.is_empty() {
-        let at = match canary.spec.analysis.as_ref().and_then(|a| a.steps.as_ref()) {
-            Some(_) => status.current_step_index.map(|i| i as usize),
-            None => ladder.iter().rposition(|w| {
-                w.trim_end_matches('%').parse::<i32>().ok() == Some(status.canary_weight)
-            }),
-        };
+        let at = serin_core::summary::ladder_position(&canary, &ladder);
         let marked: Vec<String> = ladder
             .iter()
             .enumerate()
@@ -606,7 +612,7 @@ async fn draw_release(
             out,
             "Metric   {:<24} {value:>10}   {:<10} {verdict}",
             metric.name,
-            accepted_range(metric)
+            serin_core::summary::accepted_range(metric)
         )?;
     }
     for line in crate::history::history_lines(&status) {
@@ -722,36 +728,6 @@ async fn status(
     }
 }
 
-/// A manual request: the annotation that carries its token, and where the operator records the
-/// token once it acted on it.
-struct ManualRequest {
-    annotation: &'static str,
-    handled: fn(&HandledRequests) -> Option<&String>,
-}
-
-impl ManualRequest {
-    const PROMOTE: Self = Self {
-        annotation: serin_api::PROMOTE_ANNOTATION,
-        handled: |h| h.promote.as_ref(),
-    };
-    const PROMOTE_FULL: Self = Self {
-        annotation: serin_api::PROMOTE_FULL_ANNOTATION,
-        handled: |h| h.promote_full.as_ref(),
-    };
-    const ABORT: Self = Self {
-        annotation: serin_api::ABORT_ANNOTATION,
-        handled: |h| h.abort.as_ref(),
-    };
-    const RETRY: Self = Self {
-        annotation: serin_api::RETRY_ANNOTATION,
-        handled: |h| h.retry.as_ref(),
-    };
-    const RESTART: Self = Self {
-        annotation: serin_api::RESTART_ANNOTATION,
-        handled: |h| h.restart.as_ref(),
-    };
-}
-
 /// Writes a manual request (a new token in its annotation) and prints what the operator did.
 async fn request(
     client: &Client,
@@ -759,7 +735,7 @@ async fn request(
     name: &str,
     manual: ManualRequest,
 ) -> anyhow::Result<ExitCode> {
-    let annotation = manual.annotation;
+    let annotation = manual.annotation();
     let before = get_canary(canaries, name).await?;
     let held_before = before.status.as_ref().and_then(|s| s.message.clone());
     let known: Vec<String> = events_of(client, &before)
@@ -774,7 +750,7 @@ async fn request(
     canaries
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
-    let verb = annotation.trim_start_matches("serin.dev/");
+    let verb = manual.verb();
     println!("{verb} requested for {name} (token {token}); waiting for the operator");
     for _ in 0..60 {
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -783,7 +759,7 @@ async fn request(
             .status
             .as_ref()
             .and_then(|s| s.handled_requests.as_ref())
-            .and_then(manual.handled);
+            .and_then(|h| manual.handled(h));
         if handled == Some(&token) {
             for event in events_of(client, &canary).await {
                 if !known.contains(&event.metadata.name.clone().unwrap_or_default()) {

@@ -409,6 +409,70 @@ fn grafana_dashboards_are_config_maps_of_the_chart_files_when_enabled() {
     );
 }
 
+#[test]
+fn the_dashboard_is_off_by_default_and_its_role_reads_canaries_and_reviews_only() {
+    let helm = Helm::new(None);
+    let render = |sets: &[&str]| -> Vec<serde_json::Value> {
+        let rendered = helm.template_serin(sets);
+        serde_saphyr::from_multiple(&rendered)
+            .unwrap_or_else(|e| panic!("helm template {sets:?} is not YAML ({e}):\n{rendered}"))
+    };
+    for document in render(&[]) {
+        assert!(!document.to_string().contains("-dashboard"), "{document}");
+    }
+    let documents = render(&["dashboard.enabled=true"]);
+    let named = |kind: &str, name: &str| {
+        of_kind(&documents, kind)
+            .into_iter()
+            .find(|d| d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no {kind} {name} in {documents:?}"))
+            .clone()
+    };
+    // Only what it does as itself: viewers are reviewed, and act with their own tokens.
+    assert_eq!(
+        named("ClusterRole", "serin-dashboard")["rules"],
+        serde_json::json!([
+            {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+            {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+            {"apiGroups": ["serin.dev"], "resources": ["canaries"], "verbs": ["get", "list", "watch"]}
+        ])
+    );
+    let binding = named("ClusterRoleBinding", "serin-dashboard");
+    assert_eq!(binding["roleRef"]["name"], "serin-dashboard");
+    assert_eq!(
+        binding["subjects"],
+        serde_json::json!([{"kind": "ServiceAccount", "name": "serin-dashboard", "namespace": "serin-system"}])
+    );
+    let deployment = named("Deployment", "serin-dashboard");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        container["command"],
+        serde_json::json!(["/usr/local/bin/serin-dashboard"])
+    );
+    let args = container["args"].as_array().unwrap();
+    assert!(
+        args.contains(&serde_json::json!("--api-group=serin.dev")),
+        "{args:?}"
+    );
+    // The operator's selector (and so its Service and monitors) must not take in the dashboard's pods.
+    let pod_labels = &deployment["spec"]["template"]["metadata"]["labels"];
+    let operator = named("Deployment", "serin");
+    assert!(
+        operator["spec"]["selector"]["matchLabels"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .any(|(key, value)| &pod_labels[key] != value),
+        "the operator's selector matches the dashboard's pods: {pod_labels}"
+    );
+    let service = named("Service", "serin-dashboard");
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], "http");
+    assert_eq!(
+        service["spec"]["selector"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+}
+
 /// Reads `jsonpath` of the operator's Deployment in serin-system; it must contain `expected`.
 fn operator_deployment(k: &Kubectl, jsonpath: &str, expected: &str) -> String {
     k.expect(

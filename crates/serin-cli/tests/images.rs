@@ -98,6 +98,12 @@ fn each_image_runs_its_binary_from_its_own_root_filesystem() {
         assert_eq!(printed.trim(), format!("{name} {version}"));
         if name == "serin-operator" {
             flaggers_chart_starts_and_probes_it(&rootfs, config, version);
+            // The chart's dashboard Deployment starts the same binary under this name.
+            let dashboard = run(Command::new("chroot")
+                .arg("--userspec=65532:65532")
+                .arg(&rootfs)
+                .args(["/usr/local/bin/serin-dashboard", "--version"]));
+            assert_eq!(dashboard.trim(), format!("serin-dashboard {version}"));
         }
     }
 }

@@ -53,6 +53,7 @@ pub mod replicas;
 pub mod revision;
 pub mod simulation;
 pub mod stored_status;
+pub mod summary;
 pub mod weights;
 
 pub use decide::decide;

@@ -150,6 +150,10 @@ async fn run_main() -> std::process::ExitCode {
     } else {
         argv.remove(0)
     };
+    // The image links `serin-dashboard` to this binary: the in-cluster web dashboard.
+    if std::path::Path::new(&program).ends_with("serin-dashboard") {
+        return dashboard(std::iter::once(program).chain(argv)).await;
+    }
     // Flagger's chart starts `./flagger -log-level=info ...`: read its flags as Flagger does.
     let mut notes = Vec::new();
     if flagger_cli::is_flagger_style(&argv) {
@@ -187,6 +191,41 @@ async fn run_main() -> std::process::ExitCode {
             tracing::error!("{error:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// Runs the web dashboard (started as `serin-dashboard`) until a signal stops it.
+async fn dashboard(args: impl Iterator<Item = String>) -> std::process::ExitCode {
+    let flags = <serin_dashboard::Flags as clap::Parser>::parse_from(args);
+    let format = match flags.log_format.as_str() {
+        "json" => serin_controller::LogFormat::Json,
+        _ => serin_controller::LogFormat::Text,
+    };
+    if let Err(error) = serin_controller::init_logging(format, &flags.log_level) {
+        eprintln!("serin-dashboard: {error}");
+        return std::process::ExitCode::from(2);
+    }
+    let outcome = tokio::select! {
+        served = serin_dashboard::run_in_cluster(flags) => served,
+        _ = tokio::signal::ctrl_c() => Ok(()),
+        _ = terminated() => Ok(()),
+    };
+    match outcome {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Resolves when SIGTERM arrives (a pod being stopped); never, where it cannot be listened for.
+async fn terminated() {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut terminate) => {
+            terminate.recv().await;
+        }
+        Err(_) => std::future::pending().await,
     }
 }
 

@@ -71,6 +71,7 @@ fn builtins() -> Builtins {
         rbac::v1::ClusterRoleBinding,
         authentication::v1::TokenRequest,
         authentication::v1::SelfSubjectReview,
+        authentication::v1::TokenReview,
         authorization::v1::SelfSubjectAccessReview,
         authorization::v1::SelfSubjectRulesReview,
         authorization::v1::SubjectAccessReview,

@@ -458,6 +458,12 @@ pub fn builtins() -> Vec<ResourceInfo> {
             "selfsubjectreviews",
             false,
         ),
+        review(
+            "authentication.k8s.io",
+            "TokenReview",
+            "tokenreviews",
+            false,
+        ),
     ]
 }
 

@@ -553,3 +553,34 @@ async fn a_server_side_apply_that_creates_needs_create() {
         "1"
     );
 }
+
+/// A TokenReview (as a dashboard or an authenticating proxy asks it) names the bearer of a token
+/// the sandbox issued, and accepts no other; only who may create tokenreviews may ask.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_review_names_the_tokens_service_account() {
+    let (_sandbox, _dir, admin) = team_a_with_robot().await;
+    let token = admin.ok(&["-n", "team-a", "create", "token", "robot"]);
+    let review = |token: &str| {
+        let manifest = serde_json::json!({
+            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+            "spec": {"token": token.trim()},
+        });
+        let (ok, out, err) = admin.run(
+            &["create", "-f", "-", "-o", "json"],
+            Some(&manifest.to_string()),
+        );
+        assert!(ok, "{err}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["status"].clone()
+    };
+    let status = review(&token);
+    assert_eq!(status["authenticated"], true, "{status}");
+    assert_eq!(status["user"]["username"], ROBOT);
+    let groups = status["user"]["groups"].to_string();
+    assert!(groups.contains("system:serviceaccounts:team-a"), "{groups}");
+    let forged = review("not-a-token");
+    assert_eq!(forged["authenticated"], false, "{forged}");
+
+    let (allowed, answer) =
+        admin.output(&["auth", "can-i", "create", "tokenreviews", "--as", ROBOT]);
+    assert!(!allowed && answer.starts_with("no\n"), "{answer}");
+}

@@ -50,6 +50,27 @@ pub fn token_request(auth: &Auth, account: &Value, request: &Value) -> Result<Va
     }))
 }
 
+/// Answers a TokenReview: who the bearer of `spec.token` is, as an authenticating proxy or a
+/// dashboard asks the API server. The admin token and the ServiceAccount tokens the sandbox issued
+/// authenticate; any other token, or an expired one, does not.
+pub fn token_review(auth: &Auth, store: &Store, mut review: Value) -> Value {
+    let token = review["spec"]["token"].as_str().unwrap_or_default().trim();
+    let identity = match token {
+        "" => None,
+        ADMIN_TOKEN => Some(Identity::admin()),
+        token => auth.token_identity(store, token),
+    };
+    review["status"] = match identity {
+        Some(who) => json!({"authenticated": true, "user": {
+            "username": who.username, "groups": who.groups,
+            "uid": (!who.uid.is_empty()).then_some(&who.uid),
+        }}),
+        None => json!({"authenticated": false, "error": "invalid bearer token"}),
+    };
+    review["metadata"]["creationTimestamp"] = Value::Null;
+    review
+}
+
 /// Answers the review kinds of `authorization.k8s.io` and `authentication.k8s.io` (they are never
 /// stored): access reviews, rules reviews and `kubectl auth whoami`'s SelfSubjectReview.
 pub fn review(

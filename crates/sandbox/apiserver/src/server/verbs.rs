@@ -51,6 +51,8 @@ pub(crate) fn serve_actions(
                 .store
                 .get(info, namespace, target.name.as_deref().unwrap_or(""))?;
             auth::token_request(&state.auth, &account, &request)?
+        } else if info.kind == "TokenReview" {
+            auth::token_review(&state.auth, &state.store, request)
         } else {
             auth::review(&state.store, identity, &info.kind, namespace, request)?
         };
