@@ -128,7 +128,21 @@ fn the_charts_render_what_the_api_server_accepts() {
         "met",
     );
 
-    let matrix: [(&str, &[&str], &[&str]); 8] = [
+    let matrix: [(&str, &[&str], &[&str]); 9] = [
+        (
+            "the dashboard, in one namespace",
+            &[
+                "dashboard.enabled=true",
+                "namespace=team-a",
+                "dashboard.allowedHosts={serin.example.com}",
+            ],
+            &[
+                "command: [/usr/local/bin/serin-dashboard]",
+                "- --namespace=team-a",
+                "- --allowed-host=serin.example.com",
+                "resources: [subjectaccessreviews]",
+            ],
+        ),
         (
             "defaults",
             &[],
