@@ -134,7 +134,7 @@ screenshot dashboard-list
 click 'tr[data-canary="$NS/podinfo"] td.name a'
 wait-text '#canary-title' 'podinfo'
 wait-text '#ladder li.current' 'pause'
-wait-text '.metric[data-metric="request-success-rate"] .caption' '^([2-9]|[1-9][0-9]+) measurements this release' --timeout 60
+wait-text '.metric[data-metric="request-success-rate"] .caption' '^[1-9][0-9]* measurements? this release' --timeout 60
 wait-count 'svg.chart[data-metric="request-success-rate"] rect.band' 1
 wait-text '#routes' 'podinfo-canary 60%'
 wait-text '#events' 'weight'
@@ -149,6 +149,8 @@ wait-text '#phase' 'Failed' --timeout 60
 wait-text '#weight' '^0%'
 expect-mark
 screenshot dashboard-aborted
+click '#logout'
+wait-text '#login h1' 'Sign in'
 STEPS
 exec 7>&-
 browser_rc=0

@@ -33,6 +33,9 @@ const TOKEN_REVIEW_TTL: Duration = Duration::from_secs(60);
 const ACCESS_REVIEW_TTL: Duration = Duration::from_secs(30);
 /// Answers kept in each review cache; when full, the cache starts over.
 const MAX_CACHED_REVIEWS: usize = 16_384;
+/// Reviews asked of the API server at once: a flood of sign-ins with made-up tokens waits here
+/// instead of reaching the API server.
+const MAX_REVIEWS_IN_FLIGHT: usize = 16;
 
 /// Where the dashboard runs, which decides how viewers are known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -185,6 +188,7 @@ pub struct Access {
     sessions: Mutex<HashMap<String, Session>>,
     token_reviews: AnswerCache<Option<Viewer>>,
     access_reviews: AnswerCache<bool>,
+    in_flight: tokio::sync::Semaphore,
 }
 
 impl Access {
@@ -202,6 +206,7 @@ impl Access {
             sessions: Mutex::new(HashMap::new()),
             token_reviews: AnswerCache::new(TOKEN_REVIEW_TTL),
             access_reviews: AnswerCache::new(ACCESS_REVIEW_TTL),
+            in_flight: tokio::sync::Semaphore::new(MAX_REVIEWS_IN_FLIGHT),
         }
     }
 
@@ -237,11 +242,19 @@ impl Access {
         self.authenticate(credential).await
     }
 
-    /// Checks the credential's token with a TokenReview (its answer is kept for a minute).
+    /// Checks the credential's token with a TokenReview (its answer is kept for a minute); a
+    /// session must also still be open.
     pub async fn authenticate(&self, credential: Credential) -> Result<Viewer, Refusal> {
         let Some(token) = credential.token() else {
             return Ok(Viewer::local());
         };
+        if let Credential::Session { id, .. } = &credential
+            && self.session_token(id).is_none()
+        {
+            return Err(Refusal::Unauthenticated(
+                "the session has ended: sign in again".into(),
+            ));
+        }
         if token.len() > MAX_TOKEN_BYTES {
             return Err(Refusal::Unauthenticated(format!(
                 "the token is longer than {MAX_TOKEN_BYTES} bytes"
@@ -275,6 +288,7 @@ impl Access {
             },
             ..TokenReview::default()
         };
+        let _permit = self.in_flight.acquire().await;
         let api: Api<TokenReview> = Api::all(self.client.clone());
         let answer = api
             .create(&PostParams::default(), &review)
@@ -321,6 +335,7 @@ impl Access {
             },
             ..SubjectAccessReview::default()
         };
+        let _permit = self.in_flight.acquire().await;
         let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
         let answer = api
             .create(&PostParams::default(), &review)
