@@ -140,21 +140,15 @@ fn valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
 }
 
-/// The viewer of a request that reads or acts on Canaries of `namespace` with `verb`, or the
-/// answer refusing it.
-async fn allowed(
+/// Whether `viewer` may `verb` Canaries of `namespace`; the answer refusing it when not.
+async fn authorize(
     app: &App,
-    headers: &HeaderMap,
+    viewer: &Viewer,
     verb: &str,
     namespace: &str,
-) -> Result<Viewer, Response> {
-    let viewer = app
-        .access
-        .viewer(headers)
-        .await
-        .map_err(IntoResponse::into_response)?;
-    match app.access.may(&viewer, verb, namespace).await {
-        Ok(true) => Ok(viewer),
+) -> Result<(), Response> {
+    match app.access.may(viewer, verb, namespace).await {
+        Ok(true) => Ok(()),
         Ok(false) => Err(error(
             StatusCode::FORBIDDEN,
             format!(
@@ -167,6 +161,23 @@ async fn allowed(
     }
 }
 
+/// The viewer of a request that reads Canaries of `namespace` with `verb`, or the answer refusing
+/// it.
+async fn reader(
+    app: &App,
+    headers: &HeaderMap,
+    verb: &str,
+    namespace: &str,
+) -> Result<Viewer, Response> {
+    let viewer = app
+        .access
+        .viewer(headers)
+        .await
+        .map_err(IntoResponse::into_response)?;
+    authorize(app, &viewer, verb, namespace).await?;
+    Ok(viewer)
+}
+
 /// `GET /api/canaries/{namespace}/{name}/details`: the Canary's Events, images and routes, each
 /// read with the viewer's own rights (what they may not read is named instead).
 pub async fn details(
@@ -177,7 +188,7 @@ pub async fn details(
     if !valid_name(&namespace) || !valid_name(&name) {
         return error(StatusCode::NOT_FOUND, "no such Canary");
     }
-    let viewer = match allowed(&app, &headers, "get", &namespace).await {
+    let viewer = match reader(&app, &headers, "get", &namespace).await {
         Ok(viewer) => viewer,
         Err(refused) => return refused,
     };
@@ -221,23 +232,32 @@ async fn events_of(client: &kube::Client, namespace: &str, name: &str) -> Value 
     let recent = ListParams::default().fields(&selector).limit(1000);
     match api.list(&recent).await {
         Ok(list) => {
-            let mut items: Vec<Value> = list
+            let mut events: Vec<(Option<k8s_openapi::jiff::Timestamp>, u64, Event)> = list
                 .items
                 .into_iter()
                 .map(|e| {
                     let time = e
                         .last_timestamp
+                        .as_ref()
                         .map(|t| t.0)
-                        .or(e.event_time.map(|t| t.0))
-                        .or(e.metadata.creation_timestamp.map(|t| t.0));
-                    let written: u64 = e
+                        .or(e.event_time.as_ref().map(|t| t.0))
+                        .or(e.metadata.creation_timestamp.as_ref().map(|t| t.0));
+                    let written = e
                         .metadata
                         .resource_version
                         .as_deref()
                         .and_then(|v| v.parse().ok())
                         .unwrap_or_default();
+                    (time, written, e)
+                })
+                .collect();
+            // Events of the same second keep the order they were written in.
+            events.sort_by_key(|(time, written, _)| (*time, *written));
+            let excess = events.len().saturating_sub(MAX_EVENTS);
+            let items: Vec<Value> = events[excess..]
+                .iter()
+                .map(|(time, _, e)| {
                     json!({
-                        "written": written,
                         "time": time.map(|t| t.to_string()),
                         "type": e.type_,
                         "reason": e.reason,
@@ -246,10 +266,6 @@ async fn events_of(client: &kube::Client, namespace: &str, name: &str) -> Value 
                     })
                 })
                 .collect();
-            // Events of the same second keep the order they were written in.
-            items.sort_by_key(|e| (e["time"].as_str().map(String::from), e["written"].as_u64()));
-            let excess = items.len().saturating_sub(MAX_EVENTS);
-            items.drain(..excess);
             json!({"items": items})
         }
         Err(e) => unreadable("Events", &e),
@@ -299,7 +315,7 @@ pub async fn namespace_images(
     if !valid_name(&namespace) {
         return error(StatusCode::NOT_FOUND, "no such namespace");
     }
-    let viewer = match allowed(&app, &headers, "list", &namespace).await {
+    let viewer = match reader(&app, &headers, "list", &namespace).await {
         Ok(viewer) => viewer,
         Err(refused) => return refused,
     };
@@ -444,10 +460,9 @@ pub async fn act(
             );
         }
     };
-    let viewer = match allowed(&app, &headers, "patch", &namespace).await {
-        Ok(viewer) => viewer,
-        Err(refused) => return refused,
-    };
+    if let Err(refused) = authorize(&app, &viewer, "patch", &namespace).await {
+        return refused;
+    }
     let client = match app.access.client_of(&viewer) {
         Ok(client) => client,
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),

@@ -106,7 +106,8 @@ async fn feed(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
         Ok(viewer) => viewer,
         Err(refusal) => return refusal.into_response(),
     };
-    if app.streams.load(Ordering::SeqCst) >= stream::MAX_STREAMS {
+    if app.streams.fetch_add(1, Ordering::SeqCst) >= stream::MAX_STREAMS {
+        app.streams.fetch_sub(1, Ordering::SeqCst);
         return guard::text(
             StatusCode::SERVICE_UNAVAILABLE,
             "too many pages are following the dashboard: try again later",

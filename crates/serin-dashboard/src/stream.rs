@@ -10,7 +10,6 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use serin_api::Canary;
-use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -80,10 +79,10 @@ pub fn watch(
 }
 
 /// The feed of one page: a `snapshot` of every Canary the viewer may see, then a `canary` or
-/// `deleted` event per change, and `signed-out` when their token stops being accepted.
+/// `deleted` event per change, and `signed-out` when their token stops being accepted. The caller
+/// has counted it in `app.streams`; it is uncounted when the page goes.
 pub fn feed(app: Arc<App>, viewer: Viewer) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let (sender, receiver) = mpsc::channel::<Event>(64);
-    app.streams.fetch_add(1, Ordering::SeqCst);
     tokio::spawn(async move {
         follow(&app, viewer, sender).await;
         app.streams.fetch_sub(1, Ordering::SeqCst);
@@ -96,8 +95,7 @@ pub fn feed(app: Arc<App>, viewer: Viewer) -> Sse<impl Stream<Item = Result<Even
 
 async fn follow(app: &App, viewer: Viewer, sender: mpsc::Sender<Event>) {
     let mut changes = app.changes.subscribe();
-    let mut visible = Visibility::default();
-    if !send_snapshot(app, &viewer, &mut visible, &sender).await {
+    if !send_snapshot(app, &viewer, &sender).await {
         return;
     }
     let mut check = tokio::time::interval(REAUTHENTICATE_EVERY);
@@ -120,7 +118,7 @@ async fn follow(app: &App, viewer: Viewer, sender: mpsc::Sender<Event>) {
             Ok(Change::Applied(key)) => {
                 let namespace = key.namespace.clone().unwrap_or_default();
                 match app.canaries.get(&key) {
-                    Some(canary) if visible.may_list(app, &viewer, &namespace).await => {
+                    Some(canary) if may_list(app, &viewer, &namespace).await => {
                         let canary = serin_core::stored_status::joined((*canary).clone());
                         send_json(&sender, "canary", &canary_view(&canary)).await
                     }
@@ -128,7 +126,7 @@ async fn follow(app: &App, viewer: Viewer, sender: mpsc::Sender<Event>) {
                 }
             }
             Ok(Change::Deleted { namespace, name }) => {
-                if visible.may_list(app, &viewer, &namespace).await {
+                if may_list(app, &viewer, &namespace).await {
                     let gone = serde_json::json!({"namespace": namespace, "name": name});
                     send_json(&sender, "deleted", &gone).await
                 } else {
@@ -136,7 +134,7 @@ async fn follow(app: &App, viewer: Viewer, sender: mpsc::Sender<Event>) {
                 }
             }
             Ok(Change::Resync) | Err(broadcast::error::RecvError::Lagged(_)) => {
-                send_snapshot(app, &viewer, &mut visible, &sender).await
+                send_snapshot(app, &viewer, &sender).await
             }
             Err(broadcast::error::RecvError::Closed) => false,
         };
@@ -146,38 +144,18 @@ async fn follow(app: &App, viewer: Viewer, sender: mpsc::Sender<Event>) {
     }
 }
 
-/// Which namespaces a viewer may list, asked once per namespace and page (the access cache
-/// answers again within 30 s, so a revoked right ends within that).
-#[derive(Default)]
-struct Visibility {
-    asked: BTreeMap<String, (bool, tokio::time::Instant)>,
+/// Whether the viewer may list Canaries in `namespace` (the access cache answers again within
+/// 30 s, so a revoked right ends within that).
+async fn may_list(app: &App, viewer: &Viewer, namespace: &str) -> bool {
+    matches!(app.access.may(viewer, "list", namespace).await, Ok(true))
 }
 
-impl Visibility {
-    async fn may_list(&mut self, app: &App, viewer: &Viewer, namespace: &str) -> bool {
-        let now = tokio::time::Instant::now();
-        if let Some((allowed, at)) = self.asked.get(namespace)
-            && now.duration_since(*at) < Duration::from_secs(30)
-        {
-            return *allowed;
-        }
-        let allowed = matches!(app.access.may(viewer, "list", namespace).await, Ok(true));
-        self.asked.insert(namespace.to_string(), (allowed, now));
-        allowed
-    }
-}
-
-async fn send_snapshot(
-    app: &App,
-    viewer: &Viewer,
-    visible: &mut Visibility,
-    sender: &mpsc::Sender<Event>,
-) -> bool {
+async fn send_snapshot(app: &App, viewer: &Viewer, sender: &mpsc::Sender<Event>) -> bool {
     let mut canaries = Vec::new();
     let mut hidden = 0usize;
     for canary in app.canaries.state() {
         let namespace = canary.metadata.namespace.clone().unwrap_or_default();
-        if visible.may_list(app, viewer, &namespace).await {
+        if may_list(app, viewer, &namespace).await {
             let canary = serin_core::stored_status::joined((*canary).clone());
             canaries.push(canary_view(&canary));
         } else {

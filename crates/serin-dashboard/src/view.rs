@@ -133,7 +133,7 @@ pub fn canary_view(canary: &Canary) -> CanaryView {
         .map(|metric| {
             let check = status.metric_checks.iter().find(|c| c.name == metric.name);
             let (min, max) = summary::accepted_bounds(metric);
-            let mut points: Vec<Point> = status
+            let mut measured: Vec<(k8s_openapi::jiff::Timestamp, f64, bool)> = status
                 .analysis_runs
                 .iter()
                 .filter(|run| match (release_start, &run.started_at) {
@@ -143,16 +143,23 @@ pub fn canary_view(canary: &Canary) -> CanaryView {
                 .flat_map(|run| run.metrics.iter().filter(|m| m.name == metric.name))
                 .flat_map(|m| m.measurements.iter())
                 .filter_map(|m| {
-                    Some(Point {
-                        t: time(&m.finished_at.as_ref()?.0),
-                        v: m.value.as_deref()?.trim().parse().ok()?,
-                        ok: m.phase == AnalysisPhase::Successful,
-                    })
+                    Some((
+                        m.finished_at.as_ref()?.0,
+                        m.value.as_deref()?.trim().parse().ok()?,
+                        m.phase == AnalysisPhase::Successful,
+                    ))
                 })
                 .collect();
-            points.sort_by(|a, b| a.t.cmp(&b.t));
-            let excess = points.len().saturating_sub(MAX_POINTS);
-            points.drain(..excess);
+            measured.sort_by_key(|(at, _, _)| *at);
+            let excess = measured.len().saturating_sub(MAX_POINTS);
+            let points = measured[excess..]
+                .iter()
+                .map(|(at, v, ok)| Point {
+                    t: time(at),
+                    v: *v,
+                    ok: *ok,
+                })
+                .collect();
             MetricView {
                 name: metric.name.clone(),
                 range: summary::accepted_range(metric),
