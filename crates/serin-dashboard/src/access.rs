@@ -288,12 +288,7 @@ impl Access {
             },
             ..TokenReview::default()
         };
-        let _permit = self.in_flight.acquire().await;
-        let api: Api<TokenReview> = Api::all(self.client.clone());
-        let answer = api
-            .create(&PostParams::default(), &review)
-            .await
-            .map_err(|e| Refusal::Unavailable(format!("TokenReview failed: {e}")))?;
+        let answer = self.ask(&review).await?;
         let status = answer.status.unwrap_or_default();
         if status.authenticated != Some(true) {
             return Ok(None);
@@ -335,15 +330,27 @@ impl Access {
             },
             ..SubjectAccessReview::default()
         };
-        let _permit = self.in_flight.acquire().await;
-        let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
-        let answer = api
-            .create(&PostParams::default(), &review)
-            .await
-            .map_err(|e| Refusal::Unavailable(format!("SubjectAccessReview failed: {e}")))?;
+        let answer = self.ask(&review).await?;
         let allowed = answer.status.is_some_and(|s| s.allowed);
         self.access_reviews.put(key, allowed);
         Ok(allowed)
+    }
+
+    /// Asks the API server a review (TokenReview, SubjectAccessReview: answered, never stored), at
+    /// most [`MAX_REVIEWS_IN_FLIGHT`] at once.
+    async fn ask<K>(&self, review: &K) -> Result<K, Refusal>
+    where
+        K: kube::Resource<DynamicType = ()>
+            + Clone
+            + std::fmt::Debug
+            + serde::Serialize
+            + serde::de::DeserializeOwned,
+    {
+        let _permit = self.in_flight.acquire().await;
+        Api::<K>::all(self.client.clone())
+            .create(&PostParams::default(), review)
+            .await
+            .map_err(|e| Refusal::Unavailable(format!("{} failed: {e}", K::kind(&()))))
     }
 
     /// A client that acts as the viewer: with their token in the cluster, with the kubeconfig
