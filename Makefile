@@ -113,7 +113,7 @@ bench-loadtester:
 ## (about 15 minutes on 2 cores; the sandbox needs 10 GiB at 10,000), one
 ## table: memory and cached bytes per kind, step lag, new-revision detection, requests per release
 ## against the minimum, CPU per 1,000 ticks, and the sandbox's own figures (SERIN_BENCH_SIZES,
-## SERIN_BENCH_INTERVAL).
+## SERIN_BENCH_INTERVAL); then each target met or missed, exiting 1 when one is missed.
 bench-operator:
 	$(CARGO) build --release -q -p serin-operator
 	$(CARGO) run --release -q -p serin-operator --example bench

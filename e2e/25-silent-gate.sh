@@ -75,7 +75,7 @@ log "holding 75 s, past the 60 s deadline, while the gate answers closed"
 sleep 75
 expect_eq "phase after 75 s of a closed gate" WaitingPromotion "$(kc get canary podinfo -o jsonpath='{.status.phase}')"
 expect_eq "VirtualService canary weight while closed" 40 "$(vs_weight podinfo-canary)"
-rollbacks=$(event_messages | grep -c "gave no answer for 60s" || true)
+rollbacks=$(count_events "gave no answer for 60s")
 expect_eq "rollbacks for a silent gate (the first release's only)" 1 "$rollbacks"
 
 follow_baseline podinfo

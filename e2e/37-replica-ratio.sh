@@ -63,9 +63,10 @@ expect_window() {
   ((fewest >= 9)) || fail "only $fewest ready pods at once, below replicas - maxUnavailable (9)"
 }
 
+# stop_watch: ends this scenario's pod watch, and only it (another scenario may watch pods the same
+# way beside this one).
 stop_watch() {
-  kill "$WATCH_PID" 2>/dev/null || true
-  pkill -f "get pods -l serin.dev/apex=podinfo --watch" 2>/dev/null || true
+  kill_tree "$WATCH_PID"
   wait "$WATCH_PID" 2>/dev/null || true
 }
 

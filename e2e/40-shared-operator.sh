@@ -140,6 +140,9 @@ $(success_rate_metric)
         type: rollback
         url: http://loadtester.loadtester/rollback/check
 EOF
+# Followed at once: Initializing lasts as long as the primary takes to start, shorter than the
+# hostile namespace's setup below.
+expect_initialized
 
 # ----- hostile ------------------------------------------------------------------------------------
 log "hostile: a target Deployment for each Canary, and one <target>-primary made by hand"
@@ -271,7 +274,6 @@ hostile_canary takeover <<EOF
 EOF
 
 # ----- initialization --------------------------------------------------------------------------
-expect_initialized
 # initialized NAMESPACE NAME: the Canary's phase is Initialized.
 initialized() {
   [[ $(kubectl -n "$1" get canary "$2" -o jsonpath='{.status.phase}') == Initialized ]]

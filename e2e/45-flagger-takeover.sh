@@ -136,14 +136,14 @@ OPERATOR_PID=""
 kc annotate canary podinfo serin.dev/status- >/dev/null
 kc patch canary podinfo --subresource=status --type=merge \
   -p '{"status": {"lastAppliedSpec": "7bcd5f9d6x", "lastPromotedSpec": "7bcd5f9d6x"}}' >/dev/null
-events_before=$(event_messages | wc -l)
+events_before=$(events_recorded)
 start_operator "${OPERATOR_FLAGS[@]}"
 wait_for "the operator to write its annotation beside Flagger's status" 20 \
   bash -c "kubectl -n $NS get canary podinfo -o jsonpath='{.metadata.annotations.serin\.dev/status}' | grep -q statusDigest"
 expect_eq "phase" Succeeded "$(kc get canary podinfo -o jsonpath='{.status.phase}')"
 expect_eq "lastAppliedSpec kept" 7bcd5f9d6x "$(kc get canary podinfo -o jsonpath='{.status.lastAppliedSpec}')"
 expect_eq "podinfo replicas" 0 "$(spec_replicas podinfo)"
-expect_eq "events since the takeover" "$events_before" "$(event_messages | wc -l)"
+expect_eq "events since the takeover" "$events_before" "$(events_recorded)"
 
 log "deleting the Canary: Flagger's finalizer gives podinfo its replicas back"
 kc delete canary podinfo --wait=false >/dev/null

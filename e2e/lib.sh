@@ -1156,9 +1156,27 @@ expect_no_leak() {
   done
 }
 
-# count_events NEEDLE: how many Events' messages contain NEEDLE.
+# kill_tree PID: stops PID and every process it started, found by parentage (never by a command-line
+# pattern, which would also match another scenario's processes).
+kill_tree() {
+  local child
+  for child in $(pgrep -P "$1" || true); do
+    kill_tree "$child"
+  done
+  kill "$1" 2>/dev/null || true
+}
+
+# count_events NEEDLE: how many times an Event whose message contains NEEDLE was recorded (a
+# repeat raises the first Event's `count` instead of adding one, as in any cluster).
 count_events() {
-  event_messages | grep -cF -- "$1" || true
+  kc get events -o jsonpath='{range .items[*]}{.count}{"\t"}{.message}{"\n"}{end}' |
+    awk -F'\t' -v m="$1" 'index($2, m) > 0 {n += ($1 == "" ? 1 : $1)} END {print n + 0}'
+}
+
+# events_recorded: how many Events were recorded in the namespace, repeats included.
+events_recorded() {
+  kc get events -o jsonpath='{range .items[*]}{.count}{"\n"}{end}' |
+    awk '{n += ($1 == "" ? 1 : $1)} END {print n + 0}'
 }
 
 # announced MESSAGE: how many times the operator announced exactly MESSAGE (Events of the same

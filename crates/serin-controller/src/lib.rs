@@ -9,6 +9,7 @@ pub mod budget;
 pub mod cache;
 pub mod configs;
 pub mod daemon_sets;
+pub mod event_series;
 pub mod job_metric;
 pub mod json_store;
 pub mod leadership;

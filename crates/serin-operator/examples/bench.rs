@@ -4,7 +4,9 @@
 //! the operator's, and it follows every commit to the store (with its commit time) to measure:
 //! - memory: the operator's resident memory idle and while every Canary progresses;
 //! - step lag: for every tick of every Canary, its status write's commit time minus the moment
-//!   the tick was due (the previous tick's `lastTickTime` plus the interval);
+//!   the tick was due (the previous tick's `lastTickTime` plus the interval); the operator's
+//!   share starts at the later of that moment and the Canary's Deployments last becoming
+//!   available, so a rollout the sandbox is slow to finish is not counted against the operator;
 //! - detection: from the bench's update of a target to the commit of the Canary's status that
 //!   starts the release;
 //! - requests per release against the minimum a release needs: one status write per transition
@@ -12,6 +14,9 @@
 //!   Events, one Event per transition is added to the minimum;
 //! - CPU: the operator's user + system seconds per 1,000 reconciles and per 1,000 ticks;
 //! - the sandbox's own figures, to show it is not what the operator waits for.
+//!
+//! After the table it prints each target beside its figure, met or missed, and exits non-zero
+//! when one is missed.
 //!
 //! The targets are updated one after another over one interval, as releases arrive in a real
 //! cluster; `SERIN_BENCH_INTERVAL` sets the interval (30s by default).
@@ -216,6 +221,14 @@ struct Log {
     updated_at: HashMap<String, SystemTime>,
     /// Seconds from a tick being due to its status write, for the release's ticks.
     step_lags: Vec<f64>,
+    /// Seconds from the later of a tick being due and its Canary's Deployments last becoming
+    /// available to its status write: the operator's share of the step lag.
+    operator_lags: Vec<f64>,
+    /// When each Deployment last became available (all its replicas updated and available for
+    /// its current generation).
+    available_at: HashMap<String, SystemTime>,
+    /// Ticks whose Deployments became available only after the tick was due.
+    waited_on_rollout: u64,
     /// Seconds from a target's update to its Canary's release starting.
     detections: Vec<f64>,
     /// Seconds from the operator scaling a target up to the target being available.
@@ -264,16 +277,22 @@ impl Log {
                 self.route_writes += 1
             }
             "deployments.apps" => self.deployment(change, previous, name),
-            "events" if change.change == ChangeType::Added => {
+            "events" if change.change != ChangeType::Deleted => {
                 let message = change.object["message"].as_str().unwrap_or_default();
-                if message.starts_with("Promotion completed") {
+                // A repeat raises the first Event's count: it is counted as a promotion too.
+                let count = |event: &Value| event["count"].as_u64().unwrap_or(1);
+                let recorded = match change.change {
+                    ChangeType::Added => count(&change.object),
+                    _ => count(&change.object).saturating_sub(count(previous)),
+                };
+                if message.starts_with("Promotion completed") && recorded > 0 {
                     let canary = change.object["involvedObject"]["name"]
                         .as_str()
                         .unwrap_or_default();
                     *self
                         .promotions_completed
                         .entry(canary.to_string())
-                        .or_default() += 1;
+                        .or_default() += recorded as u32;
                 }
             }
             _ => {}
@@ -300,6 +319,15 @@ impl Log {
                 if let (false, Some(old_tick)) = (starts_release, old_tick) {
                     let due = SystemTime::from(old_tick + self.interval);
                     self.step_lags.push(seconds_between(due, change.at));
+                    let primary = format!("{name}-primary");
+                    let ready = [&name, &primary]
+                        .iter()
+                        .filter_map(|d| self.available_at.get(*d).copied())
+                        .fold(due, SystemTime::max);
+                    self.operator_lags.push(seconds_between(ready, change.at));
+                    if ready > due {
+                        self.waited_on_rollout += 1;
+                    }
                 }
             }
         }
@@ -314,11 +342,18 @@ impl Log {
         if old["replicas"].as_u64() == Some(0) && new["replicas"].as_u64().unwrap_or(0) > 0 {
             self.scaled_up_at.insert(name.clone(), change.at);
         }
-        let status = &change.object["status"];
-        let available = status["availableReplicas"].as_u64().unwrap_or(0);
-        if available > 0
-            && available >= new["replicas"].as_u64().unwrap_or(1)
-            && status["observedGeneration"] == change.object["metadata"]["generation"]
+        let replicas = new["replicas"].as_u64().unwrap_or(1);
+        let settled = |object: &Value| {
+            let status = &object["status"];
+            status["observedGeneration"] == object["metadata"]["generation"]
+                && status["updatedReplicas"].as_u64().unwrap_or(0) >= replicas
+                && status["availableReplicas"].as_u64().unwrap_or(0) >= replicas
+        };
+        if settled(&change.object) && !settled(previous) {
+            self.available_at.insert(name.clone(), change.at);
+        }
+        if replicas > 0
+            && settled(&change.object)
             && let Some(scaled) = self.scaled_up_at.remove(&name)
         {
             self.rollouts.push(seconds_between(scaled, change.at));
@@ -330,21 +365,43 @@ impl Log {
     }
 }
 
-/// `values`' p50, p99 and max, or dashes when there are none.
-fn percentiles(values: &[f64]) -> String {
-    if values.is_empty() {
-        return "-".into();
+/// The p50, p99 and max of a set of seconds, and how many there were.
+#[derive(Default, Clone, Copy)]
+struct Percentiles {
+    p50: f64,
+    p99: f64,
+    max: f64,
+    count: usize,
+}
+
+impl Percentiles {
+    fn of(values: &[f64]) -> Self {
+        if values.is_empty() {
+            return Self::default();
+        }
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let at = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
+        Percentiles {
+            p50: at(0.5),
+            p99: at(0.99),
+            max: sorted[sorted.len() - 1],
+            count: sorted.len(),
+        }
     }
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let at = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
-    format!(
-        "{:.3} / {:.3} / {:.3} s (n={})",
-        at(0.5),
-        at(0.99),
-        sorted[sorted.len() - 1],
-        sorted.len()
-    )
+}
+
+impl std::fmt::Display for Percentiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.count == 0 {
+            return f.write_str("-");
+        }
+        write!(
+            f,
+            "{:.3} / {:.3} / {:.3} s (n={})",
+            self.p50, self.p99, self.max, self.count
+        )
+    }
 }
 
 /// The figures of one size, for the table.
@@ -356,13 +413,20 @@ struct Figures {
     cached_bytes: BTreeMap<String, u64>,
     peak_rss: u64,
     idle_requests: u64,
-    step_lag: String,
-    detection: String,
+    step_lag: Percentiles,
+    operator_lag: Percentiles,
+    waited_on_rollout: u64,
+    detection: Percentiles,
     requests: BTreeMap<String, u64>,
     minimum: u64,
     transitions: u64,
     cpu_per_1000_reconciles: f64,
     cpu_per_1000_ticks: f64,
+    /// The operator's CPU seconds per minute while nothing changes, and its reconciles then.
+    idle_cpu_per_minute: f64,
+    idle_reconciles: u64,
+    /// Reconciles while every Canary releases.
+    reconciles: u64,
     sandbox_objects: usize,
     /// Objects and their JSON bytes per stored resource, at the end of the release.
     sandbox_by_resource: BTreeMap<String, (usize, usize)>,
@@ -372,7 +436,7 @@ struct Figures {
     commits_peak: u64,
     /// The sandbox controllers' passes during the release, their seconds, and the release's.
     sandbox_passes: (u64, f64, f64),
-    rollout: String,
+    rollout: Percentiles,
     succeeded: usize,
     promoted_once: usize,
 }
@@ -382,8 +446,12 @@ impl Figures {
         self.requests.values().sum()
     }
 
+    /// Events written: new ones, and repeats counted on the first.
     fn events(&self) -> u64 {
-        self.requests.get("CREATE events").copied().unwrap_or(0)
+        ["CREATE events", "PATCH events"]
+            .iter()
+            .filter_map(|key| self.requests.get(*key))
+            .sum()
     }
 }
 
@@ -548,7 +616,14 @@ async fn run(size: usize, interval: Duration) -> anyhow::Result<Figures> {
     // Idle: nothing changes; the operator should not need to ask the API server anything.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let idle_counts = request_counts(&sandbox);
+    let (idle_cpu_before, idle_reconciles_before) =
+        (cpu_seconds(operator.id()), reconciles(admin).await);
     tokio::time::sleep(IDLE_WINDOW).await;
+    figures.idle_cpu_per_minute =
+        (cpu_seconds(operator.id()) - idle_cpu_before) * 60.0 / IDLE_WINDOW.as_secs_f64();
+    figures.idle_reconciles = reconciles(admin)
+        .await
+        .saturating_sub(idle_reconciles_before);
     figures.idle_rss = resident_bytes(operator.id());
     figures.cached_bytes = cached_bytes_per_object(&scrape(admin).await);
     figures.idle_requests = requests_since(&sandbox, &idle_counts).values().sum();
@@ -614,10 +689,13 @@ async fn run(size: usize, interval: Duration) -> anyhow::Result<Figures> {
     {
         let log = log.lock().expect("the log");
         figures.cpu_per_1000_reconciles = cpu * 1000.0 / reconciled as f64;
+        figures.reconciles = reconciled;
         figures.cpu_per_1000_ticks = cpu * 1000.0 / log.ticks.max(1) as f64;
-        figures.step_lag = percentiles(&log.step_lags);
-        figures.detection = percentiles(&log.detections);
-        figures.rollout = percentiles(&log.rollouts);
+        figures.step_lag = Percentiles::of(&log.step_lags);
+        figures.operator_lag = Percentiles::of(&log.operator_lags);
+        figures.waited_on_rollout = log.waited_on_rollout;
+        figures.detection = Percentiles::of(&log.detections);
+        figures.rollout = Percentiles::of(&log.rollouts);
         figures.transitions = log.transitions;
         // Less the bench's own update of each target.
         let operator_workload_writes = log.workload_writes.saturating_sub(size as u64);
@@ -634,6 +712,80 @@ async fn run(size: usize, interval: Duration) -> anyhow::Result<Figures> {
     follower.abort();
     sandbox.stop().await;
     Ok(figures)
+}
+
+/// One target of the bench at one size: its figure, its limit and whether the figure is within it.
+struct Target {
+    name: &'static str,
+    figure: String,
+    limit: String,
+    met: bool,
+}
+
+/// The targets a size's figures are held to.
+fn targets(f: &Figures) -> Vec<Target> {
+    let idle_limit_mib = if f.size <= 1_000 { 64.0 } else { 192.0 };
+    let idle_mib = f.idle_rss as f64 / 1048576.0;
+    let ratio = f.total() as f64 / (f.minimum + f.transitions).max(1) as f64;
+    vec![
+        Target {
+            name: "step lag p99",
+            figure: format!("{:.3} s", f.step_lag.p99),
+            limit: "< 1 s".into(),
+            met: f.step_lag.count > 0 && f.step_lag.p99 < 1.0,
+        },
+        Target {
+            name: "new revision detected p99",
+            figure: format!("{:.3} s", f.detection.p99),
+            limit: "< 1 s".into(),
+            met: f.detection.count > 0 && f.detection.p99 < 1.0,
+        },
+        Target {
+            name: "operator memory idle",
+            figure: format!("{idle_mib:.1} MiB"),
+            limit: format!("< {idle_limit_mib} MiB"),
+            met: idle_mib < idle_limit_mib,
+        },
+        Target {
+            name: "requests per release / minimum with Events",
+            figure: format!("{ratio:.2}"),
+            limit: "< 1.5".into(),
+            met: ratio < 1.5,
+        },
+        Target {
+            name: "operator CPU per 1,000 reconciles",
+            figure: format!("{:.2} s", f.cpu_per_1000_reconciles),
+            limit: "< 1.0 s".into(),
+            met: f.cpu_per_1000_reconciles < 1.0,
+        },
+        Target {
+            name: "Succeeded with one \"Promotion completed\"",
+            figure: format!("{}/{}", f.succeeded.min(f.promoted_once), f.size),
+            limit: "every Canary".into(),
+            met: f.succeeded == f.size && f.promoted_once == f.size,
+        },
+    ]
+}
+
+/// Every size's targets, one line each, and how many were missed.
+fn target_lines(all: &[Figures]) -> (String, usize) {
+    let mut text = String::from("targets:\n");
+    let mut missed = 0;
+    for f in all {
+        for target in targets(f) {
+            missed += usize::from(!target.met);
+            let _ = writeln!(
+                text,
+                "  {:>6} Canaries  {:<44} {:>12}  {:<13} {}",
+                f.size,
+                target.name,
+                target.figure,
+                target.limit,
+                if target.met { "met" } else { "MISSED" }
+            );
+        }
+    }
+    (text, missed)
 }
 
 fn mib(bytes: u64) -> String {
@@ -673,9 +825,16 @@ fn table(all: &[Figures], interval: Duration) -> String {
         },
     );
     row("idle 30 s: API requests", &|f| f.idle_requests.to_string());
-    row("step lag p50 / p99 / max", &|f| f.step_lag.clone());
+    row("step lag p50 / p99 / max", &|f| f.step_lag.to_string());
+    row("  the operator's: from due or available", &|f| {
+        f.operator_lag.to_string()
+    });
+    row(
+        "  ticks due before their Deployments were available",
+        &|f| f.waited_on_rollout.to_string(),
+    );
     row("new revision detected p50 / p99 / max", &|f| {
-        f.detection.clone()
+        f.detection.to_string()
     });
     row("requests per release", &|f| {
         format!("{:.1}", f.total() as f64 / f.size as f64)
@@ -701,6 +860,18 @@ fn table(all: &[Figures], interval: Duration) -> String {
             f.cpu_per_1000_reconciles, f.cpu_per_1000_ticks
         )
     });
+    row(
+        "  reconciles while releasing; CPU s per minute idle",
+        &|f| {
+            format!(
+                "{}; {:.3} ({} reconciles in {} s)",
+                f.reconciles,
+                f.idle_cpu_per_minute,
+                f.idle_reconciles,
+                IDLE_WINDOW.as_secs()
+            )
+        },
+    );
     row("sandbox objects, memory per object", &|f| {
         format!(
             "{}, {:.1} KiB",
@@ -724,7 +895,7 @@ fn table(all: &[Figures], interval: Duration) -> String {
     );
     row(
         "sandbox: scaled-up target available p50 / p99 / max",
-        &|f| f.rollout.clone(),
+        &|f| f.rollout.to_string(),
     );
     row("Succeeded, \"Promotion completed\" exactly once", &|f| {
         format!("{}/{}, {}/{}", f.succeeded, f.size, f.promoted_once, f.size)
@@ -792,14 +963,11 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("  {size} Canaries measured in {:.0?}", started.elapsed());
     }
     print!("{}", table(&all, interval));
-    let missed: Vec<usize> = all
-        .iter()
-        .filter(|f| f.succeeded < f.size || f.promoted_once < f.size)
-        .map(|f| f.size)
-        .collect();
-    anyhow::ensure!(
-        missed.is_empty(),
-        "not every Canary succeeded with exactly one \"Promotion completed\" at {missed:?} Canaries"
-    );
+    let (lines, missed) = target_lines(&all);
+    print!("{lines}");
+    if missed > 0 {
+        eprintln!("{missed} target(s) missed");
+        std::process::exit(1);
+    }
     Ok(())
 }

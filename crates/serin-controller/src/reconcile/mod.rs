@@ -84,6 +84,8 @@ pub struct Context {
     /// Whether analysis metrics of provider `job` may run Jobs in Canaries' namespaces
     /// (`--allow-job-metrics`); off, such a metric holds its release with a message saying so.
     pub job_metrics: bool,
+    /// The Events written recently, so a repeat raises their count instead of adding one.
+    pub event_series: crate::event_series::EventSeries,
 }
 
 impl Context {
@@ -113,6 +115,7 @@ impl Context {
             prometheus_clients,
             cross_namespace_refs: true,
             job_metrics: false,
+            event_series: Default::default(),
         }
     }
 }

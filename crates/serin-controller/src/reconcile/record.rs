@@ -3,8 +3,9 @@
 
 use super::{Context, Error, Shared, now};
 use crate::cache::Caches;
+use crate::event_series::{EventKey, Recording};
 use kube::ResourceExt;
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use serin_api::{Canary, Phase};
 use serin_core::plan::{EventType, Plan};
@@ -176,7 +177,9 @@ async fn send_alert(ctx: &Context, caches: &Caches, canary: &Canary, alert: &ser
 }
 
 /// Writes a core/v1 Event about `canary` (one per message, as Flagger's recorder does, so
-/// `kubectl describe canary` lists every step) and logs it. An event that cannot be written is
+/// `kubectl describe canary` lists every step) and logs it. A message repeated within
+/// [`SERIES_WINDOW`](crate::event_series::SERIES_WINDOW) raises the first Event's `count` and
+/// `lastTimestamp` instead, as Kubernetes' recorder does. An event that cannot be written is
 /// logged and does not stop the release. `reason` says what happened (see
 /// `serin_core::plan::reason`).
 pub(super) async fn record(
@@ -197,7 +200,35 @@ pub(super) async fn record(
         }
     };
     let namespace = canary.namespace().unwrap_or_else(|| "default".into());
+    let key = EventKey {
+        namespace: namespace.clone(),
+        name: canary.name_any(),
+        uid: canary.uid().unwrap_or_default(),
+        event_type: kind.to_string(),
+        reason: reason.to_string(),
+        message: message.to_string(),
+    };
     let now = now().to_string();
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(ctx.client.clone(), &namespace);
+    if let Recording::Repeat { name, count } = ctx.event_series.recording(&key, Instant::now()) {
+        let repeat = json!({"count": count, "lastTimestamp": now});
+        match events
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&repeat))
+            .await
+        {
+            Ok(_) => {
+                ctx.event_series.written(key, name, count, Instant::now());
+                return;
+            }
+            // Expired or deleted: the repeat starts a new Event.
+            Err(kube::Error::Api(status)) if status.code == 404 => ctx.event_series.forget(&key),
+            Err(error) => {
+                tracing::error!("writing event: {error}");
+                return;
+            }
+        }
+    }
     let object = serde_json::from_value::<k8s_openapi::api::core::v1::Event>(json!({
         "metadata": {"name": format!("{}.{}", canary.name_any(), uuid::Uuid::new_v4().simple()),
                      "namespace": namespace},
@@ -208,18 +239,18 @@ pub(super) async fn record(
         "source": {"component": "serin"}, "reportingComponent": "serin",
         "firstTimestamp": now, "lastTimestamp": now, "count": 1,
     }));
-    let events: Api<k8s_openapi::api::core::v1::Event> =
-        Api::namespaced(ctx.client.clone(), &namespace);
     let written = match object {
         Ok(object) => events
             .create(&Default::default(), &object)
             .await
-            .map(|_| ())
             .map_err(|e| e.to_string()),
         Err(error) => Err(error.to_string()),
     };
-    if let Err(error) = written {
-        tracing::error!("writing event: {error}");
+    match written {
+        Ok(created) => ctx
+            .event_series
+            .written(key, created.name_any(), 1, Instant::now()),
+        Err(error) => tracing::error!("writing event: {error}"),
     }
 }
 
