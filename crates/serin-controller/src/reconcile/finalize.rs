@@ -60,6 +60,7 @@ pub(super) async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue
     let canary_json = serde_json::to_value(canary)?;
     let apex = Names::of(&canary_json).apex;
     let phase = canary.status.as_ref().and_then(|s| s.phase);
+    let mut terminating = None;
     if phase != Some(Phase::Terminating) {
         let written = canaries
             .patch_status(
@@ -69,6 +70,7 @@ pub(super) async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue
             )
             .await?;
         shared.wrote(canary, &written);
+        terminating = Some(written);
         record(
             ctx,
             canary,
@@ -148,7 +150,7 @@ pub(super) async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue
         .filter(|f| *f != finalizer())
         .cloned()
         .collect();
-    canaries
+    let released = canaries
         .patch(
             &canary.name_any(),
             &PatchParams::default(),
@@ -157,6 +159,13 @@ pub(super) async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue
         .await?;
     let gone = Shared::canary_key(canary);
     shared.forget_unless(|key| *key != gone);
+    // A change of the target can trigger a reconcile of a copy read before these writes, still
+    // holding the finalizer: it must not finalize again once the primary is gone (it would give
+    // the target one replica instead of the primary's).
+    shared.wrote(canary, &released);
+    if let Some(terminating) = &terminating {
+        shared.wrote(terminating, &released);
+    }
     record(
         ctx,
         canary,
