@@ -98,14 +98,9 @@ impl EventSeries {
         self.0.lock().expect("never poisoned").remove(key);
     }
 
-    /// How many Events are remembered.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.0.lock().expect("never poisoned").len()
-    }
-
-    /// Whether none is remembered.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
