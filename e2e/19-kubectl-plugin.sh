@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The kubectl plugin: with kubectl-serin on the PATH, `kubectl serin` lints manifests, lists and shows
 # Canaries (`get NAME --watch` redraws in place in a real terminal, driven with tmux), and steers
-# releases: status --watch exits 0 for a promoted release, 1 for a failed one and 2 on timeout;
+# releases: status --watch exits 0 once a new Canary is Initialized and for a promoted release, 1 for
+# a failed one and 2 on timeout;
 # promote leaves a pause; restart runs the analysis again; abort rolls a running release back; pause
 # and resume suspend; status exits 3 for an invalid Canary. `kubectl wait` reads the Ready and
 # Stalled conditions.
@@ -42,7 +43,11 @@ apply_canary <<EOF
 $(success_rate_metric)
 $(load_test_hooks)
 EOF
-expect_initialized
+# The first pipeline a user writes: apply, then follow; a new Canary settles once Initialized.
+run_status podinfo --watch --timeout 2m
+expect_eq "status --watch exit code right after a new Canary is applied" 0 "$STATUS_RC"
+expect_contains "status --watch after the first deploy" "Initialized" "$STATUS_OUT"
+expect_eq "phase once status --watch ended" Initialized "$(kc get canary podinfo -o jsonpath='{.status.phase}')"
 listed=$(ks list)
 quote "$listed"
 expect_contains "kubectl serin list" "podinfo   Initialized" "$listed"

@@ -19,7 +19,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_sandbox "the hostile endpoints are loopback servers that the host-run operator reaches"
 OPERATOR_ALL_NAMESPACES=1
 setup
-[[ -x $HELM ]] || fail "$HELM is missing: run scripts/install-helm.sh"
+[[ -x $HELM ]] || fail "$HELM is missing: run scripts/install-tools.sh"
 start_receiver
 
 # Secret values planted by this scenario; none may reach a log, an Event or a status.

@@ -14,7 +14,8 @@
 #   E2E_PROMETHEUS     Prometheus URL for MetricTemplates in cluster mode
 #                      (default http://prometheus.istio-system:9090)
 #   E2E_OPERATOR_NAMESPACE, E2E_OPERATOR_DEPLOYMENT
-#                      where `kubectl logs` finds the operator in cluster mode (serin-system, serin-operator)
+#                      where `kubectl logs` finds the operator in cluster mode (serin-system, serin:
+#                      the Helm chart's Deployment)
 #   E2E_INTERVAL       the Canaries' analysis interval (default 10s, the shortest the operator runs:
 #                      serin_api::MIN_INTERVAL_SECONDS raises shorter ones to 10s)
 #   E2E_OPERATOR_METRICS_SERVER
@@ -24,7 +25,7 @@
 #                      replicas with leader election, in serin-system, under the chart's RBAC) instead
 #                      of starting it on the host; the sandbox runs its image as the serin-operator
 #                      binary. A scenario that passes this way must also have met no 403.
-#   HELM               the helm binary (default target/tools/helm, from scripts/install-helm.sh)
+#   HELM               the helm binary (default target/tools/helm, from scripts/install-tools.sh)
 #   E2E_SKIP_BUILD=1   use the binaries in target/debug as they are
 #   E2E_KEEP=1         keep the work directory (logs, kubeconfig) after a passing run
 #   E2E_WORK_ROOT      where work directories are made (default: $TMPDIR or /tmp)
@@ -127,7 +128,7 @@ dump_diagnostics() {
     tail -n 80 "$WORK/operator.log" 2>&1
   else
     kubectl --request-timeout=10s -n "${E2E_OPERATOR_NAMESPACE:-serin-system}" \
-      logs "deploy/${E2E_OPERATOR_DEPLOYMENT:-serin-operator}" --tail=80 2>&1
+      logs "deploy/${E2E_OPERATOR_DEPLOYMENT:-serin}" --tail=80 2>&1
   fi
   echo "-------------------------------------------------------"
 }
@@ -681,7 +682,7 @@ helm_cmd() {
 # install_with_helm: the operator as users install it — the chart's CRDs, ServiceAccount, ClusterRole
 # and a Deployment of two replicas with leader election — and waits until both are Ready.
 install_with_helm() {
-  [[ -x $HELM ]] || fail "$HELM is missing: run scripts/install-helm.sh"
+  [[ -x $HELM ]] || fail "$HELM is missing: run scripts/install-tools.sh"
   helm_cmd install serin "$REPO_DIR/charts/serin" --namespace serin-system --create-namespace \
     --set "metricsServer=${E2E_OPERATOR_METRICS_SERVER:-$PROMETHEUS_URL}" \
     --set leaderElection.enabled=true --set replicaCount=2 \
@@ -783,7 +784,7 @@ start_operator() {
 # sandbox's Prometheus; more chart values may follow. Sets FLAGGER_TREE: a scratch git repository
 # holding fixtures/flagger, where Flagger's scripts find their files as they do in Flagger's.
 install_flagger_chart() {
-  [[ -x $HELM ]] || fail "$HELM is missing: run scripts/install-helm.sh"
+  [[ -x $HELM ]] || fail "$HELM is missing: run scripts/install-tools.sh"
   FLAGGER_TREE=$WORK/flagger
   cp -r "$E2E_DIR/fixtures/flagger" "$FLAGGER_TREE"
   # The one change to Flagger's scripts: where Prometheus is (the sandbox's, not Istio's addon).
@@ -1144,7 +1145,7 @@ expect_no_leak() {
           if [[ -f $WORK/operator.log ]]; then
             text=$(cat "$WORK/operator.log")
           else
-            text=$(kubectl -n serin-system logs "deploy/${E2E_OPERATOR_DEPLOYMENT:-serin}" --tail=-1 2>&1 || true)
+            text=$(kubectl -n "${E2E_OPERATOR_NAMESPACE:-serin-system}" logs "deploy/${E2E_OPERATOR_DEPLOYMENT:-serin}" --tail=-1 2>&1 || true)
           fi
           ;;
         events) text=$(kc get events -o json) ;;

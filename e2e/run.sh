@@ -67,6 +67,10 @@ if [[ -n ${E2E_KUBECONFIG:-} ]]; then
   jobs_limit=1
 fi
 
+# kubectl is not a Debian package: scripts/install-tools.sh puts one in target/tools when none is on
+# the PATH (an installed one comes first).
+export PATH=$PATH:$REPO_DIR/target/tools
+command -v kubectl >/dev/null || "$REPO_DIR/scripts/install-tools.sh" >/dev/null || true
 missing=()
 for tool in kubectl curl python3; do
   command -v "$tool" >/dev/null || missing+=("$tool")
@@ -96,7 +100,7 @@ for i in "${!scenarios[@]}"; do
   names+=("$name")
 done
 if [[ " ${installs[*]} " == *" helm "* && -z ${HELM:-} && ! -x $REPO_DIR/target/tools/helm ]]; then
-  "$REPO_DIR/scripts/install-helm.sh" >/dev/null
+  "$REPO_DIR/scripts/install-tools.sh" >/dev/null
 fi
 
 declare -A pid_index=() # running scenario: pid -> index in scenarios

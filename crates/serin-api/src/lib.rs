@@ -18,6 +18,7 @@ pub mod managed_routes;
 pub mod mesh;
 pub mod metric_template;
 pub mod object_ref;
+pub mod reference;
 pub mod schema;
 pub mod status;
 pub mod validate;

@@ -22,6 +22,15 @@ fn checked_in_crds_match_the_types() {
 }
 
 #[test]
+fn checked_in_field_reference_matches_the_types() {
+    serin_api::reference::check_checked_in(
+        "docs/reference/crds.md",
+        &serin_api::reference::crds_markdown(),
+    )
+    .unwrap_or_else(|problem| panic!("{problem}"));
+}
+
+#[test]
 fn canary_crd_has_flaggers_shape() {
     let crds = serin_api::crd::crds();
     let canary = crds.iter().find(|c| c.spec.names.kind == "Canary").unwrap();

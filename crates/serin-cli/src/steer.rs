@@ -75,11 +75,12 @@ pub enum Steer {
         watch: bool,
     },
     /// Prints the state of a Canary's release; with --watch, every transition until it ends.
-    /// Exit code: 0 Succeeded, 1 Failed, 2 timed out, 3 the Canary is invalid.
+    /// Exit code: 0 Succeeded (or Initialized with no release pending), 1 Failed, 2 timed out,
+    /// 3 the Canary is invalid.
     Status {
         /// The Canary.
         name: String,
-        /// Follow the release until it Succeeded or Failed.
+        /// Follow the release until it Succeeded or Failed, or a new Canary is Initialized.
         #[arg(short, long)]
         watch: bool,
         /// Give up watching after this long (e.g. 10m).
@@ -709,8 +710,12 @@ async fn status(
             last = line;
         }
         let phase = canary.status.as_ref().and_then(|s| s.phase);
-        let settled = matches!(phase, Some(Phase::Succeeded | Phase::Failed))
-            && !release_pending(client, &canary).await;
+        // A new Canary that initialized with nothing to release has settled, as Argo Rollouts'
+        // status treats a Healthy rollout.
+        let settled = matches!(
+            phase,
+            Some(Phase::Succeeded | Phase::Failed | Phase::Initialized)
+        ) && !release_pending(client, &canary).await;
         if !watch || settled {
             return Ok(match phase {
                 Some(Phase::Failed) if settled => ExitCode::from(1),

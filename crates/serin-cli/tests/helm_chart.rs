@@ -1,4 +1,4 @@
-//! The Helm charts with a real Helm 4 (`scripts/install-helm.sh`) against `serin sandbox up`: both
+//! The Helm charts with a real Helm 4 (`scripts/install-tools.sh`) against `serin sandbox up`: both
 //! charts lint strictly, every rendering of a values matrix is accepted by the API server
 //! (`kubectl apply --dry-run=server`), bad values are refused by the schema with a message naming the
 //! key, and install, upgrade and uninstall behave as on a cluster.
@@ -13,14 +13,14 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// `$HELM`, else the Helm that `scripts/install-helm.sh` installs.
+/// `$HELM`, else the Helm that `scripts/install-tools.sh` installs.
 fn helm_binary() -> PathBuf {
     let path = std::env::var_os("HELM")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace().join("target/tools/helm"));
     assert!(
         path.exists(),
-        "Helm is not installed at {}: run scripts/install-helm.sh (make test does)",
+        "Helm is not installed at {}: run scripts/install-tools.sh (make test does)",
         path.display()
     );
     path

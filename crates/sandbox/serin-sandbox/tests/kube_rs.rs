@@ -426,3 +426,69 @@ async fn resuming_from_a_compacted_resource_version_is_an_in_stream_410() {
     }
     sandbox.stop().await;
 }
+
+#[tokio::test]
+async fn a_bookmark_of_a_quiet_resource_carries_the_latest_version_so_it_resumes_after_compaction()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let options = serin_sandbox::SandboxOptions {
+        bookmark_interval: Duration::from_millis(200),
+        ..serin_sandbox::SandboxOptions::default()
+    };
+    let sandbox = Sandbox::start_with(dir.path(), options).await.unwrap();
+    let client = Client::try_from(Config::new(sandbox.url.parse().unwrap())).unwrap();
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::default_namespaced(client.clone());
+    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    let start = secrets.list(&Default::default()).await.unwrap();
+    let start = start.metadata.resource_version.unwrap();
+    let mut quiet = secrets
+        .watch(&kube::api::WatchParams::default(), &start)
+        .await
+        .unwrap()
+        .boxed();
+    // Only ConfigMaps change; the Secrets' watch has nothing to send but bookmarks.
+    let mut last = String::new();
+    for name in ["busy-1", "busy-2", "busy-3"] {
+        let cm = cms.create(&PostParams::default(), &config_map(name)).await;
+        last = cm.unwrap().metadata.resource_version.unwrap();
+    }
+    let last: u64 = last.parse().unwrap();
+    let bookmarked = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match quiet.next().await {
+                Some(Ok(kube::api::WatchEvent::Bookmark(bookmark))) => {
+                    let rv: u64 = bookmark.metadata.resource_version.parse().unwrap();
+                    if rv >= last {
+                        return rv;
+                    }
+                }
+                Some(Ok(other)) => panic!("the Secrets' watch sent {other:?}"),
+                other => panic!("the Secrets' watch ended: {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("a bookmark at or past the last ConfigMap's version within 5s");
+    drop(quiet);
+    // The history before the bookmark is gone, as after a busy stretch; resuming from the
+    // bookmark needs none of it.
+    sandbox.store.compact();
+    let mut resumed = secrets
+        .watch(&kube::api::WatchParams::default(), &bookmarked.to_string())
+        .await
+        .unwrap()
+        .boxed();
+    let secret: k8s_openapi::api::core::v1::Secret =
+        serde_json::from_value(json!({"metadata": {"name": "after"}})).unwrap();
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    match tokio::time::timeout(Duration::from_secs(5), resumed.next()).await {
+        Ok(Some(Ok(kube::api::WatchEvent::Added(s)))) => {
+            assert_eq!(s.metadata.name.as_deref(), Some("after"))
+        }
+        other => panic!("expected ADDED after, got {other:?}"),
+    }
+    sandbox.stop().await;
+}

@@ -1,4 +1,4 @@
-//! Serin's load tester chart installed by a real Helm (`scripts/install-helm.sh`) in the sandbox
+//! Serin's load tester chart installed by a real Helm (`scripts/install-tools.sh`) in the sandbox
 //! with its token in a Secret: the pod waits for the Secret as a kubelet does, then, reached
 //! through the mesh, refuses to move a gate without the token and moves it with the token, while
 //! reading a gate stays open; the chart's NetworkPolicy is stored (the sandbox does not enforce it).
@@ -23,7 +23,7 @@ fn helm(home: &Path, kubeconfig: &Path, args: &[&str]) -> String {
         .unwrap_or_else(|| workspace().join("target/tools/helm"));
     assert!(
         binary.exists(),
-        "Helm is not installed at {}: run scripts/install-helm.sh (make test does)",
+        "Helm is not installed at {}: run scripts/install-tools.sh (make test does)",
         binary.display()
     );
     let out = Command::new(binary)

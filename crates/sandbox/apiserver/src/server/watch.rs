@@ -82,6 +82,7 @@ pub(crate) fn watch(
     let Some(start) = start else { unreachable!() };
     let (mut tx, rx) = futures::channel::mpsc::channel::<Result<Bytes, Infallible>>(256);
     let bookmark_interval = state.bookmark_interval;
+    let store = state.store.clone();
     let mut resets = state.store.resets();
     let matches = move |object: &Value| {
         namespace
@@ -137,6 +138,14 @@ pub(crate) fn watch(
                     return;
                 }
                 _ = ticker.tick(), if bookmarks => {
+                    // As a real API server's watch cache does, a bookmark carries the latest
+                    // resourceVersion once every change of this resource up to it was sent (they
+                    // are broadcast under the store's lock, so none is on its way): a watch of a
+                    // quiet resource then resumes inside the history after a busy stretch.
+                    let latest = store.resource_version();
+                    if receiver.is_empty() {
+                        last_rv = last_rv.max(latest);
+                    }
                     let bookmark = json!({"kind": info.kind, "apiVersion": info.api_version(),
                         "metadata": {"resourceVersion": last_rv.to_string()}});
                     if tx.send(Ok(line("BOOKMARK", &bookmark))).await.is_err() {

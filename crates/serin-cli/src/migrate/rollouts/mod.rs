@@ -483,7 +483,7 @@ spec:
         assert!(
             warning(&migration, "spec.strategy.canary.trafficRouting.nginx")
                 .message
-                .contains("Istio only")
+                .contains("converts Istio routing only")
         );
         // No label Serin's operator selects pods by.
         assert!(

@@ -322,7 +322,7 @@ pub(super) fn traffic_routing_warnings(routing: &Value, path: &str, report: &mut
             ),
             other => report.field(
                 format!("{path}.{other}"),
-                "not converted: Serin routes with Istio only, so the Canary shifts traffic with an Istio VirtualService (the pods must be in the mesh)",
+                "not converted: the migration converts Istio routing only, so the Canary shifts traffic with an Istio VirtualService (the pods must be in the mesh); for the Gateway API or plain Services set spec.provider to gatewayapi:v1 or kubernetes by hand",
             ),
         }
     }
