@@ -47,6 +47,8 @@ fn expected_strategy(file: &str) -> Option<Strategy> {
         "canary-analysis-steps.yaml" => Some(Strategy::Steps),
         "canary-replica-ratio.yaml" => Some(Strategy::Steps),
         "canary-blue-green-post-promotion.yaml" => Some(Strategy::BlueGreen),
+        "canary-gateway-api.yaml" => Some(Strategy::Canary),
+        "canary-daemonset.yaml" => Some(Strategy::Canary),
         _ => None,
     }
 }
@@ -146,9 +148,14 @@ fn check_canary(file: &str, text: &str) -> Result<(), String> {
         spec.target_ref.name.as_str(),
         spec.service.port,
     );
-    if target != (Some("test"), "apps/v1", "Deployment", "podinfo", 9898) {
+    // The DaemonSet example releases a node agent; every other one the podinfo Deployment.
+    let expected = match file {
+        "canary-daemonset.yaml" => (Some("test"), "apps/v1", "DaemonSet", "agent", 9898),
+        _ => (Some("test"), "apps/v1", "Deployment", "podinfo", 9898),
+    };
+    if target != expected {
         return Err(format!(
-            "{file}: every example releases Deployment test/podinfo on port 9898, found {target:?}"
+            "{file}: the example should release {expected:?}, found {target:?}"
         ));
     }
     let analysis = spec
