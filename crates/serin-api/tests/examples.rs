@@ -702,3 +702,13 @@ fn window_and_anti_affinity(
         .map(|p| p.weight);
     (int(&a.max_surge), int(&a.max_unavailable), weight)
 }
+
+/// The Canary on the README's front page is the first one a user copies: it must validate.
+#[test]
+fn the_readme_canary_is_valid() {
+    let readme = read(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../README.md"));
+    let start = readme.find("```yaml\n").expect("the README shows a Canary") + "```yaml\n".len();
+    let end = start + readme[start..].find("```").expect("the block ends");
+    let canary: Canary = round_trip("README.md", &readme[start..end]).unwrap();
+    assert_eq!(validate(&canary), Vec::<FieldError>::new());
+}
