@@ -47,7 +47,16 @@ async fn a_list_applies_with_kubectls_default_validation() {
         "configmap/settings\ndeployment.apps/web\n"
     );
 
-    // What `kubectl get -o yaml` prints (status, managedFields and all) applies back.
+    // What `kubectl get -o yaml` prints (status, managedFields and all) applies back. The export
+    // carries each object's resourceVersion, so it is taken once the Deployment controller has
+    // finished with `web` (its rollout complete, the last status it writes): a status write between the get and the apply would be a Conflict,
+    // as on any cluster.
+    k.ok(&[
+        "wait",
+        "deployment/web",
+        "--for=jsonpath={.status.conditions[?(@.type==\"Progressing\")].reason}=NewReplicaSetAvailable",
+        "--timeout=60s",
+    ]);
     let exported = k.ok(&["get", "configmap/settings", "deployment/web", "-o", "yaml"]);
     assert!(exported.contains("kind: List"), "{exported}");
     let reapplied = k.apply(&exported, &[]);
