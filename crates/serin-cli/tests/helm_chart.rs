@@ -4,6 +4,9 @@
 //! key, and install, upgrade and uninstall behave as on a cluster.
 
 mod common;
+/// The chart's values reference, checked here so the suite links no extra test binary for it.
+#[path = "helm_chart/values_reference.rs"]
+mod values_reference;
 
 use common::{Kubectl, SandboxUp};
 use std::path::{Path, PathBuf};

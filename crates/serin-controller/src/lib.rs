@@ -16,6 +16,8 @@ pub mod leadership;
 pub mod metrics;
 pub mod reconcile;
 pub mod telemetry;
+#[cfg(test)]
+mod troubleshooting_doc;
 pub mod workloads;
 
 pub use reconcile::{Context, Error, run};

@@ -1,5 +1,6 @@
 //! docs/troubleshooting.md against the code: every Event reason the operator records has its
-//! section, and every message the page quotes is still written by the code.
+//! section, and every message the page quotes is still written by the code. (A unit test of this
+//! crate, so the suite links no extra test binary for it.)
 
 use std::path::{Path, PathBuf};
 

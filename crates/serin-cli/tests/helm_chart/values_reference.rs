@@ -1,5 +1,6 @@
 //! docs/reference/helm-values.md, generated from the chart's values.schema.json (what Helm accepts)
-//! and values.yaml (the defaults); the test fails when the checked-in page is stale.
+//! and values.yaml (the defaults and what each value does); the test fails when the checked-in
+//! page is stale.
 
 use serde_json::Value;
 use std::fmt::Write as _;
