@@ -1,7 +1,9 @@
 //! The field reference of the three CRDs, as Markdown, generated from the same schemas as the CRD
 //! manifests (`make reference` writes it to `docs/reference/crds.md`).
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    JSONSchemaProps, JSONSchemaPropsOrArray,
+};
 use std::fmt::Write as _;
 
 /// The reference page: for each CRD, every field of its spec with its type, default and meaning.
@@ -69,14 +71,18 @@ fn rows(out: &mut String, path: &str, schema: &JSONSchemaProps) {
             rows(out, &format!("{path}.{name}"), child);
         }
     }
-    if let Some(items) = schema.items.as_ref().and_then(|items| match items {
-        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrArray::Schema(s) => Some(s),
-        _ => None,
-    }) && let Some(properties) = &items.properties
-    {
+    if let Some(properties) = item_schema(schema).and_then(|items| items.properties.as_ref()) {
         for (name, child) in properties {
             rows(out, &format!("{path}[].{name}"), child);
         }
+    }
+}
+
+/// The schema of an array's items, when it has one schema for all of them.
+fn item_schema(schema: &JSONSchemaProps) -> Option<&JSONSchemaProps> {
+    match schema.items.as_ref()? {
+        JSONSchemaPropsOrArray::Schema(items) => Some(items),
+        JSONSchemaPropsOrArray::Schemas(_) => None,
     }
 }
 
@@ -89,12 +95,7 @@ fn type_name(schema: &JSONSchemaProps) -> String {
     }
     match schema.type_.as_deref() {
         Some("array") => {
-            let item = match &schema.items {
-                Some(
-                    k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrArray::Schema(s),
-                ) => type_name(s),
-                _ => "any".into(),
-            };
+            let item = item_schema(schema).map_or_else(|| "any".into(), type_name);
             format!("array of {item}")
         }
         Some("object") if schema.properties.is_none() => match &schema.additional_properties {
