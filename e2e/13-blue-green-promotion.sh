@@ -10,6 +10,7 @@
 # - release 6.0.2 with autoPromotionSeconds: 15 (autoPromotionEnabled and previewReplicaCount
 #   removed): no WaitingPromotion; traffic switches to the new pods by itself at least 15 s after the
 #   last iteration, and 6.0.2 is promoted.
+# e2e: long
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 setup
 

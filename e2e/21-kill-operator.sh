@@ -8,6 +8,7 @@
 #
 #   E2E_CHAOS_SEED   seeds the kill moments (default 1; `make chaos` runs many seeds)
 #   E2E_CHAOS_KILLS  kills per release (default 3)
+# e2e: long
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_sandbox "the operator is killed and restarted on the host"
 if [[ $INSTALL == helm ]]; then

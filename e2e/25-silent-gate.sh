@@ -8,6 +8,7 @@
 #   primary, which still runs 6.0.0;
 # - 6.0.2 with the gate answering 403: it waits in WaitingPromotion past the 60 s deadline (someone
 #   is deciding, as with Flagger's gates), then answering 200 promotes it.
+# e2e: long
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_sandbox "the operator reaches the loopback receiver on 127.0.0.1"
 setup

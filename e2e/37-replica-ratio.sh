@@ -6,6 +6,7 @@
 # requests through the apex Service, which selects both sides, split about 40/60 by version. A
 # watch on the pods (not polling) records every change: the window holds for the whole release.
 # A second release is aborted at the pause: all 10 pods return to the primary.
+# e2e: long
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_sandbox "the scenario reads the sandbox's data plane through its mesh proxy"
 PODINFO_FIXTURE=$E2E_DIR/fixtures/flagger-podinfo.yaml

@@ -152,8 +152,18 @@ reap_one() {
   unset "pid_index[$pid]"
 }
 
-echo "running ${#scenarios[@]} scenario(s), at most $jobs_limit at a time ($mode mode); logs in $LOG_DIR"
+# The longest scenarios (a line `# e2e: long` in the script) start first, so the run does not end
+# with one of them still going alone; the rest keep their number order.
+order=()
 for i in "${!scenarios[@]}"; do
+  ! grep -qx '# e2e: long' "${scenarios[i]}" || order+=("$i")
+done
+for i in "${!scenarios[@]}"; do
+  grep -qx '# e2e: long' "${scenarios[i]}" || order+=("$i")
+done
+
+echo "running ${#scenarios[@]} scenario(s), at most $jobs_limit at a time ($mode mode); logs in $LOG_DIR"
+for i in "${order[@]}"; do
   if ((failed > 0)) && [[ ${E2E_FAIL_FAST:-} == 1 ]]; then
     break
   fi

@@ -49,6 +49,8 @@ fn expected_strategy(file: &str) -> Option<Strategy> {
         "canary-blue-green-post-promotion.yaml" => Some(Strategy::BlueGreen),
         "canary-gateway-api.yaml" => Some(Strategy::Canary),
         "canary-daemonset.yaml" => Some(Strategy::Canary),
+        "canary-kubernetes-blue-green.yaml" => Some(Strategy::BlueGreen),
+        "canary-manual-gates.yaml" => Some(Strategy::Canary),
         _ => None,
     }
 }
@@ -359,7 +361,7 @@ fn examples_carry_the_settings_their_comments_describe() {
     let cookie = &matches[1].headers.as_ref().unwrap()["cookie"];
     assert_eq!(
         cookie.regex.as_deref(),
-        Some("^(.*?;)?(canary=always)(;.*)?$")
+        Some("^(.*?; *)?(canary=always)(;.*)?$")
     );
 
     let blue_green: Canary = load("canary-blue-green.yaml");
@@ -711,4 +713,83 @@ fn the_readme_canary_is_valid() {
     let end = start + readme[start..].find("```").expect("the block ends");
     let canary: Canary = round_trip("README.md", &readme[start..end]).unwrap();
     assert_eq!(validate(&canary), Vec::<FieldError>::new());
+}
+
+fn repository() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Every page under `docs/`, as a path relative to `docs/`.
+fn docs_pages(dir: &Path, prefix: &str, pages: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = file_name(&path);
+        if path.is_dir() {
+            docs_pages(&path, &format!("{prefix}{name}/"), pages);
+        } else if name.ends_with(".md") {
+            pages.push(format!("{prefix}{name}"));
+        }
+    }
+}
+
+/// The docs index lists every page, and each tutorial releases an example file that exists and
+/// that the tutorials scenario (`e2e/53-tutorials.sh`) applies.
+#[test]
+fn every_docs_page_is_indexed_and_every_tutorial_runs_an_existing_example() {
+    let docs = repository().join("docs");
+    let index = read(&docs.join("README.md"));
+    let mut pages = Vec::new();
+    docs_pages(&docs, "", &mut pages);
+    let unlisted: Vec<&String> = pages
+        .iter()
+        .filter(|page| *page != "README.md" && !index.contains(&format!("]({page})")))
+        .collect();
+    assert!(
+        unlisted.is_empty(),
+        "docs/README.md does not link {unlisted:?}"
+    );
+
+    let scenario = read(&repository().join("e2e/53-tutorials.sh"));
+    let tutorials = docs.join("tutorials");
+    let tutorial_index = read(&tutorials.join("README.md"));
+    let mut checked = 0;
+    for page in pages.iter().filter_map(|p| p.strip_prefix("tutorials/")) {
+        if page == "README.md" {
+            continue;
+        }
+        assert!(
+            tutorial_index.contains(&format!("]({page})")),
+            "docs/tutorials/README.md does not list {page}"
+        );
+        let text = read(&tutorials.join(page));
+        let marker = "](../../artifacts/examples/";
+        let start = text
+            .find(marker)
+            .unwrap_or_else(|| panic!("{page} links no example file"))
+            + marker.len();
+        let example = &text[start..start + text[start..].find(')').unwrap()];
+        assert!(
+            examples_dir().join(example).is_file(),
+            "{page} links artifacts/examples/{example}, which does not exist"
+        );
+        assert!(
+            scenario.contains(&format!("start_canary {example}")),
+            "e2e/53-tutorials.sh does not run {example}, the file of {page}"
+        );
+        for (at, _) in text.match_indices("artifacts/examples/") {
+            let rest = &text[at + "artifacts/examples/".len()..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || "-_./".contains(c)))
+                .unwrap_or(rest.len());
+            let named = rest[..end].trim_end_matches('.');
+            if named.ends_with(".yaml") {
+                assert!(
+                    examples_dir().join(named).is_file(),
+                    "{page} names artifacts/examples/{named}, which does not exist"
+                );
+            }
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 8, "eight tutorials");
 }

@@ -657,14 +657,15 @@ async fn release_pending(client: &Client, canary: &Canary) -> bool {
     let Ok(deployment) = deployments.get(&target.name).await else {
         return false;
     };
-    let Some(template) = deployment.spec.as_ref().map(|s| &s.template) else {
-        return false;
-    };
     let applied = canary
         .status
         .as_ref()
         .and_then(|s| s.last_applied_spec.clone());
-    applied.is_some_and(|applied| serin_core::revision::pod_template_hash(template) != applied)
+    let current = serin_controller::workloads::released_revision(
+        deployment,
+        &serin_router::services::DEFAULT_SELECTOR_LABELS,
+    );
+    applied.is_some_and(|applied| current.is_some_and(|current| current != applied))
 }
 
 fn transition(canary: &Canary) -> String {

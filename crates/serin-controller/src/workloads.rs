@@ -161,6 +161,22 @@ pub fn as_released(
     serde_json::from_value(object).unwrap_or(deployment)
 }
 
+/// The revision of a target Deployment as the operator records it in `lastAppliedSpec`: the hash of
+/// its pod template without what Serin adds to it, reading its selector label among
+/// `selector_labels`.
+pub fn released_revision(
+    deployment: k8s_openapi::api::apps::v1::Deployment,
+    selector_labels: &[&str],
+) -> Option<String> {
+    let object = serde_json::to_value(&deployment).ok()?;
+    let deployment = match serin_router::services::selector_label(&object, selector_labels) {
+        Ok((key, value)) => as_released(deployment, &key, &format!("{value}-primary")),
+        Err(_) => deployment,
+    };
+    let template = &deployment.spec.as_ref()?.template;
+    Some(serin_core::revision::pod_template_hash(template))
+}
+
 /// Whether a target label is copied to the primary: `--include-label-prefix` empty, `*` or a
 /// prefix of the key; labels of Flux's toolkit never are.
 pub fn label_included(key: &str, prefixes: &[String]) -> bool {
@@ -336,6 +352,35 @@ mod tests {
             removal,
             json!({"spec": {"template": {"spec": {"affinity": {"podAntiAffinity": null}}}}})
         );
+    }
+
+    #[test]
+    fn what_serin_adds_to_the_target_is_not_a_new_revision() {
+        let mut target = podinfo(json!(null));
+        target["spec"]["selector"] = json!({"matchLabels": {"app": "podinfo"}});
+        let revision = |object: &Value| {
+            released_revision(
+                serde_json::from_value(object.clone()).unwrap(),
+                &["app", "name"],
+            )
+            .unwrap()
+        };
+        let anti: serin_api::AntiAffinity =
+            serde_json::from_value(json!({"requiredDuringSchedulingIgnoredDuringExecution": {}}))
+                .unwrap();
+        let patch = template_patch(
+            &target,
+            Some("podinfo"),
+            Some(&anti),
+            "app",
+            "podinfo-primary",
+        )
+        .expect("a patch");
+        let mut patched = target.clone();
+        apply_merge_patch(&mut patched, &patch);
+        assert_eq!(revision(&patched), revision(&target));
+        patched["spec"]["template"]["spec"]["containers"][0]["image"] = json!("podinfo:6.0.1");
+        assert_ne!(revision(&patched), revision(&target), "a new image is");
     }
 
     #[test]
