@@ -217,6 +217,19 @@ fn validate_strategy_choice(
             format!("{base}.maxWeight"),
             "steps set the weights themselves; remove maxWeight or use stepWeight instead of steps",
         );
+    } else if a.iterations.unwrap_or(0) > 0
+        && a.step_weight.unwrap_or(0) == 0
+        && a.step_weights.is_none()
+        && a.max_weight.is_some()
+        && !r
+            .errors
+            .iter()
+            .any(|e| e.path == format!("{base}.maxWeight"))
+    {
+        r.add(
+            format!("{base}.maxWeight"),
+            "A/B testing and blue/green (iterations) move all traffic at promotion, so maxWeight would be ignored; remove it, or use stepWeight with maxWeight instead of iterations",
+        );
     }
 
     let strategy = a.strategy();

@@ -258,6 +258,22 @@ pub(super) fn validate_service(spec: &CanarySpec, r: &mut Report) {
             format!("unknown value {td:?}; write PreferClose, PreferSameZone or PreferSameNode"),
         );
     }
+    // The routers write these durations into the route as they are; one the mesh cannot read
+    // would fail every write of the route.
+    r.interval("spec.service.timeout", svc.timeout.as_deref());
+    r.interval(
+        "spec.service.backendTimeout",
+        svc.backend_timeout.as_deref(),
+    );
+    if let Some(retries) = &svc.retries {
+        r.interval(
+            "spec.service.retries.perTryTimeout",
+            retries.per_try_timeout.as_deref(),
+        );
+    }
+    if let Some(cors) = &svc.cors_policy {
+        r.interval("spec.service.corsPolicy.maxAge", cors.max_age.as_deref());
+    }
     let gateway_api = spec
         .provider
         .as_deref()

@@ -236,6 +236,25 @@ fn steps_and_max_weight_exclude_each_other() {
 }
 
 #[test]
+fn max_weight_is_refused_where_traffic_moves_all_at_once() {
+    for strategy in [
+        json!({"stepWeight": null, "maxWeight": 50, "iterations": 5}),
+        json!({"stepWeight": null, "maxWeight": 50, "iterations": 5,
+               "match": [{"headers": {"x-canary": {"exact": "insider"}}}]}),
+    ] {
+        let errors = errors(strategy.clone());
+        assert_eq!(errors.len(), 1, "{strategy}: {errors:?}");
+        assert_eq!(errors[0].path, "spec.analysis.maxWeight");
+        assert!(
+            errors[0].message.contains("would be ignored"),
+            "{}",
+            errors[0].message
+        );
+    }
+    assert_valid(json!({"stepWeight": null, "maxWeight": null, "iterations": 5}));
+}
+
+#[test]
 fn steps_must_not_be_empty() {
     // An empty list would otherwise slip past the "no strategy" check and leave nothing to run.
     assert_eq!(paths(with_steps(json!([]))), ["spec.analysis.steps"]);

@@ -198,3 +198,38 @@ fn the_kubernetes_provider_runs_a_canary_by_replica_ratio_with_argo_meanings() {
             .contains("only a canary by replica ratio")
     );
 }
+
+#[test]
+fn route_durations_are_go_durations() {
+    for (field, patch) in [
+        ("spec.service.timeout", json!({"timeout": "10x"})),
+        (
+            "spec.service.retries.perTryTimeout",
+            json!({"retries": {"attempts": 3, "perTryTimeout": "1 s"}}),
+        ),
+        (
+            "spec.service.corsPolicy.maxAge",
+            json!({"corsPolicy": {"maxAge": "a day"}}),
+        ),
+    ] {
+        let mut service = json!({"port": 9898});
+        merge(&mut service, patch);
+        assert_eq!(spec_paths(json!({ "service": service })), [field]);
+    }
+    let errors = spec_errors(json!({"provider": "gatewayapi:v1",
+        "service": {"port": 9898, "backendTimeout": "soon", "gatewayRefs": [{"name": "public-gateway"}]}}));
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].path, "spec.service.backendTimeout");
+    assert!(
+        errors[0].message.contains("cannot parse \"soon\""),
+        "{}",
+        errors[0].message
+    );
+    let mut service = json!({"port": 9898});
+    merge(
+        &mut service,
+        json!({"timeout": "1m30s", "retries": {"attempts": 3, "perTryTimeout": "2s"},
+        "corsPolicy": {"maxAge": "24h"}}),
+    );
+    assert_spec_valid(json!({ "service": service }));
+}
