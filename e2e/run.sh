@@ -9,7 +9,7 @@
 #
 # In sandbox mode (no E2E_KUBECONFIG) the binaries are built once here, then every scenario starts
 # its own sandbox and operator, so scenarios can run side by side: at most E2E_JOBS at a time
-# (default 5; the scenarios mostly wait on analysis intervals, and five keep a machine with two cores well
+# (default 6; the scenarios mostly wait on analysis intervals, and six keep a machine with two cores
 # below saturation — see e2e/README.md). In cluster mode they share the namespace `test`, so they run
 # one at a time whatever E2E_JOBS says.
 #
@@ -56,7 +56,7 @@ else
   done
 fi
 
-jobs_limit=${E2E_JOBS:-5}
+jobs_limit=${E2E_JOBS:-6}
 if ! [[ $jobs_limit =~ ^[1-9][0-9]*$ ]]; then
   echo "E2E_JOBS must be a whole number of at least 1, got '$jobs_limit'" >&2
   exit 2
