@@ -26,37 +26,27 @@ fn contexts() -> Vec<Context> {
     let blue_green = || json!({"interval": "1m", "threshold": 5, "iterations": 5});
     let mut out = Vec::new();
     for (provider, name) in [("istio", "Istio"), ("gatewayapi:v1", "Gateway API")] {
+        let strategies = [
+            ("canary", canary()),
+            ("steps", steps()),
+            ("A/B", ab()),
+            ("blue/green", blue_green()),
+        ];
+        for (strategy, analysis) in strategies {
+            out.push(Context {
+                heading: format!("{name} {strategy}"),
+                provider,
+                analysis,
+            });
+        }
+    }
+    for (strategy, analysis) in [("replica ratio", steps()), ("blue/green", blue_green())] {
         out.push(Context {
-            heading: format!("{name} canary"),
-            provider,
-            analysis: canary(),
-        });
-        out.push(Context {
-            heading: format!("{name} steps"),
-            provider,
-            analysis: steps(),
-        });
-        out.push(Context {
-            heading: format!("{name} A/B"),
-            provider,
-            analysis: ab(),
-        });
-        out.push(Context {
-            heading: format!("{name} blue/green"),
-            provider,
-            analysis: blue_green(),
+            heading: format!("kubernetes {strategy}"),
+            provider: "kubernetes",
+            analysis,
         });
     }
-    out.push(Context {
-        heading: "kubernetes replica ratio".into(),
-        provider: "kubernetes",
-        analysis: steps(),
-    });
-    out.push(Context {
-        heading: "kubernetes blue/green".into(),
-        provider: "kubernetes",
-        analysis: blue_green(),
-    });
     out
 }
 
