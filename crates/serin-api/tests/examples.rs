@@ -733,7 +733,7 @@ fn docs_pages(dir: &Path, prefix: &str, pages: &mut Vec<String>) {
 }
 
 /// The docs index lists every page, and each tutorial releases an example file that exists and
-/// that the tutorials scenario (`e2e/53-tutorials.sh`) applies.
+/// that the tutorial scenarios (`e2e/tutorials.sh`, run by 53 and 56) apply.
 #[test]
 fn every_docs_page_is_indexed_and_every_tutorial_runs_an_existing_example() {
     let docs = repository().join("docs");
@@ -749,7 +749,16 @@ fn every_docs_page_is_indexed_and_every_tutorial_runs_an_existing_example() {
         "docs/README.md does not link {unlisted:?}"
     );
 
-    let scenario = read(&repository().join("e2e/53-tutorials.sh"));
+    let scenario = read(&repository().join("e2e/tutorials.sh"));
+    let runs = read(&repository().join("e2e/53-tutorials.sh"))
+        + &read(&repository().join("e2e/56-tutorials-more.sh"));
+    for defined in scenario.lines().filter_map(|l| l.strip_prefix("tutorial_")) {
+        let name = defined.trim_end_matches("() {");
+        assert!(
+            runs.contains(&format!(" {name}")),
+            "neither e2e/53-tutorials.sh nor e2e/56-tutorials-more.sh runs tutorial_{name}"
+        );
+    }
     let tutorials = docs.join("tutorials");
     let tutorial_index = read(&tutorials.join("README.md"));
     let mut checked = 0;
@@ -774,7 +783,7 @@ fn every_docs_page_is_indexed_and_every_tutorial_runs_an_existing_example() {
         );
         assert!(
             scenario.contains(&format!("start_canary {example}")),
-            "e2e/53-tutorials.sh does not run {example}, the file of {page}"
+            "e2e/tutorials.sh does not run {example}, the file of {page}"
         );
         for (at, _) in text.match_indices("artifacts/examples/") {
             let rest = &text[at + "artifacts/examples/".len()..];
