@@ -7,8 +7,8 @@
 # namespace of its own: the files are applied with their namespace `test` (and the `.test` of the
 # cluster names in their URLs) renamed to that namespace, and nothing else changed. Four share a
 # sandbox: each runs hey at 20 requests a second through the one mesh proxy, and the Istio checks
-# read that proxy's p99 latency, so the load on one sandbox is kept to what a busy machine serves
-# well within the examples' 500 ms.
+# read that proxy's p99 latency; with all eight in one sandbox on a heavily loaded machine, that
+# p99 passed the examples' 500 ms.
 require_sandbox "the tutorials start from the sandbox"
 EXAMPLES=$REPO_DIR/artifacts/examples
 TUTORIAL_INTERVAL=5s

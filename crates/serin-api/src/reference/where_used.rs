@@ -244,24 +244,21 @@ fn set(document: &mut Value, path: &str, value: Value) {
 /// used there. Choosing another strategy counts as a refusal too.
 fn refusals(context: &Context, path: &str, value: &Value) -> Vec<String> {
     let original = base(context);
-    let strategy = |document: &Value| {
-        serde_json::from_value::<Canary>(document.clone())
-            .ok()
-            .and_then(|c| c.spec.analysis().map(|a| a.strategy()))
-    };
+    let strategy = |canary: &Canary| canary.spec.analysis().map(|a| a.strategy());
     let mut probe = original.clone();
     for (companion, value) in companions(path) {
         set(&mut probe, companion, value);
     }
     set(&mut probe, path, value.clone());
-    let canary = match serde_json::from_value::<Canary>(probe.clone()) {
+    let canary = match serde_json::from_value::<Canary>(probe) {
         Ok(canary) => canary,
         Err(e) => return vec![format!("not readable: {e}")],
     };
     // The context's Canary is valid alone, so whatever validation now says comes from the setting,
     // on whichever field it is reported (a conflict may be reported on the other field).
     let mut found: Vec<String> = validate(&canary).iter().map(ToString::to_string).collect();
-    if found.is_empty() && strategy(&probe) != strategy(&original) {
+    let before: Canary = serde_json::from_value(original).expect("every context reads as a Canary");
+    if found.is_empty() && strategy(&canary) != strategy(&before) {
         found.push(format!("{path}: selects another strategy"));
     }
     found
