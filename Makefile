@@ -61,7 +61,7 @@ demo:
 	$(CARGO) run -q -p serin-cli --bin serin -- demo
 
 ## make e2e: every e2e scenario (e2e/run.sh) with the real kubectl, each in a fresh sandbox with the
-## operator on the host, at most E2E_JOBS (default 6) at a time; E2E_KUBECONFIG=path runs them one
+## operator on the host, at most E2E_JOBS (default 8) at a time; E2E_KUBECONFIG=path runs them one
 ## at a time on a real cluster instead (see e2e/README.md).
 e2e: e2e-prerequisites
 	CARGO=$(CARGO) e2e/run.sh

@@ -56,7 +56,7 @@ else
   done
 fi
 
-jobs_limit=${E2E_JOBS:-6}
+jobs_limit=${E2E_JOBS:-8}
 if ! [[ $jobs_limit =~ ^[1-9][0-9]*$ ]]; then
   echo "E2E_JOBS must be a whole number of at least 1, got '$jobs_limit'" >&2
   exit 2

@@ -2,13 +2,13 @@
 # Runs every test of the workspace (doc tests, then unit and integration tests) and ends with one
 # line totalling them, so a reader of the log sees at a glance what ran.
 #
-# The test binaries run side by side, TEST_JOBS at a time (default 3): most of their time is spent
+# The test binaries run side by side, TEST_JOBS at a time (default 5): most of their time is spent
 # waiting on sandboxes, intervals and leases rather than on the CPU, and `cargo test` would run them
 # one after another. Each binary runs in its package's directory, as `cargo test` runs it; its output
 # is printed whole when it ends, followed by its time, so outputs never interleave.
 set -uo pipefail
 cargo="${CARGO:-cargo}"
-jobs="${TEST_JOBS:-3}"
+jobs="${TEST_JOBS:-5}"
 if ! [[ $jobs =~ ^[1-9][0-9]*$ ]]; then
   echo "TEST_JOBS must be a positive number, got '$jobs'" >&2
   exit 2

@@ -10,9 +10,9 @@ use crate::configs;
 use crate::daemon_sets::daemon_set_scale_patch;
 use crate::workloads::{primary_from, promoted_fields, template_for, template_patch};
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
+use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use serin_api::{Canary, CanaryStatus};
 use serin_core::plan::{Action, Routes};
@@ -208,11 +208,30 @@ impl Tick<'_> {
         name: &str,
         body: Value,
     ) -> Result<(), Error> {
-        let api: Api<DynamicObject> =
+        let workloads: Api<DynamicObject> =
             Api::namespaced_with(self.ctx.client.clone(), &self.namespace, api);
-        api.patch(name, &PatchParams::default(), &Patch::Merge(body))
+        let written = workloads
+            .patch(name, &PatchParams::default(), &Patch::Merge(body))
             .await?;
+        let kind = if api.kind == "DaemonSet" {
+            "DaemonSet"
+        } else {
+            "Deployment"
+        };
+        self.wrote_workload(kind, name, written.resource_version());
         Ok(())
+    }
+
+    /// Remembers a write of the workload `name` whose watch event needs no reconcile, when this
+    /// tick has scheduled its next one (see `echoes`).
+    fn wrote_workload(&self, kind: &'static str, name: &str, version: Option<String>) {
+        if self.quiet {
+            self.echoes.expect(
+                (kind, self.namespace.clone(), name.to_string()),
+                &self.canary_key,
+                version,
+            );
+        }
     }
 
     /// Applies the HTTPRoute with `routes`, keeping the rules of the live one that Serin does not
@@ -469,9 +488,10 @@ impl Tick<'_> {
                 };
                 let patch =
                     self.scale_patch(canary, &workload, primary, *replicas, (key, &primary_value));
-                deployment_api
+                let written = deployment_api
                     .patch(name, &PatchParams::default(), &merge(patch))
                     .await?;
+                self.wrote_workload("Deployment", name, written.resource_version());
                 if !primary {
                     pause_target_scaler(client, self.caches, namespace, canary, *replicas == 0)
                         .await?;

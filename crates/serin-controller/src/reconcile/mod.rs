@@ -7,6 +7,7 @@
 
 mod act;
 mod checks;
+mod echoes;
 mod finalize;
 mod observe;
 pub mod ownership;
@@ -157,6 +158,8 @@ struct Shared {
     checks: Arc<checks::CheckRuns>,
     /// Each namespace's places for checks and notifications.
     budgets: NamespaceBudgets,
+    /// The operator's own writes whose watch events need no reconcile.
+    echoes: Arc<echoes::QuietEchoes>,
 }
 
 /// Per Canary (namespace, name), the digest of each routing object (kind/name) last applied.
@@ -195,6 +198,7 @@ impl Shared {
             .expect("never poisoned")
             .retain(|key, _| keep(key));
         self.checks.forget_unless(&keep);
+        self.echoes.forget_unless(&keep);
         self.budgets.prune();
     }
 
@@ -228,6 +232,10 @@ struct Tick<'a> {
     caches: &'a Caches,
     applied: &'a AppliedRouting,
     budgets: &'a NamespaceBudgets,
+    echoes: &'a echoes::QuietEchoes,
+    /// The plan has scheduled the next reconcile, so the watch events of this tick's own writes
+    /// need not trigger one.
+    quiet: bool,
     canary_key: (String, String),
     canary: Value,
     namespace: String,
@@ -283,7 +291,7 @@ async fn reconcile(canary: Arc<Canary>, shared: Arc<Shared>) -> Result<Requeue, 
 /// One tick: observe, decide (running the checks it asks for), act, record.
 async fn tick(canary: &Arc<Canary>, shared: &Shared) -> Result<Requeue, Error> {
     let started = Instant::now();
-    let (tick, mut observation) = observe::observe(canary, shared)?;
+    let (mut tick, mut observation) = observe::observe(canary, shared)?;
     let routes = observation.routes;
     let now = now();
     let plan = loop {
@@ -316,6 +324,7 @@ async fn tick(canary: &Arc<Canary>, shared: &Shared) -> Result<Requeue, Error> {
             Decision::Plan(plan) => break *plan,
         }
     };
+    tick.quiet = plan.requeue_after.is_some();
     for action in &plan.actions {
         tick.act(canary, action, routes, &plan.status).await?;
     }
@@ -349,6 +358,21 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         index.clone(),
         ctx.clone(),
     );
+    let echoes = Arc::new(echoes::QuietEchoes::default());
+    let canary_echoes = echoes.clone();
+    let canaries = canaries.filter(move |event| {
+        let echo = event.as_ref().is_ok_and(|canary| {
+            canary_echoes.is_quiet_echo(
+                &(
+                    "Canary",
+                    canary.namespace().unwrap_or_default(),
+                    canary.name_any(),
+                ),
+                canary.resource_version().as_deref(),
+            )
+        });
+        std::future::ready(!echo)
+    });
     let (wake, woken) = futures::channel::mpsc::unbounded();
     let controller = Controller::for_stream(canaries, store.clone())
         .with_config(controller::Config::default().concurrency(ctx.concurrency.max(1)))
@@ -370,11 +394,13 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         written_over: Default::default(),
         applied: Default::default(),
         checks: Arc::new(checks::CheckRuns::new(wake)),
+        echoes: echoes.clone(),
         budgets: NamespaceBudgets::new(
             MAX_CHECKS_IN_FLIGHT_PER_NAMESPACE,
             MAX_NOTIFICATIONS_QUEUED_PER_NAMESPACE,
         ),
     });
+    let (deployment_echoes, daemon_set_echoes) = (echoes.clone(), echoes);
     let totals_store = store.clone();
     let totals_shared = shared.clone();
     background.spawn(async move {
@@ -403,12 +429,32 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     });
     controller
         .watches_stream(feeds.deployments, move |deployment: Deployment| {
+            if deployment_echoes.is_quiet_echo(
+                &(
+                    "Deployment",
+                    deployment.namespace().unwrap_or_default(),
+                    deployment.name_any(),
+                ),
+                deployment.resource_version().as_deref(),
+            ) {
+                return Vec::new();
+            }
             deployment_index.canaries(&Named::Workload(
                 deployment.namespace(),
                 deployment.name_any(),
             ))
         })
         .watches_stream(feeds.daemon_sets, move |daemon_set: DaemonSet| {
+            if daemon_set_echoes.is_quiet_echo(
+                &(
+                    "DaemonSet",
+                    daemon_set.namespace().unwrap_or_default(),
+                    daemon_set.name_any(),
+                ),
+                daemon_set.resource_version().as_deref(),
+            ) {
+                return Vec::new();
+            }
             daemon_set_index.canaries(&Named::Workload(
                 daemon_set.namespace(),
                 daemon_set.name_any(),

@@ -186,6 +186,8 @@ pub(super) fn observe<'a>(
         ctx,
         caches,
         applied: &shared.applied,
+        echoes: &shared.echoes,
+        quiet: false,
         budgets: &shared.budgets,
         canary_key: Shared::canary_key(canary),
         canary: canary_json,

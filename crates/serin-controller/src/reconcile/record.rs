@@ -19,7 +19,8 @@ pub(super) async fn write_status(
     plan: &Plan,
 ) -> Result<(), Error> {
     if canary.status.as_ref() != Some(&plan.status) {
-        super::stored::write(canary, shared, &plan.status).await?;
+        let quiet = plan.requeue_after.is_some();
+        super::stored::write(canary, shared, &plan.status, quiet).await?;
     }
     Ok(())
 }
@@ -35,7 +36,8 @@ pub(super) async fn note_waiting(
     tracing::info!("{message}");
     let mut status = canary.status.clone().unwrap_or_default();
     status.message = Some(message.to_string());
-    let written = super::stored::write(canary, shared, &status).await?;
+    // The tick goes on to requeue itself (the check's `look_again`).
+    let written = super::stored::write(canary, shared, &status, true).await?;
     if let (Some(from), Some(to)) = (canary.resource_version(), written.resource_version()) {
         shared.checks.carry_over(key, &from, &to);
     }
@@ -266,7 +268,7 @@ pub(super) async fn report_failure(canary: &Canary, shared: &Shared, error: &Err
     // A failure to write it is the failure being reported, already logged above.
     let mut status = canary.status.clone().unwrap_or_default();
     status.message = Some(message.clone());
-    let _ = super::stored::write(canary, shared, &status).await;
+    let _ = super::stored::write(canary, shared, &status, false).await;
     record(
         ctx,
         canary,

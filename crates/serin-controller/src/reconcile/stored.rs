@@ -32,11 +32,13 @@ fn revisions(canary: &Canary) -> BTreeMap<String, String> {
 
 /// Writes `next` as the Canary's status and returns the Canary as written. Under Serin's CRDs it is
 /// one merge patch of the status; under Flagger's, Flagger's fields go to `status` (when they
-/// changed) and the rest to the annotation (when it changed).
+/// changed) and the rest to the annotation (when it changed). `quiet` when the tick has scheduled
+/// its next reconcile, so the writes' watch events need not trigger one.
 pub(super) async fn write(
     canary: &Canary,
     shared: &Shared,
     next: &CanaryStatus,
+    quiet: bool,
 ) -> Result<Canary, Error> {
     let previous = canary.status.clone().unwrap_or_default();
     if !serin_api::api_group().prunes_status() {
@@ -44,7 +46,7 @@ pub(super) async fn write(
             &serde_json::to_value(&previous)?,
             &serde_json::to_value(next)?,
         );
-        return patch_status(canary, shared, patch).await;
+        return patch_status(canary, shared, patch, quiet).await;
     }
     let in_force = revisions(canary);
     let before = split(&previous, &in_force);
@@ -57,7 +59,7 @@ pub(super) async fn write(
             &Value::Object(before.status.clone()),
             &Value::Object(after.status.clone()),
         );
-        written = patch_status(canary, shared, patch).await?;
+        written = patch_status(canary, shared, patch, quiet).await?;
         stored_status = split(
             &written.status.clone().unwrap_or_default(),
             &BTreeMap::new(),
@@ -83,14 +85,33 @@ pub(super) async fn write(
             )
             .await?;
         shared.wrote(&written, &annotated);
+        expect_echo(shared, &annotated, quiet);
         written = annotated;
     }
     written.status = Some(next.clone());
     Ok(written)
 }
 
+/// Remembers the write that gave `written` as one whose watch event needs no reconcile, when
+/// `quiet`.
+fn expect_echo(shared: &Shared, written: &Canary, quiet: bool) {
+    if quiet {
+        let key = Shared::canary_key(written);
+        shared.echoes.expect(
+            ("Canary", key.0.clone(), key.1.clone()),
+            &key,
+            written.resource_version(),
+        );
+    }
+}
+
 /// Merge-patches the Canary's status with `status` and remembers the write (see `Shared::wrote`).
-async fn patch_status(canary: &Canary, shared: &Shared, status: Value) -> Result<Canary, Error> {
+async fn patch_status(
+    canary: &Canary,
+    shared: &Shared,
+    status: Value,
+    quiet: bool,
+) -> Result<Canary, Error> {
     let canaries: Api<Canary> = Api::namespaced(
         shared.ctx.client.clone(),
         &canary.namespace().unwrap_or_default(),
@@ -103,6 +124,7 @@ async fn patch_status(canary: &Canary, shared: &Shared, status: Value) -> Result
         )
         .await?;
     shared.wrote(canary, &written);
+    expect_echo(shared, &written, quiet);
     Ok(written)
 }
 
