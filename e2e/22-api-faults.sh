@@ -29,10 +29,6 @@ expect_initialized
 
 PROFILE='{"userAgent": "serin-operator", "errorRate": 0.05, "latencyMs": 200},
   {"userAgent": "serin-operator", "verb": "WATCH", "watchDropAfterMs": 3000, "expireRate": 0.33}'
-set_faults() {
-  curl -sf --noproxy '*' --max-time 10 -X PUT "$API/sandbox/faults" \
-    -H 'Content-Type: application/json' -d "[$1]" >/dev/null || fail "could not set the sandbox's fault rules"
-}
 log "faults on the operator's requests: 5% errors, +200 ms, watches dropped every 3 s, 1 in 3 resumed watches expired;"
 log "for the first 20 s of the release, every VirtualService write of the operator fails too"
 set_faults "$PROFILE,

@@ -1157,6 +1157,15 @@ expect_no_leak() {
   done
 }
 
+# set_faults RULES: the sandbox's fault rules from now on (JSON objects separated by commas, see
+# docs/sandbox.md; empty clears them).
+set_faults() {
+  local api
+  api=$(json_field "$WORK/sandbox/endpoints.json" apiserver)
+  curl -sf --noproxy '*' --max-time 10 -X PUT "$api/sandbox/faults" \
+    -H 'Content-Type: application/json' -d "[$1]" >/dev/null || fail "could not set the sandbox's fault rules"
+}
+
 # kill_tree PID: stops PID and every process it started, found by parentage (never by a command-line
 # pattern, which would also match another scenario's processes).
 kill_tree() {

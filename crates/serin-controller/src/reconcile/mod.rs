@@ -328,9 +328,13 @@ async fn tick(canary: &Arc<Canary>, shared: &Shared) -> Result<Requeue, Error> {
     for action in &plan.actions {
         tick.act(canary, action, routes, &plan.status).await?;
     }
+    let transition = canary.status.as_ref() != Some(&plan.status);
+    if transition {
+        record::record_transition_events(canary, shared, &plan).await;
+    }
     record::write_status(canary, shared, &plan).await?;
     shared.checks.finish(&tick.canary_key);
-    record::record_plan(canary, shared, &plan, started).await;
+    record::record_plan(canary, shared, &plan, started, transition).await;
     Ok(match plan.requeue_after {
         Some(after) => Requeue::requeue(after),
         None => Requeue::await_change(),

@@ -44,13 +44,55 @@ pub(super) async fn note_waiting(
     Ok(())
 }
 
+/// Writes the Events of a plan that changes the status, before that status is written: the
+/// status write commits the transition, so an operator stopped between the two writes repeats the
+/// transition and its Events. Each Event is named after the Canary's version the transition
+/// starts from, its place in the plan and its reason, so the repeat finds it already written
+/// instead of adding another (or losing it, had the status been written first); a repeat that
+/// decides otherwise (a check that failed where it had passed) has other reasons, and Events of
+/// its own.
+pub(super) async fn record_transition_events(canary: &Canary, shared: &Shared, plan: &Plan) {
+    for (index, event) in plan.events.iter().enumerate() {
+        let name = transition_event_name(canary, index, event.reason);
+        record_named(
+            &shared.ctx,
+            canary,
+            (event.type_, event.reason, &event.message),
+            Some(name),
+        )
+        .await;
+    }
+}
+
+/// The name of the `index`th Event, for `reason`, of the transition that starts from `canary` as
+/// read.
+fn transition_event_name(canary: &Canary, index: usize, reason: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    hasher.update(canary.uid().unwrap_or_default());
+    hasher.update([0]);
+    hasher.update(canary.resource_version().unwrap_or_default());
+    hasher.update([0]);
+    hasher.update(index.to_le_bytes());
+    hasher.update(reason);
+    let hex: String = hasher
+        .finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("{}.{hex}", canary.name_any())
+}
+
 /// Everything a tick tells: events (to the API, the log and the event webhooks), alerts, and the
-/// operator's metrics.
+/// operator's metrics. `events_written` when [`record_transition_events`] has already written the
+/// plan's Events.
 pub(super) async fn record_plan(
     canary: &Arc<Canary>,
     shared: &Shared,
     plan: &Plan,
     started: Instant,
+    events_written: bool,
 ) {
     let ctx = &shared.ctx;
     let namespace = canary.namespace().unwrap_or_default();
@@ -87,8 +129,10 @@ pub(super) async fn record_plan(
             analysis,
         );
     }
-    for event in &plan.events {
-        record(ctx, canary, event.type_, event.reason, &event.message).await;
+    if !events_written {
+        for event in &plan.events {
+            record(ctx, canary, event.type_, event.reason, &event.message).await;
+        }
     }
     if plan.events.is_empty() && plan.alerts.is_empty() {
         return;
@@ -191,6 +235,17 @@ pub(super) async fn record(
     reason: &str,
     message: &str,
 ) {
+    record_named(ctx, canary, (type_, reason, message), None).await;
+}
+
+/// [`record`], creating a new Event as `name` when given (an Event of that name already there
+/// is this one, written before) or under a fresh name otherwise.
+async fn record_named(
+    ctx: &Context,
+    canary: &Canary,
+    (type_, reason, message): (EventType, &str, &str),
+    name: Option<String>,
+) {
     let kind = match type_ {
         EventType::Normal => {
             tracing::info!(reason, "{message}");
@@ -213,7 +268,14 @@ pub(super) async fn record(
     let now = now().to_string();
     let events: Api<k8s_openapi::api::core::v1::Event> =
         Api::namespaced(ctx.client.clone(), &namespace);
-    if let Recording::Repeat { name, count } = ctx.event_series.recording(&key, Instant::now()) {
+    if let Recording::Repeat { name: first, count } =
+        ctx.event_series.recording(&key, Instant::now())
+    {
+        if name.as_ref() == Some(&first) {
+            // This transition, tried again after its status write failed.
+            return;
+        }
+        let name = first;
         let repeat = json!({"count": count, "lastTimestamp": now});
         match events
             .patch(&name, &PatchParams::default(), &Patch::Merge(&repeat))
@@ -232,7 +294,7 @@ pub(super) async fn record(
         }
     }
     let object = serde_json::from_value::<k8s_openapi::api::core::v1::Event>(json!({
-        "metadata": {"name": format!("{}.{}", canary.name_any(), uuid::Uuid::new_v4().simple()),
+        "metadata": {"name": name.clone().unwrap_or_else(|| format!("{}.{}", canary.name_any(), uuid::Uuid::new_v4().simple())),
                      "namespace": namespace},
         "involvedObject": {"apiVersion": serin_api::api_version(), "kind": "Canary",
                            "name": canary.name_any(), "namespace": namespace,
@@ -245,13 +307,16 @@ pub(super) async fn record(
         Ok(object) => events
             .create(&Default::default(), &object)
             .await
-            .map_err(|e| e.to_string()),
+            .map(|created| created.name_any())
+            .or_else(|error| match (error, name) {
+                // Written by an earlier try of the same transition (before a restart, say).
+                (kube::Error::Api(status), Some(name)) if status.code == 409 => Ok(name),
+                (error, _) => Err(error.to_string()),
+            }),
         Err(error) => Err(error.to_string()),
     };
     match written {
-        Ok(created) => ctx
-            .event_series
-            .written(key, created.name_any(), 1, Instant::now()),
+        Ok(name) => ctx.event_series.written(key, name, 1, Instant::now()),
         Err(error) => tracing::error!("writing event: {error}"),
     }
 }
@@ -277,4 +342,31 @@ pub(super) async fn report_failure(canary: &Canary, shared: &Shared, error: &Err
         &message,
     )
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::transition_event_name;
+    use serin_api::Canary;
+
+    fn canary(version: &str) -> Canary {
+        let mut canary = Canary::new("podinfo", Default::default());
+        canary.metadata.uid = Some("0b5a7c1e".into());
+        canary.metadata.resource_version = Some(version.into());
+        canary
+    }
+
+    #[test]
+    fn a_repeated_transition_names_its_events_as_before_and_another_does_not() {
+        let name = transition_event_name(&canary("41"), 0, "NewRevision");
+        assert_eq!(name, transition_event_name(&canary("41"), 0, "NewRevision"));
+        assert!(name.starts_with("podinfo.") && name.len() == "podinfo.".len() + 16);
+        for other in [
+            transition_event_name(&canary("42"), 0, "NewRevision"),
+            transition_event_name(&canary("41"), 1, "NewRevision"),
+            transition_event_name(&canary("41"), 0, "CheckFailed"),
+        ] {
+            assert_ne!(name, other);
+        }
+    }
 }
