@@ -68,6 +68,17 @@ impl QuietEchoes {
         true
     }
 
+    /// [`is_quiet_echo`](Self::is_quiet_echo) for `object`, of `kind`, as its watch delivered it.
+    pub(super) fn is_echo_of<K: kube::Resource>(&self, kind: &'static str, object: &K) -> bool {
+        let meta = object.meta();
+        let key = (
+            kind,
+            meta.namespace.clone().unwrap_or_default(),
+            meta.name.clone().unwrap_or_default(),
+        );
+        self.is_quiet_echo(&key, meta.resource_version.as_deref())
+    }
+
     /// Forgets the objects of the Canaries for which `keep` is false (they are gone).
     pub(super) fn forget_unless(&self, keep: impl Fn(&(String, String)) -> bool) {
         self.versions

@@ -365,16 +365,9 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     let echoes = Arc::new(echoes::QuietEchoes::default());
     let canary_echoes = echoes.clone();
     let canaries = canaries.filter(move |event| {
-        let echo = event.as_ref().is_ok_and(|canary| {
-            canary_echoes.is_quiet_echo(
-                &(
-                    "Canary",
-                    canary.namespace().unwrap_or_default(),
-                    canary.name_any(),
-                ),
-                canary.resource_version().as_deref(),
-            )
-        });
+        let echo = event
+            .as_ref()
+            .is_ok_and(|canary| canary_echoes.is_echo_of("Canary", canary));
         std::future::ready(!echo)
     });
     let (wake, woken) = futures::channel::mpsc::unbounded();
@@ -433,14 +426,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     });
     controller
         .watches_stream(feeds.deployments, move |deployment: Deployment| {
-            if deployment_echoes.is_quiet_echo(
-                &(
-                    "Deployment",
-                    deployment.namespace().unwrap_or_default(),
-                    deployment.name_any(),
-                ),
-                deployment.resource_version().as_deref(),
-            ) {
+            if deployment_echoes.is_echo_of("Deployment", &deployment) {
                 return Vec::new();
             }
             deployment_index.canaries(&Named::Workload(
@@ -449,14 +435,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
             ))
         })
         .watches_stream(feeds.daemon_sets, move |daemon_set: DaemonSet| {
-            if daemon_set_echoes.is_quiet_echo(
-                &(
-                    "DaemonSet",
-                    daemon_set.namespace().unwrap_or_default(),
-                    daemon_set.name_any(),
-                ),
-                daemon_set.resource_version().as_deref(),
-            ) {
+            if daemon_set_echoes.is_echo_of("DaemonSet", &daemon_set) {
                 return Vec::new();
             }
             daemon_set_index.canaries(&Named::Workload(
