@@ -443,29 +443,23 @@ tls_server_config:
 basic_auth_users:
   serin: '\$2b\$10\$c.3n245IE6cig07jcpgq.eNCJSdpONyMqj4nVSQErkhY1sl6ZnnAO'
 WEB
-  local attempt deadline
-  # The port was free when picked; a scenario running beside this one may take it first, so a
-  # Prometheus that cannot bind tries another port.
-  for attempt in 1 2 3 4 5; do
-    port=$(free_port)
-    prometheus --config.file="$dir/prometheus.yml" --web.config.file="$dir/web.yml" \
-      --storage.tsdb.path="$dir/data-$attempt" --web.listen-address="127.0.0.1:$port" >"$dir/log" 2>&1 &
-    HTTPS_PROMETHEUS_PID=$!
-    deadline=$(($(date +%s) + 30))
-    until grep -q "Server is ready to receive web requests" "$dir/log"; do
-      if ! kill -0 "$HTTPS_PROMETHEUS_PID" 2>/dev/null; then
-        if ((attempt < 5)) && grep -q "address already in use" "$dir/log"; then
-          log "https prometheus port $port was taken meanwhile; trying another"
-          continue 2
-        fi
-        cat "$dir/log" >&2
-        fail "the https prometheus exited"
-      fi
-      (($(date +%s) < deadline)) || fail "the https prometheus was not ready within 30s"
-      sleep 0.2
-    done
-    break
+  local deadline
+  # Port 0: Prometheus binds a free port itself and names it in its log ("Listening on"), so a
+  # scenario running beside this one can never take it between picking and binding.
+  prometheus --config.file="$dir/prometheus.yml" --web.config.file="$dir/web.yml" \
+    --storage.tsdb.path="$dir/data" --web.listen-address=127.0.0.1:0 >"$dir/log" 2>&1 &
+  HTTPS_PROMETHEUS_PID=$!
+  deadline=$(($(date +%s) + 30))
+  until grep -q "Server is ready to receive web requests" "$dir/log"; do
+    if ! kill -0 "$HTTPS_PROMETHEUS_PID" 2>/dev/null; then
+      cat "$dir/log" >&2
+      fail "the https prometheus exited"
+    fi
+    (($(date +%s) < deadline)) || fail "the https prometheus was not ready within 30s"
+    sleep 0.2
   done
+  port=$(sed -nE 's/.*msg="Listening on" address=127\.0\.0\.1:([0-9]+).*/\1/p' "$dir/log" | head -n 1)
+  [[ -n $port ]] || fail "the https prometheus did not say which port it listens on"
   HTTPS_PROMETHEUS_URL=https://127.0.0.1:$port
   log "https prometheus with basic auth on $HTTPS_PROMETHEUS_URL"
 }

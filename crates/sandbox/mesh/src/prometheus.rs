@@ -4,7 +4,7 @@
 //! so a process started later — the operator's admin address, say — registers itself by writing a
 //! file ([`write_target_file`]).
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -89,8 +89,16 @@ pub struct Prometheus {
     _storage: tempfile::TempDir,
 }
 
-fn free_loopback_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+/// The port Prometheus says in its log (`msg="Listening on" address=127.0.0.1:PORT`) that it
+/// listens on: started on port 0, it binds a free port itself, so no other process can take the
+/// port between its choice and the bind.
+fn listening_port(log: &str) -> Option<u16> {
+    log.lines()
+        .filter(|line| line.contains("msg=\"Listening on\""))
+        .find_map(|line| {
+            let address = line.split("address=").nth(1)?.split_whitespace().next()?;
+            address.strip_prefix("127.0.0.1:")?.parse().ok()
+        })
 }
 
 /// The directory, beside the sandbox's kubeconfig, whose `*.json` target files Prometheus scrapes.
@@ -209,7 +217,6 @@ impl Prometheus {
         let storage = tempfile::tempdir()?;
         let config_path = storage.path().join("prometheus.yml");
         std::fs::write(&config_path, config)?;
-        let port = free_loopback_port()?;
         let log_path = storage.path().join("prometheus.log");
         let log = std::fs::File::create(&log_path)?;
         let mut command = Command::new(found);
@@ -224,22 +231,37 @@ impl Prometheus {
                 "--storage.tsdb.path={}",
                 storage.path().join("data").display()
             ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--web.listen-address=127.0.0.1:0")
             .arg("--storage.tsdb.retention.time=1h")
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()?;
         let mut prometheus = Prometheus {
-            url: format!(
-                "{}://127.0.0.1:{port}",
-                if web.is_some() { "https" } else { "http" }
-            ),
+            url: "http://127.0.0.1:0".into(),
             child,
             _storage: storage,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
+        let mut port = None;
         while Instant::now() < deadline {
+            if port.is_none() {
+                port = std::fs::read_to_string(&log_path)
+                    .ok()
+                    .as_deref()
+                    .and_then(listening_port);
+                if let Some(port) = port {
+                    let scheme = if web.is_some() { "https" } else { "http" };
+                    prometheus.url = format!("{scheme}://127.0.0.1:{port}");
+                }
+            }
+            if port.is_none() {
+                if let Ok(Some(_)) = prometheus.child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
             // The plain-http probe cannot speak TLS; behind a web config, the log says when.
             let ready = match web {
                 None => get(&format!("{}/-/ready", prometheus.url)).is_some(),
@@ -291,6 +313,14 @@ fn which(binary: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_port_is_read_from_the_address_prometheus_says_it_listens_on() {
+        let log = "ts=2026-11-28T05:05:21.461Z caller=web.go:503 level=info component=web msg=\"Start listening for connections\" address=127.0.0.1:0\n\
+                   ts=2026-11-28T05:05:21.468Z caller=tls_config.go:232 level=info component=web msg=\"Listening on\" address=127.0.0.1:45799\n";
+        assert_eq!(listening_port(log), Some(45799));
+        assert_eq!(listening_port(log.lines().next().unwrap()), None);
+    }
 
     #[test]
     fn a_missing_binary_names_the_package_to_install() {
