@@ -328,11 +328,12 @@ async fn tick(canary: &Arc<Canary>, shared: &Shared) -> Result<Requeue, Error> {
     for action in &plan.actions {
         tick.act(canary, action, routes, &plan.status).await?;
     }
+    // The tick's one status write, when the plan changes the status; its Events come first.
     let transition = canary.status.as_ref() != Some(&plan.status);
     if transition {
         record::record_transition_events(canary, shared, &plan).await;
+        stored::write(canary, shared, &plan.status, tick.quiet).await?;
     }
-    record::write_status(canary, shared, &plan).await?;
     shared.checks.finish(&tick.canary_key);
     record::record_plan(canary, shared, &plan, started, transition).await;
     Ok(match plan.requeue_after {

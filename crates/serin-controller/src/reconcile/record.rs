@@ -12,19 +12,6 @@ use serin_core::plan::{EventType, Plan};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Writes the plan's status when it differs from the Canary's: the tick's one status write.
-pub(super) async fn write_status(
-    canary: &Canary,
-    shared: &Shared,
-    plan: &Plan,
-) -> Result<(), Error> {
-    if canary.status.as_ref() != Some(&plan.status) {
-        let quiet = plan.requeue_after.is_some();
-        super::stored::write(canary, shared, &plan.status, quiet).await?;
-    }
-    Ok(())
-}
-
 /// Says in the Canary's status message what a slow check waits for, keeping the check's round
 /// for the version this write makes.
 pub(super) async fn note_waiting(
