@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 /// created, as client-go's recorder does after ten minutes.
 pub const SERIES_WINDOW: Duration = Duration::from_secs(600);
 
-/// Distinct Events remembered at once (client-go's recorder keeps as many); past it the one
-/// repeated longest ago is forgotten, so its next repeat is a new Event.
+/// Distinct Events remembered at once (client-go's recorder keeps as many); past it the quarter
+/// repeated longest ago is forgotten, so their next repeats are new Events.
 pub const MAX_SERIES: usize = 4096;
 
 /// What makes two Events the same: the object they are about and what they say.
@@ -51,6 +51,20 @@ struct Series {
     last: Instant,
 }
 
+/// Makes room in a full map: the series past their window go, and when that is not enough, the
+/// quarter repeated longest ago. Freeing a quarter at once keeps a busy operator from scanning
+/// every series on each new Event once the map is full.
+fn make_room(series: &mut HashMap<EventKey, Series>, now: Instant) {
+    series.retain(|_, s| now.saturating_duration_since(s.last) < SERIES_WINDOW);
+    if series.len() < MAX_SERIES {
+        return;
+    }
+    let mut lasts: Vec<Instant> = series.values().map(|s| s.last).collect();
+    let (_, cutoff, _) = lasts.select_nth_unstable(MAX_SERIES / 4);
+    let cutoff = *cutoff;
+    series.retain(|_, s| s.last > cutoff);
+}
+
 /// The Events written recently, by what they say, to count their repeats.
 #[derive(Default)]
 pub struct EventSeries(Mutex<HashMap<EventKey, Series>>);
@@ -73,15 +87,7 @@ impl EventSeries {
     pub fn written(&self, key: EventKey, name: String, count: i32, now: Instant) {
         let mut series = self.0.lock().expect("never poisoned");
         if series.len() >= MAX_SERIES && !series.contains_key(&key) {
-            series.retain(|_, s| now.saturating_duration_since(s.last) < SERIES_WINDOW);
-            if series.len() >= MAX_SERIES
-                && let Some(oldest) = series
-                    .iter()
-                    .min_by_key(|(_, s)| s.last)
-                    .map(|(k, _)| k.clone())
-            {
-                series.remove(&oldest);
-            }
+            make_room(&mut series, now);
         }
         series.insert(
             key,
@@ -170,13 +176,39 @@ mod tests {
         for i in 0..MAX_SERIES + 10 {
             let at = start + Duration::from_millis(i as u64);
             series.written(key(&i.to_string()), format!("e{i}"), 1, at);
+            assert!(series.len() <= MAX_SERIES);
         }
-        assert_eq!(series.len(), MAX_SERIES);
-        // The oldest were forgotten, the newest kept.
+        // A full map forgot the quarter written longest ago and kept the rest.
+        assert_eq!(series.len(), MAX_SERIES - MAX_SERIES / 4 - 1 + 10);
         let at = start + Duration::from_secs(1);
-        assert_eq!(series.recording(&key("0"), at), Recording::New);
+        for forgotten in [0, MAX_SERIES / 4] {
+            assert_eq!(
+                series.recording(&key(&forgotten.to_string()), at),
+                Recording::New
+            );
+        }
+        for kept in [MAX_SERIES / 4 + 1, MAX_SERIES - 1, MAX_SERIES + 9] {
+            assert!(matches!(
+                series.recording(&key(&kept.to_string()), at),
+                Recording::Repeat { count: 2, .. }
+            ));
+        }
+    }
+
+    #[test]
+    fn series_past_their_window_go_before_any_recent_one() {
+        let series = EventSeries::default();
+        let start = Instant::now();
+        for i in 0..MAX_SERIES - 1 {
+            series.written(key(&i.to_string()), format!("e{i}"), 1, start);
+        }
+        let recent = start + SERIES_WINDOW;
+        series.written(key("recent"), "r".into(), 1, recent);
+        let later = recent + Duration::from_secs(1);
+        series.written(key("new"), "n".into(), 1, later);
+        assert_eq!(series.len(), 2);
         assert!(matches!(
-            series.recording(&key(&(MAX_SERIES + 9).to_string()), at),
+            series.recording(&key("recent"), later),
             Recording::Repeat { count: 2, .. }
         ));
     }
