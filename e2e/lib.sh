@@ -410,17 +410,17 @@ start_receiver() {
   log "loopback receiver on $RECEIVER_URL (requests in $RECEIVER_DIR/requests.jsonl)"
 }
 
-# stop_receiver / restart_receiver: the receiver goes away (its port refuses connections), then
-# comes back on the same port with what it recorded so far.
+# stop_receiver / restart_receiver: the receiver goes down (its port refuses connections, and
+# stays bound by the receiver so that no other process can take it), then comes back on that port
+# with what it recorded so far.
 stop_receiver() {
-  stop_process "$RECEIVER_PID" receiver
-  RECEIVER_PID=""
+  rm -f "$RECEIVER_DIR/down"
+  kill -USR1 "$RECEIVER_PID"
+  wait_for "the receiver to go down" 15 test -e "$RECEIVER_DIR/down"
   log "receiver stopped: $RECEIVER_URL refuses connections"
 }
 restart_receiver() {
-  python3 "$E2E_DIR/fixtures/receiver.py" serve "$RECEIVER_DIR" --prometheus "$PROMETHEUS_URL" \
-    >>"$WORK/receiver.log" 2>&1 &
-  RECEIVER_PID=$!
+  kill -USR2 "$RECEIVER_PID"
   wait_for "the receiver to answer again on $RECEIVER_URL" 15 \
     curl -sf --noproxy '*' --max-time 2 -o /dev/null "$RECEIVER_URL/prometheus/-/ready"
   log "receiver back on $RECEIVER_URL"
