@@ -52,8 +52,9 @@ struct Series {
 }
 
 /// Makes room in a full map: the series past their window go, and when that is not enough, the
-/// quarter repeated longest ago. Freeing a quarter at once keeps a busy operator from scanning
-/// every series on each new Event once the map is full.
+/// quarter repeated longest ago (more when several were repeated at the same moment as the cut).
+/// Freeing a quarter at once keeps a busy operator from scanning every series on each new Event
+/// once the map is full.
 fn make_room(series: &mut HashMap<EventKey, Series>, now: Instant) {
     series.retain(|_, s| now.saturating_duration_since(s.last) < SERIES_WINDOW);
     if series.len() < MAX_SERIES {
