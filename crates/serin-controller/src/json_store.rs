@@ -69,6 +69,14 @@ impl JsonStore {
         serde_json::from_slice(&text).ok()
     }
 
+    /// Whether the object `name` in `namespace` is cached.
+    pub fn contains(&self, namespace: &str, name: &str) -> bool {
+        self.objects
+            .read()
+            .expect("never poisoned")
+            .contains_key(&(namespace.to_string(), name.to_string()))
+    }
+
     /// Waits until the first complete list is in; an error means the writer is gone.
     pub async fn wait_until_ready(&self) -> Result<(), tokio::sync::watch::error::RecvError> {
         let mut ready = self.ready.clone();

@@ -330,4 +330,8 @@ pub struct Plan {
     pub alerts: Vec<Alert>,
     /// When to reconcile again even without a change; `None` waits for the next change.
     pub requeue_after: Option<Duration>,
+    /// Whether, until `requeue_after` has passed, the next decision ignores the target's and the
+    /// primary's status and metadata: a release in flight (or initializing) reads them only when
+    /// its tick is due, unless it splits traffic by ready pods. Their spec changes still count.
+    pub workload_status_waits: bool,
 }

@@ -34,6 +34,8 @@ pub struct TickRecord {
     pub reasons: Vec<&'static str>,
     /// When the plan asked to be reconciled again.
     pub requeue_after: Option<std::time::Duration>,
+    /// Whether the plan let the workloads' status wait for that requeue.
+    pub workload_status_waits: bool,
     /// Actions carried out.
     pub actions: Vec<Action>,
     /// Checks run, in order.
@@ -251,10 +253,9 @@ impl World {
         self.reconcile()
     }
 
-    /// Reconciles now: lets rollouts progress, decides (running requested checks), applies the plan.
-    pub fn reconcile(&mut self) -> &TickRecord {
-        self.progress_rollouts();
-        let mut observation = Observation {
+    /// What the controller would observe now: the Canary, its workloads, configs and routes.
+    pub fn observation(&self) -> Observation {
+        Observation {
             canary: self.canary.clone(),
             target: Some(self.target.clone()),
             primary: self.primary.clone(),
@@ -264,7 +265,13 @@ impl World {
             blocked: None,
             routes_pending: None,
             verdicts: Vec::new(),
-        };
+        }
+    }
+
+    /// Reconciles now: lets rollouts progress, decides (running requested checks), applies the plan.
+    pub fn reconcile(&mut self) -> &TickRecord {
+        self.progress_rollouts();
+        let mut observation = self.observation();
         let mut checks = Vec::new();
         let plan = loop {
             match crate::decide(&observation, self.now) {
@@ -295,6 +302,7 @@ impl World {
                 .collect(),
             reasons: plan.events.iter().map(|e| e.reason).collect(),
             requeue_after: plan.requeue_after,
+            workload_status_waits: plan.workload_status_waits,
             actions: plan.actions.clone(),
             checks,
         };

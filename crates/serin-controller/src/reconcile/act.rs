@@ -10,9 +10,9 @@ use crate::configs;
 use crate::daemon_sets::daemon_set_scale_patch;
 use crate::workloads::{primary_from, promoted_fields, template_for, template_patch};
 use k8s_openapi::api::apps::v1::Deployment;
+use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
-use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use serin_api::{Canary, CanaryStatus};
 use serin_core::plan::{Action, Routes};
@@ -218,20 +218,62 @@ impl Tick<'_> {
         } else {
             "Deployment"
         };
-        self.wrote_workload(kind, name, written.resource_version());
+        self.wrote_workload(kind, name, &written.metadata);
         Ok(())
     }
 
-    /// Remembers a write of the workload `name` whose watch event needs no reconcile, when this
-    /// tick has scheduled its next one (see `echoes`).
-    fn wrote_workload(&self, kind: &'static str, name: &str, version: Option<String>) {
+    /// Remembers a write of the workload `name` (giving `written`): its watch event needs no
+    /// reconcile when this tick has scheduled its next one (see `echoes`), and its generation is
+    /// one this tick knows (see `quiet`).
+    fn wrote_workload(
+        &self,
+        kind: &'static str,
+        name: &str,
+        written: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    ) {
         if self.quiet {
             self.echoes.expect(
                 (kind, self.namespace.clone(), name.to_string()),
                 &self.canary_key,
-                version,
+                written.resource_version.clone(),
             );
         }
+        let mut generations = self.written.lock().expect("never poisoned");
+        match generations
+            .iter_mut()
+            .find(|((k, n), _)| *k == kind && n == name)
+        {
+            Some((_, generation)) => *generation = (*generation).max(written.generation),
+            None => generations.push(((kind, name.to_string()), written.generation)),
+        }
+    }
+
+    /// The generations of the target and the primary after this tick: as observed, or as its
+    /// own writes left them.
+    pub(super) fn generations(
+        &self,
+        observation: &serin_core::plan::Observation,
+    ) -> Vec<(super::quiet::Workload, Option<i64>)> {
+        let kind = match observation.canary.spec.target_ref.kind.as_str() {
+            "DaemonSet" => "DaemonSet",
+            _ => "Deployment",
+        };
+        let target = &observation.canary.spec.target_ref.name;
+        let written = self.written.lock().expect("never poisoned");
+        [
+            (target.clone(), observation.target.as_ref()),
+            (format!("{target}-primary"), observation.primary.as_ref()),
+        ]
+        .into_iter()
+        .map(|(name, observed)| {
+            let observed = observed.and_then(|w| w.metadata.generation);
+            let wrote = written
+                .iter()
+                .find(|((k, n), _)| *k == kind && *n == name)
+                .and_then(|(_, generation)| *generation);
+            ((kind, name), observed.max(wrote))
+        })
+        .collect()
     }
 
     /// Applies the HTTPRoute with `routes`, keeping the rules of the live one that Serin does not
@@ -491,7 +533,7 @@ impl Tick<'_> {
                 let written = deployment_api
                     .patch(name, &PatchParams::default(), &merge(patch))
                     .await?;
-                self.wrote_workload("Deployment", name, written.resource_version());
+                self.wrote_workload("Deployment", name, &written.metadata);
                 if !primary {
                     pause_target_scaler(client, self.caches, namespace, canary, *replicas == 0)
                         .await?;

@@ -11,6 +11,7 @@ mod echoes;
 mod finalize;
 mod observe;
 pub mod ownership;
+mod quiet;
 mod record;
 pub mod references;
 mod stored;
@@ -24,6 +25,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::{self, Action as Requeue, Controller};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 use serin_api::limits::{
@@ -160,6 +162,8 @@ struct Shared {
     budgets: NamespaceBudgets,
     /// The operator's own writes whose watch events need no reconcile.
     echoes: Arc<echoes::QuietEchoes>,
+    /// The Canaries whose next decision waits for their tick, whatever their workloads do.
+    quiet: Arc<quiet::QuietCanaries>,
 }
 
 /// Per Canary (namespace, name), the digest of each routing object (kind/name) last applied.
@@ -199,6 +203,7 @@ impl Shared {
             .retain(|key, _| keep(key));
         self.checks.forget_unless(&keep);
         self.echoes.forget_unless(&keep);
+        self.quiet.forget_unless(&keep);
         self.budgets.prune();
     }
 
@@ -236,6 +241,8 @@ struct Tick<'a> {
     /// The plan has scheduled the next reconcile, so the watch events of this tick's own writes
     /// need not trigger one.
     quiet: bool,
+    /// The generations of the workloads this tick wrote.
+    written: std::sync::Mutex<Vec<(quiet::Workload, Option<i64>)>>,
     canary_key: (String, String),
     canary: Value,
     namespace: String,
@@ -266,6 +273,15 @@ async fn reconcile(canary: Arc<Canary>, shared: Arc<Shared>) -> Result<Requeue, 
         return Ok(Requeue::requeue(Duration::from_secs(2)));
     }
     let _timing = shared.ctx.metrics.start_reconcile();
+    let key = Shared::canary_key(&canary);
+    if let Some(left) = shared
+        .quiet
+        .asleep(&key, canary.metadata.resource_version.as_deref())
+    {
+        // Nothing but this Canary as its last tick left it has asked for this reconcile.
+        return Ok(Requeue::requeue(left));
+    }
+    shared.quiet.ticking(&key);
     let work = async {
         if canary.metadata.deletion_timestamp.is_some() {
             finalize::finalize(&canary, &shared).await
@@ -330,16 +346,68 @@ async fn tick(canary: &Arc<Canary>, shared: &Shared) -> Result<Requeue, Error> {
     }
     // The tick's one status write, when the plan changes the status; its Events come first.
     let transition = canary.status.as_ref() != Some(&plan.status);
+    let mut version = canary.metadata.resource_version.clone();
     if transition {
         record::record_transition_events(canary, shared, &plan).await;
-        stored::write(canary, shared, &plan.status, tick.quiet).await?;
+        version = stored::write(canary, shared, &plan.status, tick.quiet)
+            .await?
+            .metadata
+            .resource_version;
     }
+    let wait = match (plan.requeue_after, plan.workload_status_waits, version) {
+        (Some(after), true, Some(version)) => {
+            let generations = tick.generations(&observation);
+            Some((
+                after,
+                quiet::LeftAt {
+                    version,
+                    generations,
+                },
+            ))
+        }
+        _ => None,
+    };
+    shared.quiet.ticked(&tick.canary_key, wait);
     shared.checks.finish(&tick.canary_key);
     record::record_plan(canary, shared, &plan, started, transition).await;
     Ok(match plan.requeue_after {
         Some(after) => Requeue::requeue(after),
         None => Requeue::await_change(),
     })
+}
+
+/// A Canary's key as the quiet registry knows it.
+fn quiet_key(canary: &ObjectRef<Canary>) -> (String, String) {
+    (
+        canary.namespace.clone().unwrap_or_default(),
+        canary.name.clone(),
+    )
+}
+
+/// The Canaries among `canaries` that a change of the workload `metadata` (of `kind`, cached in
+/// `store`) concerns: a quiet Canary lets a change that keeps the spec it saw wait for its tick,
+/// unless the workload is gone.
+fn workload_triggers(
+    quiet: &quiet::QuietCanaries,
+    store: &crate::json_store::JsonStore,
+    kind: &'static str,
+    metadata: &kube::api::ObjectMeta,
+    mut canaries: Vec<ObjectRef<Canary>>,
+) -> Vec<ObjectRef<Canary>> {
+    let namespace = metadata.namespace.as_deref().unwrap_or_default();
+    let name = metadata.name.clone().unwrap_or_default();
+    if store.contains(namespace, &name) {
+        canaries.retain(|canary| {
+            quiet.workload_changed(
+                &quiet_key(canary),
+                (kind, name.clone()),
+                metadata.generation,
+            )
+        });
+        canaries
+    } else {
+        quiet.disturbing(canaries)
+    }
 }
 
 fn retry_later(_canary: Arc<Canary>, _error: &Error, _shared: Arc<Shared>) -> Requeue {
@@ -372,6 +440,13 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         std::future::ready(!echo)
     });
     let (wake, woken) = futures::channel::mpsc::unbounded();
+    let quiet = Arc::new(quiet::QuietCanaries::default());
+    let woken_quiet = quiet.clone();
+    // A finished check is news the Canary's last tick did not have.
+    let woken = woken.map(move |canary: ObjectRef<Canary>| {
+        woken_quiet.disturb(&quiet_key(&canary));
+        canary
+    });
     let controller = Controller::for_stream(canaries, store.clone())
         .with_config(controller::Config::default().concurrency(ctx.concurrency.max(1)))
         .reconcile_on(woken);
@@ -393,12 +468,21 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         applied: Default::default(),
         checks: Arc::new(checks::CheckRuns::new(wake)),
         echoes: echoes.clone(),
+        quiet: quiet.clone(),
         budgets: NamespaceBudgets::new(
             MAX_CHECKS_IN_FLIGHT_PER_NAMESPACE,
             MAX_NOTIFICATIONS_QUEUED_PER_NAMESPACE,
         ),
     });
     let (deployment_echoes, daemon_set_echoes) = (echoes.clone(), echoes);
+    let (deployment_store, daemon_set_store) = (
+        shared.caches.deployments.clone(),
+        shared.caches.daemon_sets.clone(),
+    );
+    let (deployment_quiet, daemon_set_quiet, config_quiet, secret_quiet) =
+        (quiet.clone(), quiet.clone(), quiet.clone(), quiet.clone());
+    let (hpa_quiet, template_quiet, provider_quiet, route_quiet) =
+        (quiet.clone(), quiet.clone(), quiet.clone(), quiet);
     let totals_store = store.clone();
     let totals_shared = shared.clone();
     background.spawn(async move {
@@ -430,28 +514,42 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
             if deployment_echoes.is_echo_of("Deployment", &deployment) {
                 return Vec::new();
             }
-            deployment_index.canaries(&Named::Workload(
+            let canaries = deployment_index.canaries(&Named::Workload(
                 deployment.namespace(),
                 deployment.name_any(),
-            ))
+            ));
+            workload_triggers(
+                &deployment_quiet,
+                &deployment_store,
+                "Deployment",
+                &deployment.metadata,
+                canaries,
+            )
         })
         .watches_stream(feeds.daemon_sets, move |daemon_set: DaemonSet| {
             if daemon_set_echoes.is_echo_of("DaemonSet", &daemon_set) {
                 return Vec::new();
             }
-            daemon_set_index.canaries(&Named::Workload(
+            let canaries = daemon_set_index.canaries(&Named::Workload(
                 daemon_set.namespace(),
                 daemon_set.name_any(),
-            ))
+            ));
+            workload_triggers(
+                &daemon_set_quiet,
+                &daemon_set_store,
+                "DaemonSet",
+                &daemon_set.metadata,
+                canaries,
+            )
         })
         .watches_stream(feeds.config_maps, move |config_map| {
-            triggers::canaries_of_config(
+            config_quiet.disturbing(triggers::canaries_of_config(
                 &config_canaries,
                 &config_caches,
                 config_map.namespace(),
                 ConfigKind::ConfigMap,
                 &config_map.name_any(),
-            )
+            ))
         })
         .watches_stream(feeds.secrets, move |secret| {
             let mut canaries = triggers::canaries_of_config(
@@ -467,24 +565,34 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
                 secret.namespace(),
                 &secret.name_any(),
             ));
-            canaries
+            secret_quiet.disturbing(canaries)
         })
         .watches_stream(
             feeds.autoscalers,
             move |hpa: k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler| {
-                hpa_index.canaries(&Named::Autoscaler(hpa.namespace(), hpa.name_any()))
+                hpa_quiet.disturbing(
+                    hpa_index.canaries(&Named::Autoscaler(hpa.namespace(), hpa.name_any())),
+                )
             },
         )
         .watches_stream(feeds.metric_templates, move |template: MetricTemplate| {
-            triggers::canaries_of_template(&template_canaries, &template)
+            template_quiet.disturbing(triggers::canaries_of_template(
+                &template_canaries,
+                &template,
+            ))
         })
         .watches_stream(feeds.alert_providers, move |provider| {
-            triggers::canaries_of_alert_provider(&provider_canaries, &provider)
+            provider_quiet.disturbing(triggers::canaries_of_alert_provider(
+                &provider_canaries,
+                &provider,
+            ))
         })
         .watches_stream_with(
             feeds.http_routes,
             move |route: kube::api::DynamicObject| {
-                route_index.canaries(&Named::Route(route.namespace(), route.name_any()))
+                route_quiet.disturbing(
+                    route_index.canaries(&Named::Route(route.namespace(), route.name_any())),
+                )
             },
             crate::cache::http_routes(),
         )

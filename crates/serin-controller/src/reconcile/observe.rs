@@ -188,6 +188,7 @@ pub(super) fn observe<'a>(
         applied: &shared.applied,
         echoes: &shared.echoes,
         quiet: false,
+        written: Default::default(),
         budgets: &shared.budgets,
         canary_key: Shared::canary_key(canary),
         canary: canary_json,

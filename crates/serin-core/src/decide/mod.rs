@@ -785,12 +785,27 @@ impl<'a> Tick<'a> {
             kind: &kind,
         };
         set_health(&mut self.status.conditions, &health, &now);
+        // The next decision starts with `initialize` or `in_flight`, which both stop at the due
+        // check before reading a workload (see `wait_until_due`).
+        let workload_status_waits = self.requeue.is_some()
+            && !self.splits_by_replicas()
+            && !matches!(
+                self.status.phase,
+                None | Some(
+                    Phase::Initialized
+                        | Phase::Succeeded
+                        | Phase::Failed
+                        | Phase::Terminating
+                        | Phase::Terminated
+                )
+            );
         Plan {
             actions: self.actions,
             status: self.status,
             events: self.events,
             alerts: self.alerts,
             requeue_after: self.requeue,
+            workload_status_waits,
         }
     }
 }
