@@ -24,13 +24,17 @@ fn plan(observation: &Observation, now: k8s_openapi::jiff::Timestamp) -> Plan {
     }
 }
 
-/// `deployment` with every pod gone unavailable, a rollout not yet observed, and new labels.
-fn unsettled(deployment: &mut Deployment) {
-    let replicas = deployment
+fn replicas(deployment: &Deployment) -> i32 {
+    deployment
         .spec
         .as_ref()
         .and_then(|s| s.replicas)
-        .unwrap_or(1);
+        .unwrap_or(1)
+}
+
+/// `deployment` with every pod gone unavailable, a rollout not yet observed, and new labels.
+fn unsettled(deployment: &mut Deployment) {
+    let replicas = replicas(deployment);
     deployment.status = Some(DeploymentStatus {
         observed_generation: deployment.metadata.generation.map(|g| g - 1),
         replicas: Some(replicas),
@@ -49,11 +53,7 @@ fn unsettled(deployment: &mut Deployment) {
 
 /// `deployment` with every pod updated and available.
 fn settled(deployment: &mut Deployment) {
-    let replicas = deployment
-        .spec
-        .as_ref()
-        .and_then(|s| s.replicas)
-        .unwrap_or(1);
+    let replicas = replicas(deployment);
     deployment.status = Some(DeploymentStatus {
         observed_generation: deployment.metadata.generation,
         replicas: Some(replicas),
