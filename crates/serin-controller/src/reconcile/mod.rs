@@ -376,14 +376,6 @@ async fn tick(canary: &Arc<Canary>, shared: &Shared) -> Result<Requeue, Error> {
     })
 }
 
-/// A Canary's key as the quiet registry knows it.
-fn quiet_key(canary: &ObjectRef<Canary>) -> (String, String) {
-    (
-        canary.namespace.clone().unwrap_or_default(),
-        canary.name.clone(),
-    )
-}
-
 /// The Canaries among `canaries` that a change of the workload `metadata` (of `kind`, cached in
 /// `store`) concerns: a quiet Canary lets a change that keeps the spec it saw wait for its tick,
 /// unless the workload is gone.
@@ -399,7 +391,7 @@ fn workload_triggers(
     if store.contains(namespace, &name) {
         canaries.retain(|canary| {
             quiet.workload_changed(
-                &quiet_key(canary),
+                &quiet::key_of(canary),
                 (kind, name.clone()),
                 metadata.generation,
             )
@@ -444,7 +436,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     let woken_quiet = quiet.clone();
     // A finished check is news the Canary's last tick did not have.
     let woken = woken.map(move |canary: ObjectRef<Canary>| {
-        woken_quiet.disturb(&quiet_key(&canary));
+        woken_quiet.disturb(&quiet::key_of(&canary));
         canary
     });
     let controller = Controller::for_stream(canaries, store.clone())

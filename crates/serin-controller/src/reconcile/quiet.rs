@@ -155,10 +155,7 @@ impl QuietCanaries {
         canaries: Vec<kube::runtime::reflector::ObjectRef<serin_api::Canary>>,
     ) -> Vec<kube::runtime::reflector::ObjectRef<serin_api::Canary>> {
         for canary in &canaries {
-            self.disturb(&(
-                canary.namespace.clone().unwrap_or_default(),
-                canary.name.clone(),
-            ));
+            self.disturb(&key_of(canary));
         }
         canaries
     }
@@ -170,6 +167,14 @@ impl QuietCanaries {
             .expect("never poisoned")
             .retain(|key, _| keep(key));
     }
+}
+
+/// The key of the Canary `canary` refers to.
+pub(super) fn key_of(canary: &kube::runtime::reflector::ObjectRef<serin_api::Canary>) -> CanaryKey {
+    (
+        canary.namespace.clone().unwrap_or_default(),
+        canary.name.clone(),
+    )
 }
 
 /// Whether `generation` of `workload` is one the tick saw or wrote.
