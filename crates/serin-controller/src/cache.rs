@@ -6,6 +6,7 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -291,6 +292,14 @@ impl Caches {
         self.deployments.get(namespace, name)
     }
 
+    /// The metadata of the workload `name` of `kind` (`Deployment` or `DaemonSet`) in `namespace`.
+    pub fn workload_metadata(&self, namespace: &str, kind: &str, name: &str) -> Option<ObjectMeta> {
+        match kind {
+            "DaemonSet" => self.daemon_sets.metadata(namespace, name),
+            _ => self.deployments.metadata(namespace, name),
+        }
+    }
+
     /// The DaemonSet `name` in `namespace`.
     pub fn daemon_set(&self, namespace: &str, name: &str) -> Option<DaemonSet> {
         self.daemon_sets.get(namespace, name)
@@ -331,11 +340,20 @@ impl Caches {
     /// The cached Service, DestinationRule, VirtualService or HTTPRoute `name` in `namespace`, as
     /// JSON.
     pub fn routing_object(&self, kind: &str, namespace: &str, name: &str) -> Option<Value> {
+        self.routing_store(kind)?.get(namespace, name)
+    }
+
+    /// The metadata of the routing object `name` of `kind` in `namespace`, without the rest of it.
+    pub fn routing_metadata(&self, kind: &str, namespace: &str, name: &str) -> Option<ObjectMeta> {
+        self.routing_store(kind)?.metadata(namespace, name)
+    }
+
+    fn routing_store(&self, kind: &str) -> Option<&JsonStore> {
         match kind {
-            "Service" => self.services.get(namespace, name),
-            "DestinationRule" => self.destination_rules.get(namespace, name),
-            "VirtualService" => self.virtual_services.get(namespace, name),
-            "HTTPRoute" => self.http_routes.get(namespace, name),
+            "Service" => Some(&self.services),
+            "DestinationRule" => Some(&self.destination_rules),
+            "VirtualService" => Some(&self.virtual_services),
+            "HTTPRoute" => Some(&self.http_routes),
             _ => None,
         }
     }

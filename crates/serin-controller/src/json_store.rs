@@ -5,6 +5,7 @@
 //! operator's memory. Objects a tick reads once or twice are cheaper to keep as text and decode on
 //! read.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::runtime::watcher;
 use serde::Serialize;
@@ -60,13 +61,28 @@ impl JsonStore {
     /// The object `name` in `namespace`, decoded as `K`; `None` when it is not cached or does not
     /// decode as `K`.
     pub fn get<K: DeserializeOwned>(&self, namespace: &str, name: &str) -> Option<K> {
-        let text = self
-            .objects
+        serde_json::from_slice(&self.text(namespace, name)?).ok()
+    }
+
+    /// The metadata of the object `name` in `namespace`, read without decoding the rest of it:
+    /// ownership checks and change checks need no more, and a tick makes many of them.
+    pub fn metadata(&self, namespace: &str, name: &str) -> Option<ObjectMeta> {
+        #[derive(serde::Deserialize)]
+        struct Head {
+            #[serde(default)]
+            metadata: ObjectMeta,
+        }
+        serde_json::from_slice::<Head>(&self.text(namespace, name)?)
+            .ok()
+            .map(|head| head.metadata)
+    }
+
+    fn text(&self, namespace: &str, name: &str) -> Option<Arc<[u8]>> {
+        self.objects
             .read()
             .expect("never poisoned")
             .get(&(namespace.to_string(), name.to_string()))
-            .cloned()?;
-        serde_json::from_slice(&text).ok()
+            .cloned()
     }
 
     /// Whether the object `name` in `namespace` is cached.
@@ -166,8 +182,16 @@ mod tests {
         let (store, mut writer) = JsonStore::new();
         let podinfo = deployment("podinfo", 3);
         writer.apply(&watcher::Event::Apply(podinfo.clone()));
-        assert_eq!(store.get::<Deployment>("test", "podinfo"), Some(podinfo));
+        assert_eq!(
+            store.get::<Deployment>("test", "podinfo"),
+            Some(podinfo.clone())
+        );
         assert_eq!(store.get::<Deployment>("other", "podinfo"), None);
+        assert_eq!(
+            store.metadata("test", "podinfo"),
+            Some(podinfo.metadata.clone())
+        );
+        assert_eq!(store.metadata("other", "podinfo"), None);
         writer.apply(&watcher::Event::Delete(deployment("podinfo", 3)));
         assert_eq!(store.get::<Deployment>("test", "podinfo"), None);
     }

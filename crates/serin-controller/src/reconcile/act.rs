@@ -10,6 +10,7 @@ use crate::configs;
 use crate::daemon_sets::daemon_set_scale_patch;
 use crate::workloads::{primary_from, promoted_fields, template_for, template_patch};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
@@ -86,6 +87,14 @@ pub(super) const ORIGINAL_CONFIGURATION: &str = "flagger.kubernetes.io/original-
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Whether `object`'s controlling owner is the Canary with `uid`.
+fn controlled_by_metadata(metadata: &ObjectMeta, uid: &str) -> bool {
+    metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|owner| owner.controller == Some(true) && owner.uid == uid)
+}
+
 pub(super) fn controlled_by(object: &Value, uid: &str) -> bool {
     object["metadata"]["ownerReferences"]
         .as_array()
@@ -135,18 +144,44 @@ fn digest(object: &Value) -> u64 {
     hasher.finish()
 }
 
+/// What this operator last applied of one routing object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Applied {
+    /// The digest of the object applied.
+    digest: u64,
+    /// The resourceVersion at which the cache last showed the object containing it, if it has.
+    seen_at: Option<String>,
+}
+
+impl Applied {
+    /// Whether the cached object, now at `version`, is still the one that was seen to contain
+    /// what was applied: an object whose version did not change is byte for byte the same.
+    fn still_seen_at(&self, version: Option<&str>) -> bool {
+        version.is_some() && self.seen_at.as_deref() == version
+    }
+}
+
 impl Tick<'_> {
     /// Applies a Service, DestinationRule or VirtualService, unless this operator applied the same
     /// object last time and the cache shows it unchanged since: most ticks would rewrite identical
-    /// routing objects otherwise.
+    /// routing objects otherwise. Once the cache has shown an applied object in full, later ticks
+    /// compare its resourceVersion only, and decode it again when it changed.
     async fn apply_routing(&self, api: &ApiResource, object: &Value) -> Result<(), Error> {
         let kind = object["kind"].as_str().unwrap_or_default();
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
-        let cached = self.caches.routing_object(kind, &self.namespace, name);
+        let cached_metadata = self.caches.routing_metadata(kind, &self.namespace, name);
         let uid = self.canary["metadata"]["uid"].as_str().unwrap_or_default();
-        let object = &match &cached {
-            Some(existing) if !controlled_by(existing, uid) => adopted(object, existing),
-            _ => object.clone(),
+        let foreign = cached_metadata
+            .as_ref()
+            .is_some_and(|metadata| !controlled_by_metadata(metadata, uid));
+        let mut cached = None;
+        let adopted_object;
+        let object = if foreign {
+            cached = self.caches.routing_object(kind, &self.namespace, name);
+            adopted_object = cached.as_ref().map(|existing| adopted(object, existing));
+            adopted_object.as_ref().unwrap_or(object)
+        } else {
+            object
         };
         let key = format!("{kind}/{name}");
         let wanted = digest(object);
@@ -155,25 +190,35 @@ impl Tick<'_> {
             .lock()
             .expect("never poisoned")
             .get(&self.canary_key)
-            .and_then(|objects| objects.get(&key).copied());
-        if last == Some(wanted) {
+            .and_then(|objects| objects.get(&key).cloned());
+        let version = cached_metadata.and_then(|metadata| metadata.resource_version);
+        if let Some(last) = last.filter(|last| last.digest == wanted) {
+            if last.still_seen_at(version.as_deref()) {
+                return Ok(());
+            }
+            let cached = cached.or_else(|| self.caches.routing_object(kind, &self.namespace, name));
             let mut body = object.clone();
             if let Some(fields) = body.as_object_mut() {
                 fields.remove("apiVersion");
                 fields.remove("kind");
             }
             if cached.is_some_and(|cached| contains(&cached, &body)) {
+                self.remember_applied(key, wanted, version);
                 return Ok(());
             }
         }
         apply(&self.ctx.client, &self.namespace, api, object).await?;
+        self.remember_applied(key, wanted, None);
+        Ok(())
+    }
+
+    fn remember_applied(&self, key: String, digest: u64, seen_at: Option<String>) {
         self.applied
             .lock()
             .expect("never poisoned")
             .entry(self.canary_key.clone())
             .or_default()
-            .insert(key, wanted);
-        Ok(())
+            .insert(key, Applied { digest, seen_at });
     }
 
     /// Applies the `-primary` copies of the tracked configs; with `only_missing`, creates the
@@ -589,8 +634,28 @@ impl Tick<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::contains;
+    use super::{Applied, contains};
     use serde_json::json;
+
+    #[test]
+    fn an_applied_object_is_compared_again_once_its_version_changed() {
+        let applied = Applied {
+            digest: 1,
+            seen_at: Some("41".into()),
+        };
+        assert!(applied.still_seen_at(Some("41")));
+        assert!(!applied.still_seen_at(Some("42")), "edited since");
+        assert!(!applied.still_seen_at(None), "gone from the cache");
+        let just_applied = Applied {
+            digest: 1,
+            seen_at: None,
+        };
+        assert!(
+            !just_applied.still_seen_at(None),
+            "applied but never seen in the cache"
+        );
+        assert!(!just_applied.still_seen_at(Some("41")));
+    }
 
     #[test]
     fn a_routing_object_with_server_defaults_still_contains_what_was_applied() {

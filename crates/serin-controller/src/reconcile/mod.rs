@@ -166,9 +166,9 @@ struct Shared {
     quiet: Arc<quiet::QuietCanaries>,
 }
 
-/// Per Canary (namespace, name), the digest of each routing object (kind/name) last applied.
+/// Per Canary (namespace, name), what was last applied of each routing object (kind/name).
 type AppliedRouting =
-    std::sync::Mutex<std::collections::HashMap<(String, String), BTreeMap<String, u64>>>;
+    std::sync::Mutex<std::collections::HashMap<(String, String), BTreeMap<String, act::Applied>>>;
 
 impl Shared {
     fn canary_key(canary: &Canary) -> (String, String) {

@@ -54,10 +54,6 @@ fn belongs_to(metadata: &ObjectMeta, uid: &str, canary: &str) -> bool {
     controlled || adopted
 }
 
-fn metadata_of(object: &Value) -> ObjectMeta {
-    serde_json::from_value(object["metadata"].clone()).unwrap_or_default()
-}
-
 /// The first object Serin would write for the Canary `canary` (JSON, with its provider filled in)
 /// that already exists and does not belong to it, as the message that holds the release.
 /// `target_kind` is the target's kind and `tracked` its tracked configs.
@@ -81,11 +77,7 @@ pub(super) fn problem(
     let names = serin_router::Names::of(canary);
     let mut found: Vec<Found> = Vec::new();
     let primary = format!("{target}-primary");
-    let workload = match target_kind {
-        "DaemonSet" => caches.daemon_set(namespace, &primary).map(|w| w.metadata),
-        _ => caches.deployment(namespace, &primary).map(|w| w.metadata),
-    };
-    if let Some(metadata) = workload {
+    if let Some(metadata) = caches.workload_metadata(namespace, target_kind, &primary) {
         found.push(Found {
             kind: if target_kind == "DaemonSet" {
                 "DaemonSet"
@@ -158,11 +150,11 @@ pub(super) fn problem(
         ));
     }
     for (kind, object_name, takeover) in routing {
-        if let Some(object) = caches.routing_object(kind, namespace, &object_name) {
+        if let Some(metadata) = caches.routing_metadata(kind, namespace, &object_name) {
             found.push(Found {
                 kind,
                 name: object_name,
-                metadata: metadata_of(&object),
+                metadata,
                 takeover,
             });
         }
