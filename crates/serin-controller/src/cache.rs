@@ -2,6 +2,7 @@
 //! its Deployments, configs, autoscalers, routes, templates and providers without an API request.
 
 use crate::json_store::{Footprint, JsonStore};
+use crate::raw_object::RawObject;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
@@ -102,9 +103,9 @@ pub type Feed<K> = std::pin::Pin<Box<dyn Stream<Item = Result<K, watcher::Error>
 /// The feeds behind [`Caches`]: the controller either triggers on them or just drains them.
 pub struct Feeds {
     /// Deployments (trigger the Canaries of a target or primary).
-    pub deployments: Feed<Deployment>,
+    pub deployments: Feed<RawObject<Deployment>>,
     /// DaemonSets (trigger the Canaries of a target or primary).
-    pub daemon_sets: Feed<DaemonSet>,
+    pub daemon_sets: Feed<RawObject<DaemonSet>>,
     /// ConfigMaps (trigger the Canaries whose target uses them).
     pub config_maps: Feed<ConfigMap>,
     /// Secrets (trigger the Canaries whose target uses them).
@@ -171,6 +172,24 @@ where
     (store, Box::pin(stream))
 }
 
+/// [`json_feed`] for a kind with Rust types, read as [`RawObject`]s: the store keeps the text that
+/// came, without decoding the object into its type and encoding it again.
+fn raw_feed<K>(api: Api<RawObject<K>>) -> (JsonStore, Feed<RawObject<K>>)
+where
+    K: Resource<DynamicType = ()> + 'static,
+{
+    let (store, mut writer) = JsonStore::new();
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .inspect(move |event| {
+            if let Ok(event) = event {
+                writer.apply_raw(event);
+            }
+        })
+        .touched_objects();
+    (store, Box::pin(stream))
+}
+
 /// [`json_feed`] for a kind without Rust types (Istio's), in `namespace` or all namespaces.
 fn dynamic_feed(
     client: &Client,
@@ -200,14 +219,16 @@ impl Caches {
     /// ScaledObjects only when `keda` (see [`serves_scaled_objects`]); nothing is requested until
     /// the feeds are polled.
     pub fn new(client: &Client, namespace: Option<&str>, keda: bool) -> (Caches, Feeds) {
-        let (deployments, deployment_feed) = json_feed(api::<Deployment>(client, namespace));
-        let (daemon_sets, daemon_set_feed) = json_feed(api::<DaemonSet>(client, namespace));
+        let (deployments, deployment_feed) =
+            raw_feed(api::<RawObject<Deployment>>(client, namespace));
+        let (daemon_sets, daemon_set_feed) =
+            raw_feed(api::<RawObject<DaemonSet>>(client, namespace));
         let (config_maps, config_map_feed) = feed(api::<ConfigMap>(client, namespace), ());
         let (secrets, secret_feed) = feed(api::<Secret>(client, namespace), ());
         let (autoscalers, autoscaler_feed) =
             feed(api::<HorizontalPodAutoscaler>(client, namespace), ());
         let (virtual_services, vs_feed) = dynamic_feed(client, namespace, virtual_services());
-        let (services, service_feed) = json_feed(api::<Service>(client, namespace));
+        let (services, service_feed) = raw_feed(api::<RawObject<Service>>(client, namespace));
         let (destination_rules, rule_feed) = dynamic_feed(client, namespace, destination_rules());
         let (http_routes, route_feed) = dynamic_feed(client, namespace, http_routes());
         let (metric_templates, template_feed) = feed(api::<MetricTemplate>(client, namespace), ());

@@ -5,6 +5,7 @@
 //! operator's memory. Objects a tick reads once or twice are cheaper to keep as text and decode on
 //! read.
 
+use crate::raw_object::RawObject;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::runtime::watcher;
@@ -112,6 +113,25 @@ impl JsonStore {
 impl JsonWriter {
     /// Applies one watch event; objects that do not serialise (none do) are left out.
     pub fn apply<K: Resource + Serialize>(&mut self, event: &watcher::Event<K>) {
+        self.apply_as(event, |object| {
+            serde_json::to_vec(object).ok().map(Arc::from)
+        });
+    }
+
+    /// Applies one watch event of objects that carry their JSON text already.
+    pub fn apply_raw<K>(&mut self, event: &watcher::Event<RawObject<K>>)
+    where
+        RawObject<K>: Resource,
+    {
+        self.apply_as(event, |object| Some(object.text().clone()));
+    }
+
+    fn apply_as<K: Resource>(
+        &mut self,
+        event: &watcher::Event<K>,
+        text_of: impl Fn(&K) -> Option<Arc<[u8]>>,
+    ) {
+        let encoded = |object: &K| Some((key_of(object), text_of(object)?));
         match event {
             watcher::Event::Apply(object) => {
                 if let Some((key, text)) = encoded(object) {
@@ -149,11 +169,6 @@ fn key_of<K: Resource>(object: &K) -> Key {
         meta.namespace.clone().unwrap_or_default(),
         meta.name.clone().unwrap_or_default(),
     )
-}
-
-fn encoded<K: Resource + Serialize>(object: &K) -> Option<(Key, Arc<[u8]>)> {
-    let text = serde_json::to_vec(object).ok()?;
-    Some((key_of(object), text.into()))
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ pub mod job_metric;
 pub mod json_store;
 pub mod leadership;
 pub mod metrics;
+pub mod raw_object;
 pub mod reconcile;
 pub mod telemetry;
 #[cfg(test)]

@@ -21,6 +21,7 @@ mod undecodable;
 use crate::budget::NamespaceBudgets;
 use crate::cache::Caches;
 use crate::metrics::OperatorMetrics;
+use crate::raw_object::RawObject;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::jiff::Timestamp;
@@ -502,38 +503,44 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         }
     });
     controller
-        .watches_stream(feeds.deployments, move |deployment: Deployment| {
-            if deployment_echoes.is_echo_of("Deployment", &deployment) {
-                return Vec::new();
-            }
-            let canaries = deployment_index.canaries(&Named::Workload(
-                deployment.namespace(),
-                deployment.name_any(),
-            ));
-            workload_triggers(
-                &deployment_quiet,
-                &deployment_store,
-                "Deployment",
-                &deployment.metadata,
-                canaries,
-            )
-        })
-        .watches_stream(feeds.daemon_sets, move |daemon_set: DaemonSet| {
-            if daemon_set_echoes.is_echo_of("DaemonSet", &daemon_set) {
-                return Vec::new();
-            }
-            let canaries = daemon_set_index.canaries(&Named::Workload(
-                daemon_set.namespace(),
-                daemon_set.name_any(),
-            ));
-            workload_triggers(
-                &daemon_set_quiet,
-                &daemon_set_store,
-                "DaemonSet",
-                &daemon_set.metadata,
-                canaries,
-            )
-        })
+        .watches_stream(
+            feeds.deployments,
+            move |deployment: RawObject<Deployment>| {
+                if deployment_echoes.is_echo_of("Deployment", &deployment) {
+                    return Vec::new();
+                }
+                let canaries = deployment_index.canaries(&Named::Workload(
+                    deployment.namespace(),
+                    deployment.name_any(),
+                ));
+                workload_triggers(
+                    &deployment_quiet,
+                    &deployment_store,
+                    "Deployment",
+                    &deployment.metadata,
+                    canaries,
+                )
+            },
+        )
+        .watches_stream(
+            feeds.daemon_sets,
+            move |daemon_set: RawObject<DaemonSet>| {
+                if daemon_set_echoes.is_echo_of("DaemonSet", &daemon_set) {
+                    return Vec::new();
+                }
+                let canaries = daemon_set_index.canaries(&Named::Workload(
+                    daemon_set.namespace(),
+                    daemon_set.name_any(),
+                ));
+                workload_triggers(
+                    &daemon_set_quiet,
+                    &daemon_set_store,
+                    "DaemonSet",
+                    &daemon_set.metadata,
+                    canaries,
+                )
+            },
+        )
         .watches_stream(feeds.config_maps, move |config_map| {
             config_quiet.disturbing(triggers::canaries_of_config(
                 &config_canaries,

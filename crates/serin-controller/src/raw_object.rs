@@ -1,0 +1,210 @@
+//! Objects watched for a [`crate::json_store::JsonStore`], read as the API server sent them.
+//!
+//! Decoding every watch event of a Deployment into k8s-openapi's types, only to encode it back to
+//! JSON for the cache, was the largest single source of the operator's allocations while releases
+//! progress. A [`RawObject`] decodes the metadata alone (what the triggers and the watch itself
+//! read) and keeps the rest as the text that arrived.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use serde::de::{Deserializer, Error as _, MapAccess, Visitor};
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// An object of the kind `K`: its metadata decoded (without managedFields) and the whole object as
+/// JSON text, with the same metadata, `apiVersion` and `kind`, so that it decodes as `K`.
+pub struct RawObject<K> {
+    /// The object's metadata, managedFields dropped.
+    pub metadata: ObjectMeta,
+    text: Arc<[u8]>,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K> RawObject<K> {
+    /// The object as JSON text.
+    pub fn text(&self) -> &Arc<[u8]> {
+        &self.text
+    }
+}
+
+impl<K> Clone for RawObject<K> {
+    fn clone(&self) -> Self {
+        RawObject {
+            metadata: self.metadata.clone(),
+            text: self.text.clone(),
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<K> fmt::Debug for RawObject<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawObject")
+            .field("namespace", &self.metadata.namespace)
+            .field("name", &self.metadata.name)
+            .field("bytes", &self.text.len())
+            .finish()
+    }
+}
+
+impl<K: Resource<DynamicType = ()>> Resource for RawObject<K> {
+    type DynamicType = ();
+    type Scope = K::Scope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        K::kind(dt)
+    }
+
+    fn group(dt: &()) -> Cow<'_, str> {
+        K::group(dt)
+    }
+
+    fn version(dt: &()) -> Cow<'_, str> {
+        K::version(dt)
+    }
+
+    fn api_version(dt: &()) -> Cow<'_, str> {
+        K::api_version(dt)
+    }
+
+    fn plural(dt: &()) -> Cow<'_, str> {
+        K::plural(dt)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl<'de, K: Resource<DynamicType = ()>> serde::Deserialize<'de> for RawObject<K> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let fields = deserializer.deserialize_map(Fields)?;
+        let mut metadata = match fields.iter().find(|(key, _)| *key == "metadata") {
+            Some((_, text)) => {
+                serde_json::from_str::<ObjectMeta>(text.get()).map_err(D::Error::custom)?
+            }
+            None => ObjectMeta::default(),
+        };
+        metadata.managed_fields = None;
+        let mut text = Vec::with_capacity(fields.iter().map(|(_, v)| v.get().len() + 16).sum());
+        text.push(b'{');
+        // List items come without apiVersion and kind; the cache's readers decode them as `K`.
+        for (key, value) in [("apiVersion", K::api_version(&())), ("kind", K::kind(&()))] {
+            if !fields.iter().any(|(field, _)| *field == key) {
+                serde_json::to_writer(&mut text, key).map_err(D::Error::custom)?;
+                text.push(b':');
+                serde_json::to_writer(&mut text, &value).map_err(D::Error::custom)?;
+                text.push(b',');
+            }
+        }
+        for (index, (key, value)) in fields.iter().enumerate() {
+            if index > 0 {
+                text.push(b',');
+            }
+            serde_json::to_writer(&mut text, key).map_err(D::Error::custom)?;
+            text.push(b':');
+            if *key == "metadata" {
+                serde_json::to_writer(&mut text, &metadata).map_err(D::Error::custom)?;
+            } else {
+                text.extend_from_slice(value.get().as_bytes());
+            }
+        }
+        text.push(b'}');
+        Ok(RawObject {
+            metadata,
+            text: text.into(),
+            kind: PhantomData,
+        })
+    }
+}
+
+/// The fields of a JSON object in their order, each value as its text, borrowed from the text
+/// read: the API client reads each watch event and each list from a string it holds.
+struct Fields;
+
+impl<'de> Visitor<'de> for Fields {
+    type Value = Vec<(&'de str, &'de RawValue)>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a Kubernetes object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(5));
+        while let Some(key) = map.next_key::<&'de str>()? {
+            let value = map.next_value::<&'de RawValue>()?;
+            fields.push((key, value));
+        }
+        Ok(fields)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::Deployment;
+    use kube::core::ObjectList;
+    use kube::core::WatchEvent;
+    use serde_json::json;
+
+    fn deployment() -> serde_json::Value {
+        json!({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {
+                "name": "podinfo",
+                "namespace": "test",
+                "generation": 3,
+                "resourceVersion": "41",
+                "managedFields": [{"manager": "kubectl", "operation": "Update"}],
+            },
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "podinfo"}},
+                     "template": {"spec": {"containers": [{"name": "podinfod", "image": "podinfo:6.0.1"}]}}},
+            "status": {"observedGeneration": 3, "availableReplicas": 2},
+        })
+    }
+
+    #[test]
+    fn a_watch_event_keeps_the_object_as_sent_without_its_managed_fields() {
+        let line = json!({"type": "MODIFIED", "object": deployment()}).to_string();
+        let WatchEvent::Modified(raw) =
+            serde_json::from_str::<WatchEvent<RawObject<Deployment>>>(&line).unwrap()
+        else {
+            panic!("a MODIFIED event");
+        };
+        assert_eq!(raw.metadata.name.as_deref(), Some("podinfo"));
+        assert_eq!(raw.metadata.generation, Some(3));
+        assert_eq!(raw.metadata.resource_version.as_deref(), Some("41"));
+        assert_eq!(raw.metadata.managed_fields, None);
+        let mut expected: Deployment = serde_json::from_value(deployment()).unwrap();
+        expected.metadata.managed_fields = None;
+        let decoded: Deployment = serde_json::from_slice(raw.text()).unwrap();
+        assert_eq!(decoded, expected);
+        assert!(!String::from_utf8_lossy(raw.text()).contains("managedFields"));
+    }
+
+    #[test]
+    fn list_items_without_api_version_and_kind_get_them() {
+        let mut item = deployment();
+        let fields = item.as_object_mut().unwrap();
+        fields.remove("apiVersion");
+        fields.remove("kind");
+        let list = json!({"apiVersion": "apps/v1", "kind": "DeploymentList",
+                          "metadata": {"resourceVersion": "50"}, "items": [item]});
+        // The object's text is kept as it arrived, which needs the text itself to read from.
+        let list: ObjectList<RawObject<Deployment>> =
+            serde_json::from_str(&list.to_string()).unwrap();
+        let text: serde_json::Value = serde_json::from_slice(list.items[0].text()).unwrap();
+        assert_eq!(text["apiVersion"], "apps/v1");
+        assert_eq!(text["kind"], "Deployment");
+        assert_eq!(text["spec"]["replicas"], 2);
+        assert!(serde_json::from_slice::<Deployment>(list.items[0].text()).is_ok());
+    }
+}
