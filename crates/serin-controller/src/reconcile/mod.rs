@@ -377,29 +377,41 @@ async fn tick(canary: &Arc<Canary>, shared: &Shared) -> Result<Requeue, Error> {
     })
 }
 
-/// The Canaries among `canaries` that a change of the workload `metadata` (of `kind`, cached in
-/// `store`) concerns: a quiet Canary lets a change that keeps the spec it saw wait for its tick,
-/// unless the workload is gone.
-fn workload_triggers(
-    quiet: &quiet::QuietCanaries,
-    store: &crate::json_store::JsonStore,
+/// What a change of a target or primary (Deployments or DaemonSets, cached in `store`) triggers.
+struct WorkloadTriggers {
     kind: &'static str,
-    metadata: &kube::api::ObjectMeta,
-    mut canaries: Vec<ObjectRef<Canary>>,
-) -> Vec<ObjectRef<Canary>> {
-    let namespace = metadata.namespace.as_deref().unwrap_or_default();
-    let name = metadata.name.clone().unwrap_or_default();
-    if store.contains(namespace, &name) {
-        canaries.retain(|canary| {
-            quiet.workload_changed(
-                &quiet::key_of(canary),
-                (kind, name.clone()),
-                metadata.generation,
-            )
-        });
-        canaries
-    } else {
-        quiet.disturbing(canaries)
+    echoes: Arc<echoes::QuietEchoes>,
+    index: Arc<triggers::TriggerIndex>,
+    quiet: Arc<quiet::QuietCanaries>,
+    store: crate::json_store::JsonStore,
+}
+
+impl WorkloadTriggers {
+    /// The Canaries that a change of `workload` concerns: none for the operator's own write; a
+    /// quiet Canary lets a change that keeps the spec it saw wait for its tick, unless the
+    /// workload is gone.
+    fn of<K: kube::Resource>(&self, workload: &K) -> Vec<ObjectRef<Canary>> {
+        if self.echoes.is_echo_of(self.kind, workload) {
+            return Vec::new();
+        }
+        let metadata = workload.meta();
+        let namespace = metadata.namespace.as_deref().unwrap_or_default();
+        let name = metadata.name.clone().unwrap_or_default();
+        let mut canaries = self
+            .index
+            .canaries(&Named::Workload(metadata.namespace.clone(), name.clone()));
+        if self.store.contains(namespace, &name) {
+            canaries.retain(|canary| {
+                self.quiet.workload_changed(
+                    &quiet::key_of(canary),
+                    (self.kind, name.clone()),
+                    metadata.generation,
+                )
+            });
+            canaries
+        } else {
+            self.quiet.disturbing(canaries)
+        }
     }
 }
 
@@ -447,8 +459,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     for feed in feeds.passive {
         background.spawn(feed.for_each(|_| async {}));
     }
-    let (deployment_index, daemon_set_index, hpa_index, route_index) =
-        (index.clone(), index.clone(), index.clone(), index);
+    let (hpa_index, route_index) = (index.clone(), index.clone());
     let (config_canaries, secret_canaries, template_canaries) =
         (store.clone(), store.clone(), store.clone());
     let provider_canaries = store.clone();
@@ -467,13 +478,16 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
             MAX_NOTIFICATIONS_QUEUED_PER_NAMESPACE,
         ),
     });
-    let (deployment_echoes, daemon_set_echoes) = (echoes.clone(), echoes);
-    let (deployment_store, daemon_set_store) = (
-        shared.caches.deployments.clone(),
-        shared.caches.daemon_sets.clone(),
-    );
-    let (deployment_quiet, daemon_set_quiet, config_quiet, secret_quiet) =
-        (quiet.clone(), quiet.clone(), quiet.clone(), quiet.clone());
+    let workload_triggers = |kind, store: &crate::json_store::JsonStore| WorkloadTriggers {
+        kind,
+        echoes: echoes.clone(),
+        index: index.clone(),
+        quiet: quiet.clone(),
+        store: store.clone(),
+    };
+    let deployment_triggers = workload_triggers("Deployment", &shared.caches.deployments);
+    let daemon_set_triggers = workload_triggers("DaemonSet", &shared.caches.daemon_sets);
+    let (config_quiet, secret_quiet) = (quiet.clone(), quiet.clone());
     let (hpa_quiet, template_quiet, provider_quiet, route_quiet) =
         (quiet.clone(), quiet.clone(), quiet.clone(), quiet);
     let totals_store = store.clone();
@@ -505,41 +519,11 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     controller
         .watches_stream(
             feeds.deployments,
-            move |deployment: RawObject<Deployment>| {
-                if deployment_echoes.is_echo_of("Deployment", &deployment) {
-                    return Vec::new();
-                }
-                let canaries = deployment_index.canaries(&Named::Workload(
-                    deployment.namespace(),
-                    deployment.name_any(),
-                ));
-                workload_triggers(
-                    &deployment_quiet,
-                    &deployment_store,
-                    "Deployment",
-                    &deployment.metadata,
-                    canaries,
-                )
-            },
+            move |deployment: RawObject<Deployment>| deployment_triggers.of(&deployment),
         )
         .watches_stream(
             feeds.daemon_sets,
-            move |daemon_set: RawObject<DaemonSet>| {
-                if daemon_set_echoes.is_echo_of("DaemonSet", &daemon_set) {
-                    return Vec::new();
-                }
-                let canaries = daemon_set_index.canaries(&Named::Workload(
-                    daemon_set.namespace(),
-                    daemon_set.name_any(),
-                ));
-                workload_triggers(
-                    &daemon_set_quiet,
-                    &daemon_set_store,
-                    "DaemonSet",
-                    &daemon_set.metadata,
-                    canaries,
-                )
-            },
+            move |daemon_set: RawObject<DaemonSet>| daemon_set_triggers.of(&daemon_set),
         )
         .watches_stream(feeds.config_maps, move |config_map| {
             config_quiet.disturbing(triggers::canaries_of_config(
