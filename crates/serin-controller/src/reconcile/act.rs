@@ -10,7 +10,6 @@ use crate::configs;
 use crate::daemon_sets::daemon_set_scale_patch;
 use crate::workloads::{primary_from, promoted_fields, template_for, template_patch};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
@@ -87,14 +86,6 @@ pub(super) const ORIGINAL_CONFIGURATION: &str = "flagger.kubernetes.io/original-
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Whether `object`'s controlling owner is the Canary with `uid`.
-fn controlled_by_metadata(metadata: &ObjectMeta, uid: &str) -> bool {
-    metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|owner| owner.controller == Some(true) && owner.uid == uid)
-}
-
 pub(super) fn controlled_by(object: &Value, uid: &str) -> bool {
     object["metadata"]["ownerReferences"]
         .as_array()
@@ -173,7 +164,7 @@ impl Tick<'_> {
         let uid = self.canary["metadata"]["uid"].as_str().unwrap_or_default();
         let foreign = cached_metadata
             .as_ref()
-            .is_some_and(|metadata| !controlled_by_metadata(metadata, uid));
+            .is_some_and(|metadata| !super::ownership::controlled_by(metadata, uid));
         let mut cached = None;
         let adopted_object;
         let object = if foreign {

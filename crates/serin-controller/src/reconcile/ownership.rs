@@ -38,14 +38,19 @@ struct Found {
     takeover: Takeover,
 }
 
-/// Whether `metadata` names the Canary with `uid` as its controlling owner, or hands the object to
-/// the Canary `canary` with [`ADOPT_ANNOTATION`].
-fn belongs_to(metadata: &ObjectMeta, uid: &str, canary: &str) -> bool {
-    let controlled = metadata
+/// Whether `metadata` names the object with `uid` as its controlling owner.
+pub(super) fn controlled_by(metadata: &ObjectMeta, uid: &str) -> bool {
+    metadata
         .owner_references
         .iter()
         .flatten()
-        .any(|owner| owner.controller == Some(true) && owner.uid == uid);
+        .any(|owner| owner.controller == Some(true) && owner.uid == uid)
+}
+
+/// Whether `metadata` names the Canary with `uid` as its controlling owner, or hands the object to
+/// the Canary `canary` with [`ADOPT_ANNOTATION`].
+fn belongs_to(metadata: &ObjectMeta, uid: &str, canary: &str) -> bool {
+    let controlled = controlled_by(metadata, uid);
     let adopted = metadata
         .annotations
         .as_ref()

@@ -11,7 +11,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use serin_api::{AlertProvider, Canary, MetricTemplate};
 use serin_core::revision::ConfigKind;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::RwLock;
 
 /// An object a Canary names: a change of it concerns that Canary.
@@ -55,12 +55,11 @@ struct IndexState {
     relisting: Option<Names>,
 }
 
-/// Each object named, with the Canaries that name it (almost always one, so a short list rather
-/// than a set: with a set for each, the index held a tenth of the operator's heap at 1,000
-/// Canaries).
+/// Each object named, with the Canaries that name it: a set, so that many Canaries of one
+/// namespace naming the same object cost no more per change than one.
 #[derive(Default)]
 struct Names {
-    canaries: HashMap<Named, Vec<ObjectRef<Canary>>>,
+    canaries: HashMap<Named, HashSet<ObjectRef<Canary>>>,
     named_by: HashMap<ObjectRef<Canary>, Vec<Named>>,
 }
 
@@ -80,10 +79,10 @@ impl Names {
         self.remove(&reference);
         let mut named = Named::of(canary);
         for name in &named {
-            let naming = self.canaries.entry(name.clone()).or_default();
-            if !naming.contains(&reference) {
-                naming.push(reference.clone());
-            }
+            self.canaries
+                .entry(name.clone())
+                .or_default()
+                .insert(reference.clone());
         }
         named.shrink_to_fit();
         self.named_by.insert(reference, named);
@@ -92,7 +91,7 @@ impl Names {
     fn remove(&mut self, reference: &ObjectRef<Canary>) {
         for name in self.named_by.remove(reference).unwrap_or_default() {
             if let Some(naming) = self.canaries.get_mut(&name) {
-                naming.retain(|other| other != reference);
+                naming.remove(reference);
                 if naming.is_empty() {
                     self.canaries.remove(&name);
                 }
@@ -131,7 +130,12 @@ impl TriggerIndex {
             .0
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        state.live.canaries.get(named).cloned().unwrap_or_default()
+        state
+            .live
+            .canaries
+            .get(named)
+            .map(|naming| naming.iter().cloned().collect())
+            .unwrap_or_default()
     }
 }
 
