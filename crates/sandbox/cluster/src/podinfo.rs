@@ -17,6 +17,7 @@ use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Longest `/delay/{seconds}` sleeps, so a request cannot hold a server for long.
@@ -44,7 +45,7 @@ pub struct PodinfoSettings {
     pub grpc_service_name: String,
     /// The container's environment as `/env` reports it, `KEY=value` each.
     pub env: Vec<String>,
-    /// Share of requests (0 to 1) answered 500, from `ERROR_RATE`.
+    /// Share of requests (0 to 1) answered 500, from `ERROR_RATE`; the failures are spread evenly.
     pub error_rate: f64,
     /// Added to every request, from `LATENCY` (`250ms`, `1s`).
     pub latency: Duration,
@@ -369,14 +370,37 @@ fn json_response(status: StatusCode, body: Value) -> Response {
         .into_response()
 }
 
+/// Decides which requests `ERROR_RATE` fails: they are spread evenly over the requests a pod serves,
+/// so any stretch of N requests holds the configured share of errors to within one request. With
+/// random picks, a metric window seeing a few thousand requests could stray by two points or more.
+#[derive(Debug, Default)]
+struct EvenErrors {
+    served: AtomicU64,
+}
+
+impl EvenErrors {
+    /// Whether the next request fails at `rate` (0 to 1): request n fails when the running count of
+    /// `n * rate` passes a whole number.
+    fn next_fails(&self, rate: f64) -> bool {
+        if rate <= 0.0 {
+            return false;
+        }
+        let n = self.served.fetch_add(1, Ordering::Relaxed) as f64;
+        ((n + 1.0) * rate).floor() > (n * rate).floor()
+    }
+}
+
+/// What the faults layer needs: the pod's settings and where it is in its spread of errors.
+struct FaultState {
+    settings: Arc<PodinfoSettings>,
+    errors: EvenErrors,
+}
+
 /// Faults apply to everything but the probe endpoints and `/metrics` (podinfo serves it on its own
 /// metrics port), so a faulty version still becomes Ready, receives traffic and is scraped, which is
 /// what canary analysis has to catch.
-async fn faults(
-    State(settings): State<Arc<PodinfoSettings>>,
-    request: Request,
-    next: Next,
-) -> Response {
+async fn faults(State(state): State<Arc<FaultState>>, request: Request, next: Next) -> Response {
+    let settings = &state.settings;
     let path = request.uri().path();
     if path == "/healthz" || path == "/readyz" || path == "/metrics" {
         return next.run(request).await;
@@ -388,7 +412,7 @@ async fn faults(
     if !wait.is_zero() {
         tokio::time::sleep(wait).await;
     }
-    let failed = (settings.error_rate > 0.0 && random_fraction() < settings.error_rate)
+    let failed = state.errors.next_fails(settings.error_rate)
         || (settings.random_error && random_fraction() < 1.0 / 3.0);
     if failed {
         return json_response(
@@ -502,7 +526,13 @@ pub fn router(settings: PodinfoSettings) -> Router {
         )
         // Set here, so the layers below measure it and the gRPC routes merged after keep it.
         .fallback(|| async { StatusCode::NOT_FOUND })
-        .layer(middleware::from_fn_with_state(settings.clone(), faults))
+        .layer(middleware::from_fn_with_state(
+            Arc::new(FaultState {
+                settings: settings.clone(),
+                errors: EvenErrors::default(),
+            }),
+            faults,
+        ))
         // Outermost, so what the faults did (delays, 500s) is measured.
         .layer(middleware::from_fn_with_state(metrics, record))
         .with_state(settings)
@@ -722,6 +752,22 @@ mod tests {
         server.abort();
         let without = PodinfoSettings::from_container(&json!({"image": "podinfo:6.0.1"}), "p");
         assert_eq!(without.grpc_port, None);
+    }
+
+    #[test]
+    fn error_rate_failures_are_spread_evenly() {
+        let errors = EvenErrors::default();
+        let fails: Vec<bool> = (0..1000).map(|_| errors.next_fails(0.2)).collect();
+        assert_eq!(fails.iter().filter(|f| **f).count(), 200);
+        // Every window of 50 requests holds 10 failures, give or take one.
+        for window in fails.windows(50) {
+            let failed = window.iter().filter(|f| **f).count();
+            assert!((9..=11).contains(&failed), "{failed} of 50 failed");
+        }
+        let never = EvenErrors::default();
+        assert!((0..100).all(|_| !never.next_fails(0.0)));
+        let always = EvenErrors::default();
+        assert!((0..100).all(|_| always.next_fails(1.0)));
     }
 
     #[test]

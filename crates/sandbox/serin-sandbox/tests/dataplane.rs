@@ -175,7 +175,7 @@ async fn flaggers_queries_see_the_error_rate_and_latency_of_pods_behind_the_mesh
     let errors = statuses.iter().filter(|s| **s == 500).count();
     let seen = 100.0 * errors as f64 / statuses.len() as f64;
     assert!(statuses.len() > 2_000, "{} requests", statuses.len());
-    assert!((seen - 20.0).abs() < 3.0, "clients saw {seen}% errors");
+    assert!((seen - 20.0).abs() < 0.5, "clients saw {seen}% errors");
 
     // Let Prometheus scrape the last second of traffic, then ask as Flagger does.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -185,7 +185,7 @@ async fn flaggers_queries_see_the_error_rate_and_latency_of_pods_behind_the_mesh
         .await
         .expect("a success rate for the canary");
     assert!(
-        (rate - 80.0).abs() <= 2.0,
+        (rate - 80.0).abs() <= 0.5,
         "success rate {rate}, configured 80"
     );
     let primary = prometheus
