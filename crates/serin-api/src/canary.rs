@@ -52,7 +52,7 @@ pub struct CanarySpec {
     pub target_ref: LocalObjectReference,
     /// HorizontalPodAutoscaler (autoscaling/v2) of the target; cloned as `<name>-primary`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub autoscaler_ref: Option<AutoscalerReference>,
+    pub autoscaler_ref: Option<Box<AutoscalerReference>>,
     /// Ingress reference (NGINX provider only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ingress_ref: Option<LocalObjectReference>,
@@ -242,25 +242,25 @@ pub struct CanaryService {
     pub delegation: Option<bool>,
     /// Istio traffic policy for both DestinationRules.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub traffic_policy: Option<TrafficPolicy>,
+    pub traffic_policy: Option<Box<TrafficPolicy>>,
     /// Conditions on the generated HTTP routes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub r#match: Option<Vec<HttpMatchRequest>>,
     /// URI and authority rewrite.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rewrite: Option<HttpRewrite>,
+    pub rewrite: Option<Box<HttpRewrite>>,
     /// Retry policy of the routes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retries: Option<HttpRetry>,
     /// Request and response header operations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub headers: Option<Headers>,
+    pub headers: Option<Box<Headers>>,
     /// Gateway API request mirroring filters (Istio mirroring is `analysis.mirror`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mirror: Option<Vec<HttpRequestMirrorFilter>>,
     /// CORS policy of the routes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cors_policy: Option<CorsPolicy>,
+    pub cors_policy: Option<Box<CorsPolicy>>,
     /// App Mesh mesh name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mesh_name: Option<String>,
@@ -334,7 +334,7 @@ pub struct CanaryAnalysis {
     pub alerts: Option<Vec<CanaryAlert>>,
     /// Cookie-based session affinity to the canary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_affinity: Option<SessionAffinity>,
+    pub session_affinity: Option<Box<SessionAffinity>>,
     /// Explicit steps (setWeight, pause, setCanaryScale, analysis, setHeaderRoute, setMirrorRoute),
     /// instead of stepWeight/stepWeights/iterations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -342,7 +342,7 @@ pub struct CanaryAnalysis {
     /// An analysis that runs beside the steps from `startingStep` until the release ends; a
     /// failure rolls the release back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub background_analysis: Option<crate::analysis_run::StepAnalysis>,
+    pub background_analysis: Option<Box<crate::analysis_run::StepAnalysis>>,
     /// The routes setHeaderRoute and setMirrorRoute steps may add, in order of precedence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub managed_routes: Option<Vec<crate::managed_routes::ManagedRoute>>,
@@ -814,7 +814,7 @@ impl CanaryAnalysis {
     pub fn analysis_at(&self, step: Option<usize>) -> Option<&crate::analysis_run::StepAnalysis> {
         match step {
             Some(index) => self.steps().get(index)?.analysis.as_ref(),
-            None => self.background_analysis.as_ref(),
+            None => self.background_analysis.as_deref(),
         }
     }
 
@@ -828,7 +828,7 @@ impl CanaryAnalysis {
         });
         let background = self
             .background_analysis
-            .as_ref()
+            .as_deref()
             .map(|b| ("spec.analysis.backgroundAnalysis".to_string(), b));
         steps.chain(background)
     }
