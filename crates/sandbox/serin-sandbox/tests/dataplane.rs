@@ -196,12 +196,14 @@ async fn flaggers_queries_see_the_error_rate_and_latency_of_pods_behind_the_mesh
         Err(QueryError::NoValues),
         "the primary got no traffic at weight 0"
     );
-    // 150 ms requests fall in the (100, 250] bucket.
+    // 150 ms requests fall in the (100, 250] bucket. The p99 of about 80 slow requests is their
+    // slowest one, which a busy machine can delay into the next bucket, so the upper bound only
+    // rules out a wrong unit or a wrong series.
     let p99 = prometheus
         .query(&flagger_query("request-duration", "slow"))
         .await
         .expect("a duration for the slow version");
-    assert!(p99 > 100.0 && p99 <= 250.0, "p99 {p99} ms");
+    assert!(p99 > 100.0 && p99 <= 1000.0, "p99 {p99} ms");
     let fast = prometheus
         .query(&flagger_query("request-duration", "podinfo"))
         .await
