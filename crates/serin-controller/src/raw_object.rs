@@ -86,13 +86,34 @@ impl<K: Resource<DynamicType = ()>> Resource for RawObject<K> {
 impl<'de, K: Resource<DynamicType = ()>> serde::Deserialize<'de> for RawObject<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let fields = deserializer.deserialize_map(Fields)?;
-        let mut metadata = match fields.iter().find(|(key, _)| *key == "metadata") {
+        // managedFields are skipped as text: decoding their field sets is most of a
+        // metadata's cost, and nothing reads them.
+        let metadata_text = match fields.iter().find(|(key, _)| *key == "metadata") {
             Some((_, text)) => {
-                serde_json::from_str::<ObjectMeta>(text.get()).map_err(D::Error::custom)?
+                let mut deserializer = serde_json::Deserializer::from_str(text.get());
+                let metadata_fields = (&mut deserializer)
+                    .deserialize_map(Fields)
+                    .map_err(D::Error::custom)?;
+                let mut slim = Vec::with_capacity(text.get().len());
+                slim.push(b'{');
+                for (key, value) in metadata_fields
+                    .iter()
+                    .filter(|(key, _)| *key != "managedFields")
+                {
+                    if slim.len() > 1 {
+                        slim.push(b',');
+                    }
+                    serde_json::to_writer(&mut slim, key).map_err(D::Error::custom)?;
+                    slim.push(b':');
+                    slim.extend_from_slice(value.get().as_bytes());
+                }
+                slim.push(b'}');
+                slim
             }
-            None => ObjectMeta::default(),
+            None => b"{}".to_vec(),
         };
-        metadata.managed_fields = None;
+        let metadata =
+            serde_json::from_slice::<ObjectMeta>(&metadata_text).map_err(D::Error::custom)?;
         let mut text = Vec::with_capacity(fields.iter().map(|(_, v)| v.get().len() + 16).sum());
         text.push(b'{');
         // List items come without apiVersion and kind; the cache's readers decode them as `K`.
@@ -111,7 +132,7 @@ impl<'de, K: Resource<DynamicType = ()>> serde::Deserialize<'de> for RawObject<K
             serde_json::to_writer(&mut text, key).map_err(D::Error::custom)?;
             text.push(b':');
             if *key == "metadata" {
-                serde_json::to_writer(&mut text, &metadata).map_err(D::Error::custom)?;
+                text.extend_from_slice(&metadata_text);
             } else {
                 text.extend_from_slice(value.get().as_bytes());
             }
