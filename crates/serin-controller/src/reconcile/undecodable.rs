@@ -9,6 +9,7 @@
 
 use super::Context;
 use super::triggers::TriggerIndex;
+use crate::raw_object::RawObject;
 use futures::{Stream, StreamExt};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::reflector::store::Writer;
@@ -30,13 +31,12 @@ pub(super) fn watch(
     index: Arc<TriggerIndex>,
     ctx: Arc<Context>,
 ) -> impl Stream<Item = Result<Canary, watcher::Error>> + Send + 'static {
-    let resource = ApiResource::erase::<Canary>(&());
-    let api: Api<DynamicObject> = match namespace {
-        Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
-        None => Api::all_with(client.clone(), &resource),
+    // Read as text with its metadata (managedFields left out), then decoded once as a Canary.
+    let api: Api<RawObject<Canary>> = match namespace {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
     };
     watcher(api, watcher::Config::default())
-        .modify(slim)
         .filter_map(move |event| {
             let ctx = ctx.clone();
             async move {
@@ -55,17 +55,17 @@ pub(super) fn watch(
         .applied_objects()
 }
 
-/// Drops what no tick reads before a Canary is cached: its managedFields and kubectl's copy of
-/// the last applied manifest are together often larger than the rest of the object.
-fn slim(object: &mut DynamicObject) {
-    object.metadata.managed_fields = None;
-    if let Some(annotations) = object.metadata.annotations.as_mut() {
+/// Drops what no tick reads before a Canary is cached: kubectl's copy of the last applied
+/// manifest is often larger than the rest of the object (its managedFields are never decoded).
+fn slim(canary: &mut Canary) {
+    canary.metadata.managed_fields = None;
+    if let Some(annotations) = canary.metadata.annotations.as_mut() {
         annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
     }
 }
 
 fn decode_event(
-    event: watcher::Event<DynamicObject>,
+    event: watcher::Event<RawObject<Canary>>,
     ctx: &Arc<Context>,
 ) -> Option<watcher::Event<Canary>> {
     use watcher::Event;
@@ -79,34 +79,38 @@ fn decode_event(
             Ok(canary) => Event::Apply(canary),
             Err(stub) => Event::Delete(*stub),
         }),
-        Event::Delete(object) => Some(Event::Delete(match decode_quietly(&object) {
-            Ok(canary) => canary,
-            Err(_) => stub(&object),
-        })),
+        Event::Delete(object) => Some(Event::Delete(
+            match serde_json::from_slice::<Canary>(object.text()) {
+                Ok(mut canary) => {
+                    slim(&mut canary);
+                    canary
+                }
+                Err(_) => stub(&object),
+            },
+        )),
     }
-}
-
-fn decode_quietly(object: &DynamicObject) -> Result<Canary, serde_json::Error> {
-    serde_json::to_value(object).and_then(serde_json::from_value)
 }
 
 /// A Canary with only the object's metadata: enough to remove it from the store and to name it
 /// in an event.
-fn stub(object: &DynamicObject) -> Canary {
-    let mut canary = Canary::new(&object.name_any(), Default::default());
+fn stub(object: &RawObject<Canary>) -> Canary {
+    let mut canary = Canary::new(
+        object.metadata.name.as_deref().unwrap_or_default(),
+        Default::default(),
+    );
     canary.metadata = object.metadata.clone();
     canary
 }
 
 /// The object as a Canary, or, when it does not decode, its stub after the problem was reported.
-fn decode(object: DynamicObject, ctx: &Arc<Context>) -> Result<Canary, Box<Canary>> {
-    let value = match serde_json::to_value(&object) {
-        Ok(value) => value,
-        Err(_) => return Err(Box::new(stub(&object))),
-    };
-    match serde_json::from_value::<Canary>(value.clone()) {
-        Ok(canary) => Ok(super::stored::joined(canary)),
+fn decode(object: RawObject<Canary>, ctx: &Arc<Context>) -> Result<Canary, Box<Canary>> {
+    match serde_json::from_slice::<Canary>(object.text()) {
+        Ok(mut canary) => {
+            slim(&mut canary);
+            Ok(super::stored::joined(canary))
+        }
         Err(error) => {
+            let value = serde_json::from_slice::<Value>(object.text()).unwrap_or_default();
             let message = format!("invalid spec: {}", describe(&value, &error.to_string()));
             let stub = stub(&object);
             let reported = value
