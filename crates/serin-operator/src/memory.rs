@@ -20,12 +20,13 @@ pub fn limit_arenas() {
 }
 
 /// Freed memory below this stays with the allocator: giving back a little only makes the next
-/// allocations fault their pages in again.
+/// allocations fault their pages in again. It does not grow with the heap: a share of a large
+/// heap left free is resident memory an idle operator does not use.
 #[cfg_attr(not(all(target_os = "linux", target_env = "gnu")), allow(dead_code))]
-const TRIM_AT_LEAST: usize = 16 << 20;
+const TRIM_AT_LEAST: usize = 8 << 20;
 
 /// Returns freed heap memory to the system, every [`TRIM_EVERY`], for as long as it runs, when
-/// there is enough of it: at least [`TRIM_AT_LEAST`] and a quarter of what is in use.
+/// there is at least [`TRIM_AT_LEAST`] of it.
 pub async fn trim_periodically() {
     let mut every = tokio::time::interval(TRIM_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -36,7 +37,7 @@ pub async fn trim_periodically() {
         // of its own heap.
         unsafe {
             let heap = libc::mallinfo2();
-            if heap.fordblks >= TRIM_AT_LEAST.max(heap.uordblks / 4) {
+            if heap.fordblks >= TRIM_AT_LEAST {
                 libc::malloc_trim(0);
             }
         }
