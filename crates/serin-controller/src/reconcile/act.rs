@@ -3,6 +3,7 @@
 //! applied only when they changed. Routing objects the user made before the Canary are adopted,
 //! keeping the VirtualService's original spec for `revertOnDeletion`.
 
+use super::written;
 use super::{Error, FIELD_MANAGER, Tick};
 use crate::autoscaler::{pause_target_scaler, primary_autoscaler, primary_scaled_object};
 use crate::cache::{self, scaled_objects, virtual_services};
@@ -34,13 +35,12 @@ async fn apply(
     api: &ApiResource,
     object: &Value,
 ) -> Result<(), Error> {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, api);
-    let name = object["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    api.patch(
-        &name,
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    let _: written::Written = written::patch(
+        client,
+        &written::request::<DynamicObject>(api, namespace),
+        name,
+        None,
         &PatchParams::apply(FIELD_MANAGER).force(),
         &Patch::Apply(object),
     )
@@ -244,11 +244,15 @@ impl Tick<'_> {
         name: &str,
         body: Value,
     ) -> Result<(), Error> {
-        let workloads: Api<DynamicObject> =
-            Api::namespaced_with(self.ctx.client.clone(), &self.namespace, api);
-        let written = workloads
-            .patch(name, &PatchParams::default(), &Patch::Merge(body))
-            .await?;
+        let written: written::Written = written::patch(
+            &self.ctx.client,
+            &written::request::<DynamicObject>(api, &self.namespace),
+            name,
+            None,
+            &PatchParams::default(),
+            &Patch::Merge(body),
+        )
+        .await?;
         let kind = if api.kind == "DaemonSet" {
             "DaemonSet"
         } else {
@@ -261,12 +265,7 @@ impl Tick<'_> {
     /// Remembers a write of the workload `name` (giving `written`): its watch event needs no
     /// reconcile when this tick has scheduled its next one (see `echoes`), and its generation is
     /// one this tick knows (see `quiet`).
-    fn wrote_workload(
-        &self,
-        kind: &'static str,
-        name: &str,
-        written: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    ) {
+    fn wrote_workload(&self, kind: &'static str, name: &str, written: &written::WrittenMetadata) {
         if self.quiet {
             self.echoes.expect(
                 (kind, self.namespace.clone(), name.to_string()),
@@ -454,7 +453,6 @@ impl Tick<'_> {
         let target_name = target["metadata"]["name"].as_str().unwrap_or_default();
         let primary_name = format!("{target_name}-primary");
         let primary_value = format!("{value}-primary");
-        let deployment_api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
         let kind = target["kind"].as_str().unwrap_or("Deployment");
         let daemon_set = kind == "DaemonSet";
         let workloads = if daemon_set {
@@ -566,9 +564,15 @@ impl Tick<'_> {
                 };
                 let patch =
                     self.scale_patch(canary, &workload, primary, *replicas, (key, &primary_value));
-                let written = deployment_api
-                    .patch(name, &PatchParams::default(), &merge(patch))
-                    .await?;
+                let written: written::Written = written::patch(
+                    client,
+                    &written::request::<Deployment>(&(), namespace),
+                    name,
+                    None,
+                    &PatchParams::default(),
+                    &merge(patch),
+                )
+                .await?;
                 self.wrote_workload("Deployment", name, &written.metadata);
                 if !primary {
                     pause_target_scaler(client, self.caches, namespace, canary, *replicas == 0)

@@ -42,7 +42,7 @@ pub(super) async fn sync_finalizer(canary: &Canary, shared: &Shared) -> Result<b
             &Patch::Merge(json!({"metadata": {"finalizers": next}})),
         )
         .await?;
-    shared.wrote(canary, &written);
+    shared.wrote(canary, written.resource_version().as_deref());
     Ok(true)
 }
 
@@ -69,7 +69,7 @@ pub(super) async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue
                 &Patch::Merge(json!({"status": {"phase": "Terminating"}})),
             )
             .await?;
-        shared.wrote(canary, &written);
+        shared.wrote(canary, written.resource_version().as_deref());
         terminating = Some(written);
         record(
             ctx,
@@ -162,9 +162,9 @@ pub(super) async fn finalize(canary: &Canary, shared: &Shared) -> Result<Requeue
     // A change of the target can trigger a reconcile of a copy read before these writes, still
     // holding the finalizer: it must not finalize again once the primary is gone (it would give
     // the target one replica instead of the primary's).
-    shared.wrote(canary, &released);
+    shared.wrote(canary, released.resource_version().as_deref());
     if let Some(terminating) = &terminating {
-        shared.wrote(terminating, &released);
+        shared.wrote(terminating, released.resource_version().as_deref());
     }
     record(
         ctx,

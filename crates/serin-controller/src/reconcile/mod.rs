@@ -17,6 +17,7 @@ pub mod references;
 mod stored;
 mod triggers;
 mod undecodable;
+mod written;
 
 use crate::budget::NamespaceBudgets;
 use crate::cache::Caches;
@@ -43,6 +44,9 @@ use triggers::Named;
 
 /// The field manager of everything the operator writes.
 pub const FIELD_MANAGER: &str = "serin";
+
+/// The Canaries' totals are counted every 10 s, and the bytes of their JSON every sixth time.
+const CANARY_BYTES_EVERY_PASSES: u64 = 6;
 
 /// The finalizer that holds a Canary with `revertOnDeletion` until its target is restored
 /// (`finalizer.serin.dev`, or Flagger's `finalizer.flagger.app` when serving its group).
@@ -180,12 +184,26 @@ impl Shared {
     /// the API server found to change nothing leaves the version as it was and is not remembered.
     /// Writes made one after the other (a status, then an annotation) remember every version but
     /// the last.
-    fn wrote(&self, canary: &Canary, written: &Canary) {
-        if let Some(version) = canary.resource_version()
-            && written.resource_version().as_ref() != Some(&version)
+    fn wrote(&self, canary: &Canary, written_version: Option<&str>) {
+        self.wrote_over(
+            Self::canary_key(canary),
+            canary.resource_version(),
+            written_version,
+        );
+    }
+
+    /// [`Shared::wrote`] for the Canary `key` read at `version`.
+    fn wrote_over(
+        &self,
+        key: (String, String),
+        version: Option<String>,
+        written_version: Option<&str>,
+    ) {
+        if let Some(version) = version
+            && written_version != Some(version.as_str())
         {
             let mut written_over = self.written_over.lock().expect("never poisoned");
-            let versions = written_over.entry(Self::canary_key(canary)).or_default();
+            let versions = written_over.entry(key).or_default();
             if versions.len() < 4 {
                 versions.push(version);
             }
@@ -350,10 +368,7 @@ async fn tick(canary: &Arc<Canary>, shared: &Shared) -> Result<Requeue, Error> {
     let mut version = canary.metadata.resource_version.clone();
     if transition {
         record::record_transition_events(canary, shared, &plan).await;
-        version = stored::write(canary, shared, &plan.status, tick.quiet)
-            .await?
-            .metadata
-            .resource_version;
+        version = stored::write(canary, shared, &plan.status, tick.quiet).await?;
     }
     let wait = match (plan.requeue_after, plan.workload_status_waits, version) {
         (Some(after), true, Some(version)) => {
@@ -493,21 +508,36 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     let totals_store = store.clone();
     let totals_shared = shared.clone();
     background.spawn(async move {
-        loop {
+        let mut counted = None;
+        for pass in 0u64.. {
             let mut totals: BTreeMap<String, usize> = BTreeMap::new();
             let mut present = std::collections::HashSet::new();
-            let mut canaries = crate::json_store::Footprint::default();
-            for canary in totals_store.state() {
+            let canaries = totals_store.state();
+            for canary in &canaries {
                 *totals
                     .entry(canary.namespace().unwrap_or_default())
                     .or_default() += 1;
-                present.insert(Shared::canary_key(&canary));
-                canaries.objects += 1;
-                canaries.bytes += serde_json::to_vec(&*canary).map_or(0, |text| text.len());
+                present.insert(Shared::canary_key(canary));
             }
             let metrics = &totals_shared.ctx.metrics;
             metrics.set_totals(&totals);
-            metrics.set_cache_footprint("Canary", canaries);
+            // Measuring the Canaries' bytes encodes every one of them: once a minute, or when
+            // their number changed.
+            if pass % CANARY_BYTES_EVERY_PASSES == 0 || counted != Some(canaries.len()) {
+                counted = Some(canaries.len());
+                let bytes = canaries
+                    .iter()
+                    .map(|canary| serde_json::to_vec(&**canary).map_or(0, |text| text.len()))
+                    .sum();
+                metrics.set_cache_footprint(
+                    "Canary",
+                    crate::json_store::Footprint {
+                        objects: canaries.len(),
+                        bytes,
+                    },
+                );
+            }
+            drop(canaries);
             for (kind, footprint) in totals_shared.caches.footprints() {
                 metrics.set_cache_footprint(kind, footprint);
             }

@@ -1,11 +1,12 @@
 //! Recording a tick: the Canary's status (one write), core/v1 Events and log lines, event webhooks
 //! and alerts (sent off the tick path), the operator's metrics, and failed reconciles.
 
+use super::written::{self, Written};
 use super::{Context, Error, Shared, now};
 use crate::cache::Caches;
 use crate::event_series::{EventKey, Recording};
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use serin_api::{Canary, Phase};
 use serin_core::plan::{EventType, Plan};
@@ -25,7 +26,7 @@ pub(super) async fn note_waiting(
     status.message = Some(message.to_string());
     // The tick goes on to requeue itself (the check's `look_again`).
     let written = super::stored::write(canary, shared, &status, true).await?;
-    if let (Some(from), Some(to)) = (canary.resource_version(), written.resource_version()) {
+    if let (Some(from), Some(to)) = (canary.resource_version(), written) {
         shared.checks.carry_over(key, &from, &to);
     }
     Ok(())
@@ -253,8 +254,7 @@ async fn record_named(
         message: message.to_string(),
     };
     let now = now().to_string();
-    let events: Api<k8s_openapi::api::core::v1::Event> =
-        Api::namespaced(ctx.client.clone(), &namespace);
+    let events = written::request::<k8s_openapi::api::core::v1::Event>(&(), &namespace);
     if let Recording::Repeat { name: first, count } =
         ctx.event_series.recording(&key, Instant::now())
     {
@@ -264,10 +264,16 @@ async fn record_named(
         }
         let name = first;
         let repeat = json!({"count": count, "lastTimestamp": now});
-        match events
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&repeat))
-            .await
-        {
+        let repeated: Result<Written, _> = written::patch(
+            &ctx.client,
+            &events,
+            &name,
+            None,
+            &PatchParams::default(),
+            &Patch::Merge(&repeat),
+        )
+        .await;
+        match repeated {
             Ok(_) => {
                 ctx.event_series.written(key, name, count, Instant::now());
                 return;
@@ -291,10 +297,9 @@ async fn record_named(
         "firstTimestamp": now, "lastTimestamp": now, "count": 1,
     }));
     let written = match object {
-        Ok(object) => events
-            .create(&Default::default(), &object)
+        Ok(object) => written::create(&ctx.client, &events, &object)
             .await
-            .map(|created| created.name_any())
+            .map(|created| created.metadata.name.unwrap_or_default())
             .or_else(|error| match (error, name) {
                 // Written by an earlier try of the same transition (before a restart, say).
                 (kube::Error::Api(status), Some(name)) if status.code == 409 => Ok(name),

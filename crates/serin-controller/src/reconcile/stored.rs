@@ -2,9 +2,10 @@
 //! with the annotation as each Canary is read, and split into `status` and the annotation as it
 //! is written.
 
+use super::written::{self, Written};
 use super::{Error, Shared};
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use serin_api::{Canary, CanaryStatus};
 use serin_core::stored_status::{Kept, STATUS_ANNOTATION, digest, revisions_after, split};
@@ -30,41 +31,49 @@ fn revisions(canary: &Canary) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// Writes `next` as the Canary's status and returns the Canary as written. Under Serin's CRDs it is
-/// one merge patch of the status; under Flagger's, Flagger's fields go to `status` (when they
-/// changed) and the rest to the annotation (when it changed). `quiet` when the tick has scheduled
-/// its next reconcile, so the writes' watch events need not trigger one.
+/// Writes `next` as the Canary's status and returns the Canary's version as written. Under Serin's
+/// CRDs it is one merge patch of the status; under Flagger's, Flagger's fields go to `status` (when
+/// they changed) and the rest to the annotation (when it changed). `quiet` when the tick has
+/// scheduled its next reconcile, so the writes' watch events need not trigger one.
 pub(super) async fn write(
     canary: &Canary,
     shared: &Shared,
     next: &CanaryStatus,
     quiet: bool,
-) -> Result<Canary, Error> {
+) -> Result<Option<String>, Error> {
     let previous = canary.status.clone().unwrap_or_default();
+    let key = Shared::canary_key(canary);
     if !serin_api::api_group().prunes_status() {
         let patch = status_patch(
             &serde_json::to_value(&previous)?,
             &serde_json::to_value(next)?,
         );
-        return patch_status(canary, shared, patch, quiet).await;
+        let written: Written = patch_status(
+            canary,
+            shared,
+            &key,
+            canary.resource_version(),
+            patch,
+            quiet,
+        )
+        .await?;
+        return Ok(written.metadata.resource_version);
     }
     let in_force = revisions(canary);
     let before = split(&previous, &in_force);
     let revisions = revisions_after(canary.status.as_ref(), next, &in_force);
     let after = split(next, &revisions);
-    let mut written = canary.clone();
+    let mut version = canary.resource_version();
     let mut stored_status = before.status.clone();
     if after.status != before.status {
         let patch = status_patch(
             &Value::Object(before.status.clone()),
             &Value::Object(after.status.clone()),
         );
-        written = patch_status(canary, shared, patch, quiet).await?;
-        stored_status = split(
-            &written.status.clone().unwrap_or_default(),
-            &BTreeMap::new(),
-        )
-        .status;
+        let written: Written<Option<CanaryStatus>> =
+            patch_status(canary, shared, &key, version.clone(), patch, quiet).await?;
+        version = written.metadata.resource_version;
+        stored_status = split(&written.status.unwrap_or_default(), &BTreeMap::new()).status;
     }
     let kept = Kept {
         status_digest: digest(&stored_status),
@@ -73,58 +82,55 @@ pub(super) async fn write(
     };
     let text = serde_json::to_string(&kept)?;
     if canary.annotations().get(STATUS_ANNOTATION) != Some(&text) {
-        let canaries: Api<Canary> = Api::namespaced(
-            shared.ctx.client.clone(),
-            &canary.namespace().unwrap_or_default(),
-        );
-        let annotated = canaries
-            .patch(
-                &canary.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"annotations": {STATUS_ANNOTATION: text}}})),
-            )
-            .await?;
-        shared.wrote(&written, &annotated);
-        expect_echo(shared, &annotated, quiet);
-        written = annotated;
-    }
-    written.status = Some(next.clone());
-    Ok(written)
-}
-
-/// Remembers the write that gave `written` as one whose watch event needs no reconcile, when
-/// `quiet`.
-fn expect_echo(shared: &Shared, written: &Canary, quiet: bool) {
-    if quiet {
-        let key = Shared::canary_key(written);
-        shared.echoes.expect(
-            ("Canary", key.0.clone(), key.1.clone()),
-            &key,
-            written.resource_version(),
-        );
-    }
-}
-
-/// Merge-patches the Canary's status with `status` and remembers the write (see `Shared::wrote`).
-async fn patch_status(
-    canary: &Canary,
-    shared: &Shared,
-    status: Value,
-    quiet: bool,
-) -> Result<Canary, Error> {
-    let canaries: Api<Canary> = Api::namespaced(
-        shared.ctx.client.clone(),
-        &canary.namespace().unwrap_or_default(),
-    );
-    let written = canaries
-        .patch_status(
-            &canary.name_any(),
+        let annotated: Written = written::patch(
+            &shared.ctx.client,
+            &written::request::<Canary>(&(), &key.0),
+            &key.1,
+            None,
             &PatchParams::default(),
-            &Patch::Merge(json!({ "status": status })),
+            &Patch::Merge(json!({"metadata": {"annotations": {STATUS_ANNOTATION: text}}})),
         )
         .await?;
-    shared.wrote(canary, &written);
-    expect_echo(shared, &written, quiet);
+        let annotated = annotated.metadata.resource_version;
+        shared.wrote_over(key.clone(), version, annotated.as_deref());
+        expect_echo(shared, &key, annotated.clone(), quiet);
+        version = annotated;
+    }
+    Ok(version)
+}
+
+/// Remembers the write that gave the Canary `key` at `version` as one whose watch event needs no
+/// reconcile, when `quiet`.
+fn expect_echo(shared: &Shared, key: &(String, String), version: Option<String>, quiet: bool) {
+    if quiet {
+        shared
+            .echoes
+            .expect(("Canary", key.0.clone(), key.1.clone()), key, version);
+    }
+}
+
+/// Merge-patches the status of the Canary `key`, read at `version`, with `status` and remembers
+/// the write (see `Shared::wrote`).
+async fn patch_status<S: serde::de::DeserializeOwned + Default>(
+    canary: &Canary,
+    shared: &Shared,
+    key: &(String, String),
+    version: Option<String>,
+    status: Value,
+    quiet: bool,
+) -> Result<Written<S>, Error> {
+    let written: Written<S> = written::patch(
+        &shared.ctx.client,
+        &written::request::<Canary>(&(), &key.0),
+        &canary.name_any(),
+        Some("status"),
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await?;
+    let written_version = written.metadata.resource_version.clone();
+    shared.wrote_over(key.clone(), version, written_version.as_deref());
+    expect_echo(shared, key, written_version, quiet);
     Ok(written)
 }
 
