@@ -55,12 +55,52 @@ struct IndexState {
     relisting: Option<Names>,
 }
 
-/// Each object named, with the Canaries that name it: a set, so that many Canaries of one
-/// namespace naming the same object cost no more per change than one.
+/// Each object named, with the Canaries that name it.
 #[derive(Default)]
 struct Names {
-    canaries: HashMap<Named, HashSet<ObjectRef<Canary>>>,
+    canaries: HashMap<Named, Naming>,
     named_by: HashMap<ObjectRef<Canary>, Vec<Named>>,
+}
+
+/// The Canaries that name one object: almost always one, kept without a set (a set of one costs
+/// four times its element); a set once there are more, so that many Canaries of one namespace
+/// naming the same object cost no more per change than one.
+enum Naming {
+    One(ObjectRef<Canary>),
+    Many(HashSet<ObjectRef<Canary>>),
+}
+
+impl Naming {
+    fn insert(&mut self, reference: ObjectRef<Canary>) {
+        match self {
+            Naming::One(one) if *one == reference => {}
+            Naming::One(one) => {
+                let set = HashSet::from([one.clone(), reference]);
+                *self = Naming::Many(set);
+            }
+            Naming::Many(set) => {
+                set.insert(reference);
+            }
+        }
+    }
+
+    /// Removes `reference`; true when no Canary is left.
+    fn remove(&mut self, reference: &ObjectRef<Canary>) -> bool {
+        match self {
+            Naming::One(one) => one == reference,
+            Naming::Many(set) => {
+                set.remove(reference);
+                set.is_empty()
+            }
+        }
+    }
+
+    fn references(&self) -> Vec<ObjectRef<Canary>> {
+        match self {
+            Naming::One(one) => vec![one.clone()],
+            Naming::Many(set) => set.iter().cloned().collect(),
+        }
+    }
 }
 
 /// `canary`'s reference without its resourceVersion and uid, which references are compared
@@ -79,10 +119,13 @@ impl Names {
         self.remove(&reference);
         let mut named = Named::of(canary);
         for name in &named {
-            self.canaries
-                .entry(name.clone())
-                .or_default()
-                .insert(reference.clone());
+            match self.canaries.get_mut(name) {
+                Some(naming) => naming.insert(reference.clone()),
+                None => {
+                    self.canaries
+                        .insert(name.clone(), Naming::One(reference.clone()));
+                }
+            }
         }
         named.shrink_to_fit();
         self.named_by.insert(reference, named);
@@ -90,11 +133,10 @@ impl Names {
 
     fn remove(&mut self, reference: &ObjectRef<Canary>) {
         for name in self.named_by.remove(reference).unwrap_or_default() {
-            if let Some(naming) = self.canaries.get_mut(&name) {
-                naming.remove(reference);
-                if naming.is_empty() {
-                    self.canaries.remove(&name);
-                }
+            if let Some(naming) = self.canaries.get_mut(&name)
+                && naming.remove(reference)
+            {
+                self.canaries.remove(&name);
             }
         }
     }
@@ -134,7 +176,7 @@ impl TriggerIndex {
             .live
             .canaries
             .get(named)
-            .map(|naming| naming.iter().cloned().collect())
+            .map(Naming::references)
             .unwrap_or_default()
     }
 }
@@ -326,6 +368,10 @@ mod tests {
         index.apply(&Event::Apply(canary("api", "web-v2")));
         assert_eq!(names(&index, &workload("web-v2")), ["api", "web"]);
         index.apply(&Event::Delete(canary("web", "web-v2")));
+        assert_eq!(names(&index, &workload("web-v2")), ["api"]);
+        index.apply(&Event::Delete(canary("api", "web-v2")));
+        assert!(names(&index, &workload("web-v2")).is_empty());
+        index.apply(&Event::Apply(canary("api", "web-v2")));
         assert_eq!(names(&index, &workload("web-v2")), ["api"]);
         index.apply(&Event::Init);
         index.apply(&Event::InitApply(canary("cart", "cart")));
