@@ -180,10 +180,10 @@ impl Shared {
         (canary.namespace().unwrap_or_default(), canary.name_any())
     }
 
-    /// Remembers that `canary` (as read) has just been written to, giving `written`; a write
-    /// the API server found to change nothing leaves the version as it was and is not remembered.
-    /// Writes made one after the other (a status, then an annotation) remember every version but
-    /// the last.
+    /// Remembers that `canary` (as read) has just been written to, giving `written_version`; a
+    /// write the API server found to change nothing leaves the version as it was and is not
+    /// remembered. Writes made one after the other (a status, then an annotation) remember every
+    /// version but the last.
     fn wrote(&self, canary: &Canary, written_version: Option<&str>) {
         self.wrote_over(
             Self::canary_key(canary),
