@@ -537,6 +537,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
                     },
                 );
             }
+            // Not held across the sleep: a deleted Canary would stay in memory until the next pass.
             drop(canaries);
             for (kind, footprint) in totals_shared.caches.footprints() {
                 metrics.set_cache_footprint(kind, footprint);

@@ -48,15 +48,8 @@ pub(super) async fn write(
             &serde_json::to_value(&previous)?,
             &serde_json::to_value(next)?,
         );
-        let written: Written = patch_status(
-            canary,
-            shared,
-            &key,
-            canary.resource_version(),
-            patch,
-            quiet,
-        )
-        .await?;
+        let written: Written =
+            patch_status(shared, &key, canary.resource_version(), patch, quiet).await?;
         return Ok(written.metadata.resource_version);
     }
     let in_force = revisions(canary);
@@ -71,7 +64,7 @@ pub(super) async fn write(
             &Value::Object(after.status.clone()),
         );
         let written: Written<Option<CanaryStatus>> =
-            patch_status(canary, shared, &key, version.clone(), patch, quiet).await?;
+            patch_status(shared, &key, version.clone(), patch, quiet).await?;
         version = written.metadata.resource_version;
         stored_status = split(&written.status.unwrap_or_default(), &BTreeMap::new()).status;
     }
@@ -112,7 +105,6 @@ fn expect_echo(shared: &Shared, key: &(String, String), version: Option<String>,
 /// Merge-patches the status of the Canary `key`, read at `version`, with `status` and remembers
 /// the write (see `Shared::wrote`).
 async fn patch_status<S: serde::de::DeserializeOwned + Default>(
-    canary: &Canary,
     shared: &Shared,
     key: &(String, String),
     version: Option<String>,
@@ -122,7 +114,7 @@ async fn patch_status<S: serde::de::DeserializeOwned + Default>(
     let written: Written<S> = written::patch(
         &shared.ctx.client,
         &written::request::<Canary>(&(), &key.0),
-        &canary.name_any(),
+        &key.1,
         Some("status"),
         &PatchParams::default(),
         &Patch::Merge(json!({ "status": status })),

@@ -58,7 +58,6 @@ pub(super) fn watch(
 /// Drops what no tick reads before a Canary is cached: kubectl's copy of the last applied
 /// manifest is often larger than the rest of the object (its managedFields are never decoded).
 fn slim(canary: &mut Canary) {
-    canary.metadata.managed_fields = None;
     if let Some(annotations) = canary.metadata.annotations.as_mut() {
         annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
     }
@@ -79,15 +78,8 @@ fn decode_event(
             Ok(canary) => Event::Apply(canary),
             Err(stub) => Event::Delete(*stub),
         }),
-        Event::Delete(object) => Some(Event::Delete(
-            match serde_json::from_slice::<Canary>(object.text()) {
-                Ok(mut canary) => {
-                    slim(&mut canary);
-                    canary
-                }
-                Err(_) => stub(&object),
-            },
-        )),
+        // The store and the trigger index forget a deleted Canary by its name alone.
+        Event::Delete(object) => Some(Event::Delete(stub(&object))),
     }
 }
 
