@@ -1,7 +1,7 @@
 //! The operator's view of the cluster: one watch per kind feeds an in-memory store, so a tick reads
 //! its Deployments, configs, autoscalers, routes, templates and providers without an API request.
 
-use crate::json_store::{Footprint, JsonStore};
+use crate::json_store::{Dictionary, Footprint, JsonStore};
 use crate::raw_object::RawObject;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
@@ -154,12 +154,13 @@ where
 }
 
 /// [`feed`] into a [`JsonStore`]: for the kinds a tick reads an object or two of, where the
-/// decoded form would take several times the memory.
-fn json_feed<K>(api: Api<K>) -> (JsonStore, Feed<K>)
+/// decoded form would take several times the memory; their text is compressed against
+/// `dictionary`.
+fn json_feed<K>(api: Api<K>, dictionary: Dictionary) -> (JsonStore, Feed<K>)
 where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + 'static,
 {
-    let (store, mut writer) = JsonStore::new();
+    let (store, mut writer) = JsonStore::new(dictionary);
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
         .modify(|object: &mut K| object.meta_mut().managed_fields = None)
@@ -174,11 +175,11 @@ where
 
 /// [`json_feed`] for a kind with Rust types, read as [`RawObject`]s: the store keeps the text that
 /// came, without decoding the object into its type and encoding it again.
-fn raw_feed<K>(api: Api<RawObject<K>>) -> (JsonStore, Feed<RawObject<K>>)
+fn raw_feed<K>(api: Api<RawObject<K>>, dictionary: Dictionary) -> (JsonStore, Feed<RawObject<K>>)
 where
     K: Resource<DynamicType = ()> + 'static,
 {
-    let (store, mut writer) = JsonStore::new();
+    let (store, mut writer) = JsonStore::new(dictionary);
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
         .inspect(move |event| {
@@ -195,12 +196,13 @@ fn dynamic_feed(
     client: &Client,
     namespace: Option<&str>,
     resource: ApiResource,
+    dictionary: Dictionary,
 ) -> (JsonStore, Feed<DynamicObject>) {
     let api = match namespace {
         Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
         None => Api::all_with(client.clone(), &resource),
     };
-    json_feed(api)
+    json_feed(api, dictionary)
 }
 
 fn passive<K: Send + 'static>(
@@ -219,18 +221,36 @@ impl Caches {
     /// ScaledObjects only when `keda` (see [`serves_scaled_objects`]); nothing is requested until
     /// the feeds are polled.
     pub fn new(client: &Client, namespace: Option<&str>, keda: bool) -> (Caches, Feeds) {
-        let (deployments, deployment_feed) =
-            raw_feed(api::<RawObject<Deployment>>(client, namespace));
-        let (daemon_sets, daemon_set_feed) =
-            raw_feed(api::<RawObject<DaemonSet>>(client, namespace));
+        let (deployments, deployment_feed) = raw_feed(
+            api::<RawObject<Deployment>>(client, namespace),
+            Dictionary::DEPLOYMENTS,
+        );
+        let (daemon_sets, daemon_set_feed) = raw_feed(
+            api::<RawObject<DaemonSet>>(client, namespace),
+            Dictionary::DAEMON_SETS,
+        );
         let (config_maps, config_map_feed) = feed(api::<ConfigMap>(client, namespace), ());
         let (secrets, secret_feed) = feed(api::<Secret>(client, namespace), ());
         let (autoscalers, autoscaler_feed) =
             feed(api::<HorizontalPodAutoscaler>(client, namespace), ());
-        let (virtual_services, vs_feed) = dynamic_feed(client, namespace, virtual_services());
-        let (services, service_feed) = raw_feed(api::<RawObject<Service>>(client, namespace));
-        let (destination_rules, rule_feed) = dynamic_feed(client, namespace, destination_rules());
-        let (http_routes, route_feed) = dynamic_feed(client, namespace, http_routes());
+        let (virtual_services, vs_feed) = dynamic_feed(
+            client,
+            namespace,
+            virtual_services(),
+            Dictionary::VIRTUAL_SERVICES,
+        );
+        let (services, service_feed) = raw_feed(
+            api::<RawObject<Service>>(client, namespace),
+            Dictionary::SERVICES,
+        );
+        let (destination_rules, rule_feed) = dynamic_feed(
+            client,
+            namespace,
+            destination_rules(),
+            Dictionary::DESTINATION_RULES,
+        );
+        let (http_routes, route_feed) =
+            dynamic_feed(client, namespace, http_routes(), Dictionary::HTTP_ROUTES);
         let (metric_templates, template_feed) = feed(api::<MetricTemplate>(client, namespace), ());
         let (alert_providers, provider_feed) = feed(api::<AlertProvider>(client, namespace), ());
         let mut passive_feeds = vec![
@@ -239,7 +259,7 @@ impl Caches {
             passive(rule_feed, "DestinationRules"),
         ];
         let scaled_objects = keda.then(|| {
-            let (store, feed) = dynamic_feed(client, namespace, scaled_objects());
+            let (store, feed) = dynamic_feed(client, namespace, scaled_objects(), Dictionary::NONE);
             passive_feeds.push(passive(feed, "ScaledObjects"));
             store
         });
@@ -399,8 +419,8 @@ impl Caches {
             .get(&ObjectRef::new(name).within(namespace))
     }
 
-    /// Objects and bytes cached per kind. The kinds kept as JSON report their text's exact size;
-    /// the others report the size their JSON would have.
+    /// Objects and bytes cached per kind. The kinds kept as JSON report the exact size of their
+    /// compressed text; the others report the size their JSON would have.
     pub fn footprints(&self) -> Vec<(&'static str, Footprint)> {
         fn encoded<K: Serialize>(objects: Vec<std::sync::Arc<K>>) -> Footprint {
             Footprint {

@@ -193,7 +193,7 @@ impl Default for OperatorMetrics {
         );
         registry.register(
             "serin_cache_bytes",
-            "Bytes of the JSON of the objects the operator's watch caches hold, by kind (Deployments, DaemonSets and routing objects are kept as that JSON)",
+            "Bytes the operator's watch caches hold, by kind (Deployments, DaemonSets and routing objects as their compressed JSON, the other kinds as the size of their JSON)",
             Family::clone(&cache_bytes),
         );
         registry.register(

@@ -409,7 +409,7 @@ impl std::fmt::Display for Percentiles {
 struct Figures {
     size: usize,
     idle_rss: u64,
-    /// JSON bytes per cached object, by kind, while idle.
+    /// Bytes held per cached object, by kind, while idle (compressed JSON for the kinds kept so).
     cached_bytes: BTreeMap<String, u64>,
     peak_rss: u64,
     idle_requests: u64,
@@ -808,22 +808,19 @@ fn table(all: &[Figures], interval: Duration) -> String {
     row("operator memory peak while all progress", &|f| {
         mib(f.peak_rss)
     });
-    row(
-        "  cached JSON bytes per Canary|Deployment|Service|VS|DR",
-        &|f| {
-            [
-                "Canary",
-                "Deployment",
-                "Service",
-                "VirtualService",
-                "DestinationRule",
-            ]
-            .iter()
-            .map(|kind| f.cached_bytes.get(*kind).map_or("-".into(), u64::to_string))
-            .collect::<Vec<_>>()
-            .join("|")
-        },
-    );
+    row("  cached bytes per Canary|Deployment|Service|VS|DR", &|f| {
+        [
+            "Canary",
+            "Deployment",
+            "Service",
+            "VirtualService",
+            "DestinationRule",
+        ]
+        .iter()
+        .map(|kind| f.cached_bytes.get(*kind).map_or("-".into(), u64::to_string))
+        .collect::<Vec<_>>()
+        .join("|")
+    });
     row("idle 30 s: API requests", &|f| f.idle_requests.to_string());
     row("step lag p50 / p99 / max", &|f| f.step_lag.to_string());
     row("  the operator's: from due or available", &|f| {
