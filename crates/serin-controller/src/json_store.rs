@@ -304,7 +304,8 @@ mod tests {
                 "strategy": {"rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"},
                     "type": "RollingUpdate"},
                 "template": {"metadata": {"labels": {"app.kubernetes.io/name": "checkout"}},
-                    "spec": {"containers": [{"image": "registry.example.org/payments/checkout:2.14.1",
+                    "spec": {"containers": [{
+                        "image": "registry.example.org/payments/checkout:2.14.1",
                         "imagePullPolicy": "IfNotPresent", "name": "checkout",
                         "ports": [{"containerPort": 8443, "name": "https", "protocol": "TCP"}],
                         "resources": {"requests": {"cpu": "250m", "memory": "128Mi"}},
@@ -314,10 +315,12 @@ mod tests {
                     "schedulerName": "default-scheduler", "securityContext": {},
                     "terminationGracePeriodSeconds": 30}}},
             "status": {"availableReplicas": 4, "conditions": [
-                {"lastTransitionTime": "2026-11-28T23:27:12Z", "lastUpdateTime": "2026-11-28T23:27:12Z",
-                 "message": "Deployment has minimum availability.", "reason": "MinimumReplicasAvailable",
-                 "status": "True", "type": "Available"},
-                {"lastTransitionTime": "2026-11-28T23:27:12Z", "lastUpdateTime": "2026-11-28T23:31:40Z",
+                {"lastTransitionTime": "2026-11-28T23:27:12Z",
+                 "lastUpdateTime": "2026-11-28T23:27:12Z",
+                 "message": "Deployment has minimum availability.",
+                 "reason": "MinimumReplicasAvailable", "status": "True", "type": "Available"},
+                {"lastTransitionTime": "2026-11-28T23:27:12Z",
+                 "lastUpdateTime": "2026-11-28T23:31:40Z",
                  "message": "ReplicaSet \"checkout-8sgjw6p94l\" has successfully progressed.",
                  "reason": "NewReplicaSetAvailable", "status": "True", "type": "Progressing"}],
                 "observedGeneration": 3, "readyReplicas": 4, "replicas": 4, "updatedReplicas": 4}})

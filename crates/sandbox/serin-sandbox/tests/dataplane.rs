@@ -175,8 +175,8 @@ async fn flaggers_queries_see_the_error_rate_and_latency_of_pods_behind_the_mesh
     let errors = statuses.iter().filter(|s| **s == 500).count();
     let seen = 100.0 * errors as f64 / statuses.len() as f64;
     // The pod spreads its failures evenly, so 500 requests keep the share seen well within the
-    // half percent of 20% asserted below. How many the 20 s hold depends on the machine (1,333 on a busy two-core one), which
-    // is a benchmark's business, not this test's.
+    // half percent of 20% asserted below. How many the 20 s hold depends on the machine (1,333
+    // on a busy two-core one), which is a benchmark's business, not this test's.
     assert!(statuses.len() >= 500, "{} requests", statuses.len());
     assert!((seen - 20.0).abs() < 0.5, "clients saw {seen}% errors");
 
