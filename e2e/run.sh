@@ -9,8 +9,8 @@
 #
 # In sandbox mode (no E2E_KUBECONFIG) the binaries are built once here, then every scenario starts
 # its own sandbox and operator, so scenarios can run side by side: at most E2E_JOBS at a time
-# (default 6; the scenarios mostly wait on analysis intervals, and six keep a machine with two cores
-# below saturation — see e2e/README.md). In cluster mode they share the namespace `test`, so they run
+# (default 8; the scenarios mostly wait on analysis intervals, and two suites of eight side by side
+# have passed on two cores — see e2e/README.md). In cluster mode they share the namespace `test`, so they run
 # one at a time whatever E2E_JOBS says.
 #
 # Each scenario's output goes to $E2E_LOG_DIR/<scenario>.log (default: a new directory under /tmp)

@@ -1,13 +1,12 @@
 //! The operator's view of the cluster: one watch per kind feeds an in-memory store, so a tick reads
 //! its Deployments, configs, autoscalers, routes, templates and providers without an API request.
 
-use crate::json_store::{Dictionary, Footprint, JsonStore};
+use crate::json_store::{Dictionary, Footprint, JsonStore, Ownership};
 use crate::raw_object::RawObject;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -333,11 +332,18 @@ impl Caches {
         self.deployments.get(namespace, name)
     }
 
-    /// The metadata of the workload `name` of `kind` (`Deployment` or `DaemonSet`) in `namespace`.
-    pub fn workload_metadata(&self, namespace: &str, kind: &str, name: &str) -> Option<ObjectMeta> {
+    /// Who the workload `name` of `kind` (`Deployment` or `DaemonSet`) in `namespace` belongs to,
+    /// with the value of its `annotation`.
+    pub fn workload_ownership(
+        &self,
+        namespace: &str,
+        kind: &str,
+        name: &str,
+        annotation: Option<&str>,
+    ) -> Option<Ownership> {
         match kind {
-            "DaemonSet" => self.daemon_sets.metadata(namespace, name),
-            _ => self.deployments.metadata(namespace, name),
+            "DaemonSet" => self.daemon_sets.ownership(namespace, name, annotation),
+            _ => self.deployments.ownership(namespace, name, annotation),
         }
     }
 
@@ -384,9 +390,17 @@ impl Caches {
         self.routing_store(kind)?.get(namespace, name)
     }
 
-    /// The metadata of the routing object `name` of `kind` in `namespace`, without the rest of it.
-    pub fn routing_metadata(&self, kind: &str, namespace: &str, name: &str) -> Option<ObjectMeta> {
-        self.routing_store(kind)?.metadata(namespace, name)
+    /// Who the routing object `name` of `kind` in `namespace` belongs to, with the value of its
+    /// `annotation`.
+    pub fn routing_ownership(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        annotation: Option<&str>,
+    ) -> Option<Ownership> {
+        self.routing_store(kind)?
+            .ownership(namespace, name, annotation)
     }
 
     fn routing_store(&self, kind: &str) -> Option<&JsonStore> {

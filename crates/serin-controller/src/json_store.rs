@@ -9,11 +9,11 @@
 //! does not repeat enough to compress well on its own, but the dictionary does.
 
 use crate::raw_object::RawObject;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::runtime::watcher;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
@@ -109,17 +109,29 @@ impl JsonStore {
         serde_json::from_slice(&self.text(namespace, name)?).ok()
     }
 
-    /// The metadata of the object `name` in `namespace`, read without decoding the rest of it:
-    /// ownership checks and change checks need no more, and a tick makes many of them.
-    pub fn metadata(&self, namespace: &str, name: &str) -> Option<ObjectMeta> {
-        #[derive(serde::Deserialize)]
-        struct Head {
-            #[serde(default)]
-            metadata: ObjectMeta,
-        }
-        serde_json::from_slice::<Head>(&self.text(namespace, name)?)
-            .ok()
-            .map(|head| head.metadata)
+    /// Who the object `name` in `namespace` belongs to, with the value of its `annotation` when
+    /// one is named: a tick checks this of every object it would write, so only these fields of
+    /// the metadata are decoded.
+    pub fn ownership(
+        &self,
+        namespace: &str,
+        name: &str,
+        annotation: Option<&str>,
+    ) -> Option<Ownership> {
+        let text = self.text(namespace, name)?;
+        let head: OwnershipHead = head_of(&text)?;
+        Some(Ownership {
+            controllers: head
+                .owner_references
+                .iter()
+                .filter(|owner| owner.controller == Some(true))
+                .map(|owner| owner.uid.to_string())
+                .collect(),
+            annotation: annotation
+                .and_then(|key| head.annotations.get(key))
+                .map(|value| value.to_string()),
+            resource_version: head.resource_version.map(Cow::into_owned),
+        })
     }
 
     fn text(&self, namespace: &str, name: &str) -> Option<Vec<u8>> {
@@ -213,6 +225,72 @@ impl JsonWriter {
     }
 }
 
+/// Who an object belongs to (see [`JsonStore::ownership`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Ownership {
+    /// The uids of its owner references marked `controller`.
+    pub controllers: Vec<String>,
+    /// The value of the annotation asked for.
+    pub annotation: Option<String>,
+    /// Its resourceVersion.
+    pub resource_version: Option<String>,
+}
+
+/// The fields of an object's metadata that [`Ownership`] reads, borrowed from its text.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct OwnershipHead<'a> {
+    #[serde(borrow, default)]
+    resource_version: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    owner_references: Vec<OwnerHead<'a>>,
+    #[serde(borrow, default)]
+    annotations: std::collections::BTreeMap<Cow<'a, str>, Cow<'a, str>>,
+}
+
+#[derive(serde::Deserialize)]
+struct OwnerHead<'a> {
+    #[serde(borrow)]
+    uid: Cow<'a, str>,
+    #[serde(default)]
+    controller: Option<bool>,
+}
+
+/// The metadata of the object `text`, read without the fields after it: the API server writes
+/// `metadata` before `spec` and `status`, so a Deployment's pod template is never scanned.
+fn head_of<'de, T: serde::Deserialize<'de>>(text: &'de [u8]) -> Option<T> {
+    use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
+
+    struct UpToMetadata<'a, T>(&'a mut Option<T>);
+
+    impl<'de, T: serde::Deserialize<'de>> Visitor<'de> for UpToMetadata<'_, T> {
+        type Value = ();
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a Kubernetes object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if key == "metadata" {
+                    *self.0 = Some(map.next_value()?);
+                    // Stopping here leaves the object unfinished, which the caller expects.
+                    return Ok(());
+                }
+                map.next_value::<IgnoredAny>()?;
+            }
+            // No metadata: what an empty one decodes as.
+            *self.0 = T::deserialize(serde_json::json!({})).ok();
+            Ok(())
+        }
+    }
+
+    let mut metadata = None;
+    // An error after the metadata (the unread rest of the object) changes nothing.
+    let _ = serde_json::Deserializer::from_slice(text).deserialize_map(UpToMetadata(&mut metadata));
+    metadata
+}
+
 fn key_of<K: Resource>(object: &K) -> Key {
     let meta = object.meta();
     (
@@ -252,13 +330,71 @@ mod tests {
             Some(podinfo.clone())
         );
         assert_eq!(store.get::<Deployment>("other", "podinfo"), None);
-        assert_eq!(
-            store.metadata("test", "podinfo"),
-            Some(podinfo.metadata.clone())
-        );
-        assert_eq!(store.metadata("other", "podinfo"), None);
         writer.apply(&watcher::Event::Delete(deployment("podinfo", 3)));
         assert_eq!(store.get::<Deployment>("test", "podinfo"), None);
+    }
+
+    #[test]
+    fn ownership_names_the_controllers_the_annotation_asked_for_and_the_version() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let (store, mut writer) = JsonStore::new(Dictionary::DEPLOYMENTS);
+        let mut primary = deployment("podinfo-primary", 1);
+        let owner = |uid: &str, controller| OwnerReference {
+            api_version: "serin.dev/v1beta1".into(),
+            kind: "Canary".into(),
+            name: "podinfo".into(),
+            uid: uid.into(),
+            controller: Some(controller),
+            block_owner_deletion: None,
+        };
+        primary.metadata.owner_references = Some(vec![owner("u1", false), owner("u2", true)]);
+        primary.metadata.resource_version = Some("41".into());
+        primary.metadata.annotations = Some(
+            [
+                ("serin.dev/adopt".to_string(), " podinfo ".to_string()),
+                ("note".to_string(), "say \"hi\"\n".to_string()),
+            ]
+            .into(),
+        );
+        writer.apply(&watcher::Event::Apply(primary));
+        let ownership = |annotation| store.ownership("test", "podinfo-primary", annotation);
+        assert_eq!(
+            ownership(Some("serin.dev/adopt")),
+            Some(Ownership {
+                controllers: vec!["u2".into()],
+                annotation: Some(" podinfo ".into()),
+                resource_version: Some("41".into()),
+            })
+        );
+        assert_eq!(
+            ownership(Some("note")).and_then(|o| o.annotation),
+            Some("say \"hi\"\n".into()),
+            "an escaped value reads as written"
+        );
+        assert_eq!(ownership(None).and_then(|o| o.annotation), None);
+        assert_eq!(store.ownership("test", "other", None), None);
+        writer.apply(&watcher::Event::Apply(deployment("bare", 1)));
+        assert_eq!(
+            store.ownership("test", "bare", Some("serin.dev/adopt")),
+            Some(Ownership::default())
+        );
+    }
+
+    #[test]
+    fn metadata_is_read_wherever_it_is_and_what_follows_it_is_not_read() {
+        let name = |text: &str| head_of::<ObjectMeta>(text.as_bytes()).map(|m| m.name);
+        assert_eq!(
+            name(r#"{"kind":"Service","spec":{"ports":[]},"metadata":{"name":"web"}}"#),
+            Some(Some("web".into()))
+        );
+        // The rest of the object is left unread, even where it would not parse.
+        assert_eq!(
+            name(r#"{"kind":"Deployment","metadata":{"name":"web"},"spec":{"#),
+            Some(Some("web".into()))
+        );
+        assert_eq!(name(r#"{"kind":"Service"}"#), Some(None));
+        assert_eq!(name(r#"{"metadata":{"name":7}}"#), None);
+        assert_eq!(name("not JSON"), None);
     }
 
     #[tokio::test]

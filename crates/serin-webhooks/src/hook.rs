@@ -419,6 +419,15 @@ fn webhooks(canary: &Canary) -> &[CanaryWebhook] {
     canary.spec.analysis().map(|a| a.webhooks()).unwrap_or(&[])
 }
 
+/// Whether [`WebhookClient::send_event`] would call anything for `canary`: an `event` hook of its
+/// own, or else a non-empty `fallback_url`.
+pub fn sends_events(canary: &Canary, fallback_url: Option<&str>) -> bool {
+    webhooks(canary)
+        .iter()
+        .any(|h| h.hook_type() == Some(HookType::Event))
+        || fallback_url.is_some_and(|url| !url.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -430,6 +439,32 @@ mod tests {
             timeout: timeout.map(str::to_string),
             ..CanaryWebhook::default()
         }
+    }
+
+    #[test]
+    fn events_are_sent_to_the_canarys_event_hooks_or_else_the_fallback() {
+        let with_hooks = |types: &[&str]| -> Canary {
+            let hooks: Vec<_> = types
+                .iter()
+                .map(|t| serde_json::json!({"name": t, "type": t, "url": "http://127.0.0.1:1/"}))
+                .collect();
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "podinfo", "namespace": "test"},
+                "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "podinfo"},
+                         "service": {"port": 9898},
+                         "analysis": {"interval": "1m", "webhooks": hooks}}
+            }))
+            .expect("a Canary")
+        };
+        let fallback = Some("http://127.0.0.1:2/");
+        assert!(sends_events(&with_hooks(&["event"]), None));
+        assert!(sends_events(&with_hooks(&["pre-rollout", "event"]), None));
+        assert!(!sends_events(
+            &with_hooks(&["pre-rollout", "rollout"]),
+            None
+        ));
+        assert!(!sends_events(&with_hooks(&[]), Some("")));
+        assert!(sends_events(&with_hooks(&["rollout"]), fallback));
     }
 
     #[test]

@@ -160,11 +160,13 @@ impl Tick<'_> {
     async fn apply_routing(&self, api: &ApiResource, object: &Value) -> Result<(), Error> {
         let kind = object["kind"].as_str().unwrap_or_default();
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
-        let cached_metadata = self.caches.routing_metadata(kind, &self.namespace, name);
+        let cached_ownership = self
+            .caches
+            .routing_ownership(kind, &self.namespace, name, None);
         let uid = self.canary["metadata"]["uid"].as_str().unwrap_or_default();
-        let foreign = cached_metadata
+        let foreign = cached_ownership
             .as_ref()
-            .is_some_and(|metadata| !super::ownership::controlled_by(metadata, uid));
+            .is_some_and(|ownership| !ownership.controllers.iter().any(|owner| owner == uid));
         let mut cached = None;
         let adopted_object;
         let object = if foreign {
@@ -182,7 +184,7 @@ impl Tick<'_> {
             .expect("never poisoned")
             .get(&self.canary_key)
             .and_then(|objects| objects.get(&key).cloned());
-        let version = cached_metadata.and_then(|metadata| metadata.resource_version);
+        let version = cached_ownership.and_then(|ownership| ownership.resource_version);
         if let Some(last) = last.filter(|last| last.digest == wanted) {
             if last.still_seen_at(version.as_deref()) {
                 return Ok(());

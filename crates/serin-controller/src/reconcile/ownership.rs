@@ -7,6 +7,7 @@
 //! Under Flagger's API group, objects are taken over without asking, as Flagger does.
 
 use crate::cache::Caches;
+use crate::json_store::Ownership;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 use serin_core::revision::ConfigKind;
@@ -34,7 +35,8 @@ enum Takeover {
 struct Found {
     kind: &'static str,
     name: String,
-    metadata: ObjectMeta,
+    /// It is the Canary's own, or handed to it (see [`belongs_to`]).
+    belongs: bool,
     takeover: Takeover,
 }
 
@@ -57,6 +59,15 @@ fn belongs_to(metadata: &ObjectMeta, uid: &str, canary: &str) -> bool {
         .and_then(|a| a.get(ADOPT_ANNOTATION))
         .is_some_and(|name| name.trim() == canary);
     controlled || adopted
+}
+
+/// [`belongs_to`], of an object the caches hold as JSON.
+fn owned_or_adopted(ownership: &Ownership, uid: &str, canary: &str) -> bool {
+    ownership.controllers.iter().any(|owner| owner == uid)
+        || ownership
+            .annotation
+            .as_deref()
+            .is_some_and(|name| name.trim() == canary)
 }
 
 /// The first object Serin would write for the Canary `canary` (JSON, with its provider filled in)
@@ -82,7 +93,9 @@ pub(super) fn problem(
     let names = serin_router::Names::of(canary);
     let mut found: Vec<Found> = Vec::new();
     let primary = format!("{target}-primary");
-    if let Some(metadata) = caches.workload_metadata(namespace, target_kind, &primary) {
+    if let Some(ownership) =
+        caches.workload_ownership(namespace, target_kind, &primary, Some(ADOPT_ANNOTATION))
+    {
         found.push(Found {
             kind: if target_kind == "DaemonSet" {
                 "DaemonSet"
@@ -90,7 +103,7 @@ pub(super) fn problem(
                 "Deployment"
             },
             name: primary,
-            metadata,
+            belongs: owned_or_adopted(&ownership, uid, name),
             takeover: Takeover::Rewritten("its pod template and replicas"),
         });
     }
@@ -112,7 +125,7 @@ pub(super) fn problem(
             found.push(Found {
                 kind,
                 name: copy,
-                metadata,
+                belongs: belongs_to(&metadata, uid, name),
                 takeover: Takeover::Owned,
             });
         }
@@ -123,7 +136,7 @@ pub(super) fn problem(
             found.push(Found {
                 kind: "HorizontalPodAutoscaler",
                 name: copy,
-                metadata: existing.metadata.clone(),
+                belongs: belongs_to(&existing.metadata, uid, name),
                 takeover: Takeover::Rewritten("its spec"),
             });
         }
@@ -155,18 +168,18 @@ pub(super) fn problem(
         ));
     }
     for (kind, object_name, takeover) in routing {
-        if let Some(metadata) = caches.routing_metadata(kind, namespace, &object_name) {
+        if let Some(ownership) =
+            caches.routing_ownership(kind, namespace, &object_name, Some(ADOPT_ANNOTATION))
+        {
             found.push(Found {
                 kind,
                 name: object_name,
-                metadata,
+                belongs: owned_or_adopted(&ownership, uid, name),
                 takeover,
             });
         }
     }
-    let foreign = found
-        .into_iter()
-        .find(|f| !belongs_to(&f.metadata, uid, name))?;
+    let foreign = found.into_iter().find(|f| !f.belongs)?;
     let consequence = match foreign.takeover {
         Takeover::Owned => "Serin would overwrite it and delete it with the Canary".to_string(),
         Takeover::Rewritten(what) => format!("Serin would rewrite {what}"),

@@ -122,13 +122,18 @@ pub(super) async fn record_plan(
             record(ctx, canary, event.type_, event.reason, &event.message).await;
         }
     }
-    if plan.events.is_empty() && plan.alerts.is_empty() {
+    // Most Canaries have no event webhook: their Events are written above and nothing is sent.
+    let events = if serin_webhooks::hook::sends_events(canary, ctx.event_webhook.as_deref()) {
+        plan.events.clone()
+    } else {
+        Vec::new()
+    };
+    if events.is_empty() && plan.alerts.is_empty() {
         return;
     }
     // Webhooks and chat services can be slow or down: they must not hold the next tick back.
     let mut updated = (**canary).clone();
     updated.status = Some(plan.status.clone());
-    let events = plan.events.clone();
     let alerts = plan.alerts.clone();
     let ctx = shared.ctx.clone();
     let caches = shared.caches.clone();
@@ -286,7 +291,10 @@ async fn record_named(
             }
         }
     }
-    let object = serde_json::from_value::<k8s_openapi::api::core::v1::Event>(json!({
+    // A core/v1 Event, sent as the JSON the API server reads (no typed round trip: every
+    // transition writes one).
+    let object = json!({
+        "apiVersion": "v1", "kind": "Event",
         "metadata": {"name": name.clone().unwrap_or_else(|| format!("{}.{}", canary.name_any(), uuid::Uuid::new_v4().simple())),
                      "namespace": namespace},
         "involvedObject": {"apiVersion": serin_api::api_version(), "kind": "Canary",
@@ -295,18 +303,15 @@ async fn record_named(
         "reason": reason, "message": message, "type": kind,
         "source": {"component": "serin"}, "reportingComponent": "serin",
         "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-    }));
-    let written = match object {
-        Ok(object) => written::create(&ctx.client, &events, &object)
-            .await
-            .map(|created| created.metadata.name.unwrap_or_default())
-            .or_else(|error| match (error, name) {
-                // Written by an earlier try of the same transition (before a restart, say).
-                (kube::Error::Api(status), Some(name)) if status.code == 409 => Ok(name),
-                (error, _) => Err(error.to_string()),
-            }),
-        Err(error) => Err(error.to_string()),
-    };
+    });
+    let written = written::create(&ctx.client, &events, &object)
+        .await
+        .map(|created| created.metadata.name.unwrap_or_default())
+        .or_else(|error| match (error, name) {
+            // Written by an earlier try of the same transition (before a restart, say).
+            (kube::Error::Api(status), Some(name)) if status.code == 409 => Ok(name),
+            (error, _) => Err(error.to_string()),
+        });
     match written {
         Ok(name) => ctx.event_series.written(key, name, 1, Instant::now()),
         Err(error) => tracing::error!("writing event: {error}"),
