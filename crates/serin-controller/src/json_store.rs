@@ -124,11 +124,12 @@ impl JsonStore {
             controllers: head
                 .owner_references
                 .iter()
+                .flatten()
                 .filter(|owner| owner.controller == Some(true))
                 .map(|owner| owner.uid.to_string())
                 .collect(),
             annotation: annotation
-                .and_then(|key| head.annotations.get(key))
+                .and_then(|key| head.annotations.as_ref()?.get(key))
                 .map(|value| value.to_string()),
             resource_version: head.resource_version.map(Cow::into_owned),
         })
@@ -243,9 +244,9 @@ struct OwnershipHead<'a> {
     #[serde(borrow, default)]
     resource_version: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
-    owner_references: Vec<OwnerHead<'a>>,
+    owner_references: Option<Vec<OwnerHead<'a>>>,
     #[serde(borrow, default)]
-    annotations: std::collections::BTreeMap<Cow<'a, str>, Cow<'a, str>>,
+    annotations: Option<std::collections::BTreeMap<Cow<'a, str>, Cow<'a, str>>>,
 }
 
 #[derive(serde::Deserialize)]
@@ -393,6 +394,14 @@ mod tests {
             Some(Some("web".into()))
         );
         assert_eq!(name(r#"{"kind":"Service"}"#), Some(None));
+        // Fields written as null read as absent, as in ObjectMeta.
+        assert_eq!(
+            head_of::<OwnershipHead>(
+                br#"{"metadata":{"ownerReferences":null,"annotations":null,"resourceVersion":"3"}}"#
+            )
+            .and_then(|head| head.resource_version),
+            Some("3".into())
+        );
         assert_eq!(name(r#"{"metadata":{"name":7}}"#), None);
         assert_eq!(name("not JSON"), None);
     }
