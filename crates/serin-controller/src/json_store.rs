@@ -9,6 +9,7 @@
 //! does not repeat enough to compress well on its own, but the dictionary does.
 
 use crate::raw_object::RawObject;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::runtime::watcher;
 use serde::Serialize;
@@ -237,6 +238,31 @@ pub struct Ownership {
     pub resource_version: Option<String>,
 }
 
+impl Ownership {
+    /// What `metadata` says of its owners, with the value of its `annotation` when one is named:
+    /// for the objects cached decoded.
+    pub fn of(metadata: &ObjectMeta, annotation: Option<&str>) -> Ownership {
+        Ownership {
+            controllers: metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .filter(|owner| owner.controller == Some(true))
+                .map(|owner| owner.uid.clone())
+                .collect(),
+            annotation: annotation
+                .and_then(|key| metadata.annotations.as_ref()?.get(key))
+                .cloned(),
+            resource_version: metadata.resource_version.clone(),
+        }
+    }
+
+    /// Whether the object with `uid` is its controlling owner.
+    pub fn controlled_by(&self, uid: &str) -> bool {
+        self.controllers.iter().any(|owner| owner == uid)
+    }
+}
+
 /// The fields of an object's metadata that [`Ownership`] reads, borrowed from its text.
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -272,7 +298,7 @@ fn head_of<'de, T: serde::Deserialize<'de>>(text: &'de [u8]) -> Option<T> {
         }
 
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
                 if key == "metadata" {
                     *self.0 = Some(map.next_value()?);
                     // Stopping here leaves the object unfinished, which the caller expects.

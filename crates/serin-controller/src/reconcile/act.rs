@@ -166,7 +166,7 @@ impl Tick<'_> {
         let uid = self.canary["metadata"]["uid"].as_str().unwrap_or_default();
         let foreign = cached_ownership
             .as_ref()
-            .is_some_and(|ownership| !ownership.controllers.iter().any(|owner| owner == uid));
+            .is_some_and(|ownership| !ownership.controlled_by(uid));
         let mut cached = None;
         let adopted_object;
         let object = if foreign {

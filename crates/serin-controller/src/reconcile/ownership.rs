@@ -40,34 +40,23 @@ struct Found {
     takeover: Takeover,
 }
 
-/// Whether `metadata` names the object with `uid` as its controlling owner.
-pub(super) fn controlled_by(metadata: &ObjectMeta, uid: &str) -> bool {
-    metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|owner| owner.controller == Some(true) && owner.uid == uid)
-}
-
-/// Whether `metadata` names the Canary with `uid` as its controlling owner, or hands the object to
-/// the Canary `canary` with [`ADOPT_ANNOTATION`].
-fn belongs_to(metadata: &ObjectMeta, uid: &str, canary: &str) -> bool {
-    let controlled = controlled_by(metadata, uid);
-    let adopted = metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ADOPT_ANNOTATION))
-        .is_some_and(|name| name.trim() == canary);
-    controlled || adopted
-}
-
-/// [`belongs_to`], of an object the caches hold as JSON.
+/// Whether `ownership` names the Canary with `uid` as its controlling owner, or hands the object
+/// to the Canary `canary` with [`ADOPT_ANNOTATION`] (as its value).
 fn owned_or_adopted(ownership: &Ownership, uid: &str, canary: &str) -> bool {
-    ownership.controllers.iter().any(|owner| owner == uid)
+    ownership.controlled_by(uid)
         || ownership
             .annotation
             .as_deref()
             .is_some_and(|name| name.trim() == canary)
+}
+
+/// [`owned_or_adopted`], of an object cached decoded.
+fn belongs_to(metadata: &ObjectMeta, uid: &str, canary: &str) -> bool {
+    owned_or_adopted(
+        &Ownership::of(metadata, Some(ADOPT_ANNOTATION)),
+        uid,
+        canary,
+    )
 }
 
 /// The first object Serin would write for the Canary `canary` (JSON, with its provider filled in)
