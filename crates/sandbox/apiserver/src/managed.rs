@@ -494,6 +494,20 @@ pub fn record_apply(
     let applied_leaves = leaves(applied, builtin);
     let mut entries = entries(live);
     let is_mine = |e: &Entry| e.same_owner(&writer.manager, "Apply", writer.subresource);
+    // Applying again what the manager already applied changes nothing, not even the time of its
+    // entry, so the object is not written and keeps its resourceVersion (as the API server does).
+    let changes_nothing = applied_leaves
+        .iter()
+        .all(|(path, value)| live_leaves.get(path) == Some(value));
+    if changes_nothing
+        && entries.iter().any(|e| {
+            is_mine(e)
+                && e.fields.len() == applied_leaves.len()
+                && applied_leaves.keys().all(|path| e.fields.contains(path))
+        })
+    {
+        return Ok(());
+    }
     let mut conflicts: Vec<(usize, FieldPath)> = Vec::new();
     for (path, value) in &applied_leaves {
         if path.last().is_some_and(|s| s == ".") || live_leaves.get(path) == Some(value) {
@@ -638,6 +652,35 @@ mod tests {
         assert_eq!(forced["spec"]["holderIdentity"], "b");
         let owners: Vec<String> = entries(&forced).into_iter().map(|e| e.manager).collect();
         assert_eq!(owners, ["mgr-b"], "ownership moved");
+    }
+
+    #[test]
+    fn applying_the_same_fields_again_leaves_the_entry_and_its_time() {
+        let live = json!({"metadata": {"name": "lock"}, "spec": {}});
+        let first = apply(
+            &live,
+            json!({"spec": {"holderIdentity": "a"}}),
+            "mgr-a",
+            false,
+        )
+        .unwrap();
+        let mut later = writer("mgr-a");
+        later.now = "2026-11-22T00:00:09Z".into();
+        let reapply = |live: &Value, applied: Value| {
+            let mut merged = live.clone();
+            crate::patch::merge_patch(&mut merged, &applied);
+            record_apply(live, &applied, &mut merged, true, false, &later).map(|()| merged)
+        };
+        let again = reapply(&first, json!({"spec": {"holderIdentity": "a"}})).unwrap();
+        assert_eq!(again, first, "nothing changed, so nothing is written");
+        let changed = reapply(&first, json!({"spec": {"holderIdentity": "b"}})).unwrap();
+        assert_eq!(entries(&changed)[0].time, "2026-11-22T00:00:09Z");
+        let fewer = reapply(&first, json!({"spec": {}})).unwrap();
+        assert_eq!(
+            fewer["spec"].get("holderIdentity"),
+            None,
+            "a field no longer applied goes"
+        );
     }
 
     #[test]

@@ -124,6 +124,36 @@ async fn apply_creates_updates_and_leaves_unchanged() {
         k.ok(&["get", "deploy", "podinfo", "-o", jsonpath]),
         "3 podinfo:6.0.2 25%"
     );
+    // Applying the same manifest again, a second later (a GitOps loop), writes nothing: the
+    // version and the manager's time stay. Taken once the rollout's last status write is done.
+    k.ok(&[
+        "wait",
+        "deployment/podinfo",
+        "--for=jsonpath={.status.conditions[?(@.type==\"Progressing\")].reason}=NewReplicaSetAvailable",
+        "--timeout=60s",
+    ]);
+    let version = "jsonpath={.metadata.resourceVersion} {.metadata.managedFields[?(@.manager==\"kubectl\")].time}";
+    let before = k.ok(&[
+        "get",
+        "deploy",
+        "podinfo",
+        "--show-managed-fields",
+        "-o",
+        version,
+    ]);
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    k.apply(&deployment("podinfo:6.0.2", "2"), &["--server-side"]);
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "deploy",
+            "podinfo",
+            "--show-managed-fields",
+            "-o",
+            version
+        ]),
+        before
+    );
     // Server-side dry run changes nothing.
     k.apply(&deployment("podinfo:6.0.3", "2"), &["--dry-run=server"]);
     assert_eq!(
