@@ -4,7 +4,10 @@
 # run, and a release starts by changing the image in "Git" (the applied file), not with kubectl set
 # image. The promotion and the rollback end as without the loop, and neither side undoes the other:
 # the Deployment changes only for the new image and Serin's scale-up and scale-down, and the
-# Canary's spec is never changed (no flapping of replicas or weights).
+# Canary's spec is never changed (no flapping of replicas or weights). During the healthy release
+# another tool also annotates the Canary every second (its own bookkeeping) and, in a sandbox, the
+# operator's writes of the Canary take 1.2 s more (a busy API server): each lands after a foreign
+# write the tick did not read, and the release still takes each step once.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 setup
 
@@ -60,11 +63,25 @@ canary_generation=$(generation canary)
 log "a commit sets podinfo 6.0.1"
 deployment_generation=$(generation deployment)
 follow_baseline podinfo
+(
+  for ((i = 0; i < 240; i++)); do
+    kc annotate --overwrite canary podinfo "example.com/synced=$i" >/dev/null 2>&1 || true
+    sleep 1
+  done
+) &
+ANNOTATOR_PID=$!
+CLEANUP_HOOKS+=('kill "$ANNOTATOR_PID" 2>/dev/null || true')
+SLOW_WRITES='{"userAgent": "serin-operator", "verb": "PATCH", "resource": "canaries.serin.dev", "latencyMs": 1200}'
+[[ $MODE != sandbox ]] || set_faults "$SLOW_WRITES"
 git_state ghcr.io/stefanprodan/podinfo:6.0.1
 follow_canary podinfo 300 Succeeded Failed
+kill "$ANNOTATOR_PID" 2>/dev/null || true
+[[ $MODE != sandbox ]] || set_faults ""
 expect_eq "final phase of the healthy release" Succeeded "$PHASE"
 expect_sequence phases Initialized Progressing Promoting Finalising Succeeded
 expect_sequence weights 0 20 40 60 0
+expect_eq "promotions started (the annotations written meanwhile: $(kc get canary podinfo -o jsonpath='{.metadata.annotations.example\.com/synced}'))" \
+  1 "$(announced "Copying podinfo.$NS template spec to podinfo-primary.$NS")"
 expect_eq "primary image" ghcr.io/stefanprodan/podinfo:6.0.1 "$(image_of podinfo-primary)"
 wait_for "podinfo scaled to zero" 30 deployment_has_replicas podinfo 0
 sleep 12 # two more turns of the loop

@@ -10,6 +10,7 @@ mod checks;
 mod echoes;
 mod finalize;
 mod observe;
+mod own_writes;
 pub mod ownership;
 mod quiet;
 mod record;
@@ -157,8 +158,8 @@ struct Shared {
     ctx: Arc<Context>,
     caches: Caches,
     filled: tokio::sync::OnceCell<()>,
-    /// For each Canary this operator wrote, the resourceVersions the writes were based on.
-    written_over: std::sync::Mutex<std::collections::HashMap<(String, String), Vec<String>>>,
+    /// The Canary writes whose watch events have not arrived yet.
+    own_writes: Arc<own_writes::OwnWrites>,
     /// Digests of the routing objects last applied for each Canary.
     applied: AppliedRouting,
     /// The checks under way, run outside the reconcile slots.
@@ -182,8 +183,7 @@ impl Shared {
 
     /// Remembers that `canary` (as read) has just been written to, giving `written_version`; a
     /// write the API server found to change nothing leaves the version as it was and is not
-    /// remembered. Writes made one after the other (a status, then an annotation) remember every
-    /// version but the last.
+    /// remembered.
     fn wrote(&self, canary: &Canary, written_version: Option<&str>) {
         self.wrote_over(
             Self::canary_key(canary),
@@ -199,23 +199,13 @@ impl Shared {
         version: Option<String>,
         written_version: Option<&str>,
     ) {
-        if let Some(version) = version
-            && written_version != Some(version.as_str())
-        {
-            let mut written_over = self.written_over.lock().expect("never poisoned");
-            let versions = written_over.entry(key).or_default();
-            if versions.len() < 4 {
-                versions.push(version);
-            }
-        }
+        self.own_writes
+            .wrote(key, version.as_deref(), written_version, Instant::now());
     }
 
     /// Drops what was remembered about Canaries for which `keep` is false (they are gone).
     fn forget_unless(&self, keep: impl Fn(&(String, String)) -> bool) {
-        self.written_over
-            .lock()
-            .expect("never poisoned")
-            .retain(|key, _| keep(key));
+        self.own_writes.forget_unless(&keep);
         self.applied
             .lock()
             .expect("never poisoned")
@@ -226,26 +216,16 @@ impl Shared {
         self.budgets.prune();
     }
 
-    /// Whether `canary` is the version this operator has already written over: a change it
-    /// caused elsewhere (a scaled Deployment, say) can trigger a reconcile before the Canary's own
-    /// watch delivers the write, and deciding on the old status would repeat the last transition.
+    /// Whether `canary` is older than this operator's last write to it: a change it caused
+    /// elsewhere (a scaled Deployment, say), or someone else's write of the Canary, can trigger a
+    /// reconcile before the Canary's own watch delivers the write, and deciding on the old status
+    /// would repeat the last transition or undo it.
     fn is_stale(&self, canary: &Canary) -> bool {
-        let mut written_over = self.written_over.lock().expect("never poisoned");
-        let key = Self::canary_key(canary);
-        match written_over.get(&key) {
-            Some(versions)
-                if canary
-                    .resource_version()
-                    .is_some_and(|version| versions.contains(&version)) =>
-            {
-                true
-            }
-            Some(_) => {
-                written_over.remove(&key);
-                false
-            }
-            None => false,
-        }
+        self.own_writes.is_stale(
+            &Self::canary_key(canary),
+            canary.metadata.resource_version.as_deref(),
+            Instant::now(),
+        )
     }
 }
 
@@ -453,7 +433,15 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     );
     let echoes = Arc::new(echoes::QuietEchoes::default());
     let canary_echoes = echoes.clone();
+    let own_writes = Arc::new(own_writes::OwnWrites::default());
+    let delivered = own_writes.clone();
     let canaries = canaries.filter(move |event| {
+        if let Ok(canary) = event {
+            delivered.delivered(
+                &Shared::canary_key(canary),
+                canary.metadata.resource_version.as_deref(),
+            );
+        }
         let echo = event
             .as_ref()
             .is_ok_and(|canary| canary_echoes.is_echo_of("Canary", canary));
@@ -483,7 +471,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         ctx,
         caches,
         filled: tokio::sync::OnceCell::new(),
-        written_over: Default::default(),
+        own_writes,
         applied: Default::default(),
         checks: Arc::new(checks::CheckRuns::new(wake)),
         echoes: echoes.clone(),
