@@ -43,16 +43,6 @@ apply_canary <<EOF
 EOF
 expect_initialized
 
-# event_time NEEDLE: the time (epoch seconds) of the first Event whose message contains NEEDLE.
-event_time() {
-  local stamp
-  stamp=$(kc get events --sort-by=.lastTimestamp \
-    -o jsonpath='{range .items[*]}{.lastTimestamp}{"\t"}{.message}{"\n"}{end}' |
-    grep -F -- "$1" | head -n 1 | cut -f1)
-  [[ -n $stamp ]] || fail "no event contains '$1'"
-  date -d "$stamp" +%s
-}
-
 log "releasing podinfo 6.0.1, which answers half its requests with 500"
 follow_baseline podinfo
 release_faulty_podinfo 6.0.1

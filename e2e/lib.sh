@@ -1112,6 +1112,17 @@ event_messages() {
   kc get events --sort-by=.lastTimestamp -o jsonpath='{range .items[*]}{.message}{"\n"}{end}'
 }
 
+# event_time NEEDLE: when (epoch seconds) the first Event whose message contains NEEDLE was first
+# recorded: the operator's own clock, unlike the moment a poll happens to see a change.
+event_time() {
+  local stamp
+  stamp=$(kc get events --sort-by=.firstTimestamp \
+    -o jsonpath='{range .items[*]}{.firstTimestamp}{"\t"}{.message}{"\n"}{end}' |
+    grep -F -- "$1" | head -n 1 | cut -f1)
+  [[ -n $stamp ]] || fail "no event contains '$1'"
+  date -d "$stamp" +%s
+}
+
 # expect_event NEEDLE: some Event's message contains NEEDLE.
 expect_event() {
   local messages

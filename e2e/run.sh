@@ -191,5 +191,13 @@ for i in "${!scenarios[@]}"; do
   run=$((run + 1))
   printf '%-32s %s  %4ss\n' "${names[i]}" "${status[i]}" "${took[i]}"
 done
+# The failures come last, where a truncated log still shows them: each one's first failed checks
+# (or, when it ended without one, its last lines).
+for i in "${!scenarios[@]}"; do
+  [[ ${status[i]:-} == FAIL ]] || continue
+  echo "failed: ${names[i]} (log $LOG_DIR/${names[i]}.log)"
+  { grep -m 3 -F ' FAIL: ' "$LOG_DIR/${names[i]}.log" || tail -n 3 "$LOG_DIR/${names[i]}.log"; } |
+    cut -c 1-300 | sed 's/^/  /'
+done
 echo "$run run, $failed failed, $(($(date +%s) - total_started))s in all; logs in $LOG_DIR"
 ((failed == 0 && run == ${#scenarios[@]}))
