@@ -6,7 +6,7 @@
 # the Deployment changes only for the new image and Serin's scale-up and scale-down, and the
 # Canary's spec is never changed (no flapping of replicas or weights). During the healthy release
 # another tool also annotates the Canary every second (its own bookkeeping) and, in a sandbox, the
-# operator's writes of the Canary take 1.2 s more (a busy API server): each lands after a foreign
+# operator's writes of the Canary take 1.2 s more (a busy API server): most land after a foreign
 # write the tick did not read, and the release still takes each step once.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 setup
