@@ -494,17 +494,16 @@ pub fn record_apply(
     let applied_leaves = leaves(applied, builtin);
     let mut entries = entries(live);
     let is_mine = |e: &Entry| e.same_owner(&writer.manager, "Apply", writer.subresource);
+    let applied_paths: BTreeSet<FieldPath> = applied_leaves.keys().cloned().collect();
     // Applying again what the manager already applied changes nothing, not even the time of its
     // entry, so the object is not written and keeps its resourceVersion (as the API server does).
     let changes_nothing = applied_leaves
         .iter()
         .all(|(path, value)| live_leaves.get(path) == Some(value));
     if changes_nothing
-        && entries.iter().any(|e| {
-            is_mine(e)
-                && e.fields.len() == applied_leaves.len()
-                && applied_leaves.keys().all(|path| e.fields.contains(path))
-        })
+        && entries
+            .iter()
+            .any(|e| is_mine(e) && e.fields == applied_paths)
     {
         return Ok(());
     }
@@ -544,7 +543,6 @@ pub fn record_apply(
     for (i, path) in &conflicts {
         entries[*i].fields.remove(path);
     }
-    let applied_paths: BTreeSet<FieldPath> = applied_leaves.keys().cloned().collect();
     let previous = entries
         .iter()
         .find(|e| is_mine(e))
@@ -622,9 +620,18 @@ mod tests {
     }
 
     fn apply(live: &Value, applied: Value, manager: &str, force: bool) -> Result<Value, ApiError> {
+        apply_as(live, applied, &writer(manager), force)
+    }
+
+    fn apply_as(
+        live: &Value,
+        applied: Value,
+        writer: &Writer,
+        force: bool,
+    ) -> Result<Value, ApiError> {
         let mut merged = live.clone();
         crate::patch::merge_patch(&mut merged, &applied);
-        record_apply(live, &applied, &mut merged, true, force, &writer(manager))?;
+        record_apply(live, &applied, &mut merged, true, force, writer)?;
         Ok(merged)
     }
 
@@ -666,11 +673,7 @@ mod tests {
         .unwrap();
         let mut later = writer("mgr-a");
         later.now = "2026-11-22T00:00:09Z".into();
-        let reapply = |live: &Value, applied: Value| {
-            let mut merged = live.clone();
-            crate::patch::merge_patch(&mut merged, &applied);
-            record_apply(live, &applied, &mut merged, true, false, &later).map(|()| merged)
-        };
+        let reapply = |live: &Value, applied: Value| apply_as(live, applied, &later, false);
         let again = reapply(&first, json!({"spec": {"holderIdentity": "a"}})).unwrap();
         assert_eq!(again, first, "nothing changed, so nothing is written");
         let changed = reapply(&first, json!({"spec": {"holderIdentity": "b"}})).unwrap();

@@ -268,7 +268,8 @@ async fn reconcile(canary: Arc<Canary>, shared: Arc<Shared>) -> Result<Requeue, 
         .get_or_init(|| shared.caches.wait_until_ready(Duration::from_secs(10)))
         .await;
     if shared.is_stale(&canary) {
-        // The Canary's watch event for that write triggers the next reconcile; this is a backstop.
+        // The write's watch event triggers nothing when it is a quiet echo (see `echoes`), so this
+        // requeue is what brings the Canary back once its cache has caught up.
         return Ok(Requeue::requeue(Duration::from_secs(2)));
     }
     let _timing = shared.ctx.metrics.start_reconcile();
