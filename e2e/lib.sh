@@ -152,6 +152,7 @@ cleanup() {
   for hook in "${CLEANUP_HOOKS[@]}"; do
     eval "$hook"
   done
+  canary_watch_stop
   stop_process "$OPERATOR_PID" operator
   stop_process "$SANDBOX_PID" sandbox
   stop_process "$RECEIVER_PID" receiver
@@ -932,7 +933,8 @@ canary_sample() {
 # follow_baseline NAME: samples the Canary now, before a change the operator may act on at once (a
 # new revision, a manual request). The next follow_canary starts its record with this sample, so
 # the phases and weights it records begin with the state before the change however fast the
-# operator reacts, and an exact expect_sequence does not depend on that race.
+# operator reacts, and an exact expect_sequence does not depend on that race; and it ends only at a
+# state after this one, however slowly the operator reacts.
 follow_baseline() {
   FOLLOW_BASELINE=$(canary_sample "$1")
   [[ $FOLLOW_BASELINE == [A-Z]* ]] || fail "canary/$1 has no phase to start a follow from"
@@ -955,20 +957,39 @@ follow_record() {
   fi
 }
 
-# follow_canary NAME TIMEOUT UNTIL_PHASE...: polls the Canary every 0.5 s, prints one line per change
-# (time, phase, weight, iterations, failed checks, step, status message), records the phases and
-# weights (each change once, in order; after follow_baseline, starting with its sample) and returns
-# at one of UNTIL_PHASE; fails after TIMEOUT seconds.
+# The `kubectl get --watch` follow_canary reads the Canary's states from: its process and the
+# descriptor of its output (one line per change, in CANARY_SAMPLE_JSONPATH's format).
+CANARY_WATCH_PID=""
+CANARY_WATCH_FD=""
+
+# canary_watch_start NAME: starts watching the Canary; the first line is its state now.
+canary_watch_start() {
+  exec {CANARY_WATCH_FD}< <(exec kubectl -n "$NS" get canary "$1" --watch \
+    -o jsonpath="$CANARY_SAMPLE_JSONPATH"'{"\n"}' 2>>"$WORK/canary-watch.log")
+  CANARY_WATCH_PID=$!
+}
+
+canary_watch_stop() {
+  [[ -n $CANARY_WATCH_PID ]] || return 0
+  kill "$CANARY_WATCH_PID" 2>/dev/null
+  exec {CANARY_WATCH_FD}<&-
+  CANARY_WATCH_PID=""
+}
+
+# follow_canary NAME TIMEOUT UNTIL_PHASE...: follows the Canary through a watch, prints one line per
+# change (time, phase, weight, iterations, failed checks, step, status message), records the phases
+# and weights (each change once, in order; after follow_baseline, starting with its sample) and
+# returns at one of UNTIL_PHASE; fails after TIMEOUT seconds.
 #
-# The operator writes a Canary's status at most once per analysis interval (10 s), except when it
-# acts at once on a new revision or a manual request, which follow_baseline covers; so a 0.5 s poll
-# sees every phase and weight. A poll that comes more than 5 s after the previous one (a starved
-# machine) is reported, since a state could then go unseen.
+# A watch delivers every state the Canary's status passes through, however briefly it holds and
+# however busy the machine is, at the cost of one kubectl process; polling cost a kubectl run (about
+# 0.1 s of CPU) twice a second and could miss a state while the machine was starved. FOLLOW_HOOK runs
+# after every change and at least every 0.5 s in between.
 follow_canary() {
   local name=$1 timeout=$2
   shift 2
   local until=" $* " start=${EPOCHREALTIME/./} deadline=$(($(date +%s) + timeout))
-  local line last="" previous_poll=${EPOCHREALTIME/./} now
+  local line last="" partial="" changed before_change="" now previous_hook=${EPOCHREALTIME/./} rc
   FOLLOW_PHASES=()
   FOLLOW_WEIGHTS=()
   log "following canary/$name until ${*// /|} (at most ${timeout}s)"
@@ -976,31 +997,61 @@ follow_canary() {
     last=$FOLLOW_BASELINE
     follow_record "$FOLLOW_BASELINE" 0
     FOLLOW_BASELINE=""
+    # The baseline is the state before the change the caller made: a follow ends at one of
+    # UNTIL_PHASE only once the Canary has moved on from it.
+    before_change=yes
   fi
+  canary_watch_start "$name"
   while true; do
-    line=$(canary_sample "$name")
-    now=${EPOCHREALTIME/./}
-    if ((now - previous_poll > 5000000)); then
-      log "warning: $(((now - previous_poll) / 1000000))s between two polls of canary/$name; a short-lived state may have been missed"
-    fi
-    previous_poll=$now
-    if [[ $line == [A-Z]* ]]; then
-      if [[ $line != "$last" ]]; then
+    changed=""
+    if IFS= read -r -t 0.5 -u "$CANARY_WATCH_FD" line; then
+      line=$partial$line
+      partial=""
+      if [[ $line == [A-Z]* && $line != "$last" ]]; then
         last=$line
-        follow_record "$line" $(((now - start) / 100000))
+        changed=yes
       fi
-      if [[ -n $FOLLOW_HOOK ]] && ! "$FOLLOW_HOOK"; then
-        log "canary/$name: $FOLLOW_HOOK ended the follow at $PHASE (phases: ${FOLLOW_PHASES[*]}; weights: ${FOLLOW_WEIGHTS[*]})"
-        return 0
+    else
+      rc=$?
+      if ((rc > 128)); then
+        # Timed out; a line cut short by the timeout is kept until its end arrives.
+        partial+=$line
+      else
+        # The watch ended (the server closed it); a new one starts with the Canary's state then.
+        log "the watch of canary/$name ended; watching again"
+        canary_watch_stop
+        partial=""
+        sleep 0.5
+        canary_watch_start "$name"
       fi
-      if [[ $until == *" $PHASE "* ]]; then
+    fi
+    now=${EPOCHREALTIME/./}
+    if [[ -n $changed ]]; then
+      follow_record "$last" $(((now - start) / 100000))
+      before_change=""
+    fi
+    if [[ -n $last ]]; then
+      if [[ -n $FOLLOW_HOOK ]] && { [[ -n $changed ]] || ((now - previous_hook >= 500000)); }; then
+        if ((now - previous_hook > 5000000)); then
+          log "warning: $(((now - previous_hook) / 1000000))s between two calls of $FOLLOW_HOOK; a short-lived state of what it samples may have been missed"
+        fi
+        previous_hook=$now
+        if ! "$FOLLOW_HOOK"; then
+          canary_watch_stop
+          log "canary/$name: $FOLLOW_HOOK ended the follow at $PHASE (phases: ${FOLLOW_PHASES[*]}; weights: ${FOLLOW_WEIGHTS[*]})"
+          return 0
+        fi
+      fi
+      if [[ -z $before_change && $until == *" $PHASE "* ]]; then
+        canary_watch_stop
         log "canary/$name reached $PHASE (phases: ${FOLLOW_PHASES[*]}; weights: ${FOLLOW_WEIGHTS[*]})"
         return 0
       fi
     fi
-    (($(date +%s) < deadline)) ||
+    if (($(date +%s) >= deadline)); then
+      canary_watch_stop
       fail "canary/$name did not reach ${*// /|} within ${timeout}s (phases: ${FOLLOW_PHASES[*]:-}; weights: ${FOLLOW_WEIGHTS[*]:-})"
-    sleep 0.5
+    fi
   done
 }
 
@@ -1228,10 +1279,8 @@ expect_each_step_once() {
 # vs_weight HOST [ROUTE]: the weight of destination HOST in http route ROUTE (default: the last
 # route, the one without a match) of the VirtualService podinfo; empty when HOST is not there.
 vs_weight() {
-  local host=$1 route=${2:-}
-  if [[ -z $route ]]; then
-    route=$(($(kc get virtualservice podinfo -o jsonpath='{range .spec.http[*]}x{end}' | wc -c) - 1))
-  fi
+  # `[-1:]`, a slice, is the last route.
+  local host=$1 route=${2:--1:}
   kc get virtualservice podinfo \
     -o jsonpath="{.spec.http[$route].route[?(@.destination.host==\"$host\")].weight}"
 }
