@@ -30,8 +30,11 @@ import json, os, sys
 
 # The binaries that take over a minute each (the times this script prints after each one): they
 # start first, so the short ones fill the other slots around them.
-LONG_FIRST = ["serin-controller/progressive", "serin-controller/features",
+LONG_FIRST = ["serin-sandbox/integration", "serin-controller/progressive", "serin-controller/features",
               "serin-operator/leader_election", "serin-cli/images"]
+# The binaries that hold many files' tests run more of them at once than libtest's default (one per
+# core): those tests mostly wait on sandboxes and loopback servers.
+TEST_THREADS = {"serin-sandbox/integration": 6, "serin-metrics/integration": 4}
 rows = []
 for line in open(sys.argv[1]):
     try:
@@ -49,17 +52,20 @@ for line in open(sys.argv[1]):
     kind = target["kind"][0]
     label = f"{package}/{target['name']}" if kind in ("test", "bench") else f"{package} ({kind} {target['name']})"
     rank = LONG_FIRST.index(label) if label in LONG_FIRST else (len(LONG_FIRST) if kind == "test" else len(LONG_FIRST) + 1)
-    rows.append((rank, label, message["executable"], os.path.dirname(message["manifest_path"])))
-for rank, label, executable, directory in sorted(rows):
-    print(f"{executable}\t{directory}\t{label}")
+    threads = TEST_THREADS.get(label, 0)
+    rows.append((rank, label, message["executable"], os.path.dirname(message["manifest_path"]), threads))
+for rank, label, executable, directory, threads in sorted(rows):
+    print(f"{executable}\t{directory}\t{label}\t{threads}")
 PY
 
-# run_binary N EXECUTABLE DIRECTORY: runs one test binary; its output goes to $work/N.out, and
-# `exit-code seconds` to $work/N.done when it ends.
+# run_binary N EXECUTABLE DIRECTORY THREADS: runs one test binary (with THREADS tests at a time, or
+# libtest's default when 0); its output goes to $work/N.out, and `exit-code seconds` to $work/N.done
+# when it ends.
 run_binary() {
-  local n=$1 executable=$2 directory=$3 started rc
+  local n=$1 executable=$2 directory=$3 threads=$4 started rc args=()
+  ((threads == 0)) || args=(--test-threads "$threads")
   started=$(date +%s)
-  (cd "$directory" && CARGO="$cargo" CARGO_MANIFEST_DIR="$directory" "$executable") >"$work/$n.out" 2>&1
+  (cd "$directory" && CARGO="$cargo" CARGO_MANIFEST_DIR="$directory" "$executable" "${args[@]}") >"$work/$n.out" 2>&1
   rc=$?
   echo "$rc $(($(date +%s) - started))" >"$work/$n.done.tmp"
   mv "$work/$n.done.tmp" "$work/$n.done"
@@ -86,14 +92,14 @@ print_finished() {
 
 n=0
 running=0
-while IFS=$'\t' read -r executable directory label; do
+while IFS=$'\t' read -r executable directory label threads; do
   while ((running >= jobs)); do
     wait -n
     running=$((running - 1))
     print_finished
   done
   labels[n]=$label
-  run_binary "$n" "$executable" "$directory" &
+  run_binary "$n" "$executable" "$directory" "$threads" &
   running=$((running + 1))
   n=$((n + 1))
 done <"$work/binaries"

@@ -1,8 +1,7 @@
 //! The `analysis` step, tick by tick: measurements `interval` apart, `count` and `failureLimit`,
 //! dry runs, inconclusive results, and the history kept in status.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::json;
 use serin_api::{AnalysisPhase, PROMOTE_ANNOTATION, Phase};
 use serin_core::simulation::healthy;

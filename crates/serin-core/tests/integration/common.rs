@@ -1,5 +1,4 @@
 //! Shared builders for the timeline tests.
-#![allow(dead_code)]
 
 use serin_api::Canary;
 use serin_core::simulation::{World, deployment};

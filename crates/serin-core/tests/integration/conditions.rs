@@ -1,8 +1,7 @@
 //! The conditions GitOps tools read: `Ready`, `Reconciling` and `Stalled` follow a release tick by
 //! tick, exactly one of them `True` at a time, each naming the generation it describes.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::json;
 use serin_api::{CanaryStatus, Phase};
 use serin_core::simulation::World;

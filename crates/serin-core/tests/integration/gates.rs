@@ -1,7 +1,6 @@
 //! Gating webhooks: confirm-rollout, confirm-traffic-increase, confirm-promotion, rollback, pre-rollout.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::json;
 use serin_api::{HookType, Phase};
 use serin_core::simulation::{World, healthy};

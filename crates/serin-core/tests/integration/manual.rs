@@ -1,7 +1,6 @@
 //! Manual requests (abort, promote, promote --full, retry, restart), skipAnalysis, suspend, and error paths.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::json;
 use serin_api::{
     ABORT_ANNOTATION, PROMOTE_ANNOTATION, PROMOTE_FULL_ANNOTATION, Phase, RESTART_ANNOTATION,

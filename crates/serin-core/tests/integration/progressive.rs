@@ -1,7 +1,6 @@
 //! Progressive canary timelines (Flagger e2e #1 and its rollback, weight ladders, stepped promotion).
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::json;
 use serin_api::Phase;
 use serin_core::simulation::healthy;

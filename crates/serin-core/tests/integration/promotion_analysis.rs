@@ -1,8 +1,7 @@
 //! Blue/green's pre- and post-promotion analyses (Argo Rollouts'): checks just before the switch,
 //! and just after it while the primary still runs the previous version.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::json;
 use serin_api::Phase;
 use serin_core::simulation::healthy;

@@ -1,7 +1,6 @@
 //! Event reasons: every event says what happened in its reason, while its message keeps Flagger's text.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::json;
 use serin_api::{ABORT_ANNOTATION, PROMOTE_ANNOTATION, Phase, RETRY_ANNOTATION};
 use serin_core::plan::reason;

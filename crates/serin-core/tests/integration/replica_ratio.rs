@@ -2,8 +2,7 @@
 //! the maxSurge/maxUnavailable window, steps wait for them, and aborts and promotions hand the pods
 //! back to the primary before the apex Service leaves the canary.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::json;
 use serin_api::{ABORT_ANNOTATION, PROMOTE_ANNOTATION, Phase};
 use serin_core::Routes;

@@ -2,8 +2,7 @@
 //! generation): a short lag after Serin's own write is waited out in silence; a longer one, or one
 //! with no known write, holds the Canary and says why.
 
-mod common;
-use common::*;
+use crate::common::*;
 use k8s_openapi::jiff::SignedDuration;
 use serde_json::json;
 use serin_api::PROMOTE_ANNOTATION;

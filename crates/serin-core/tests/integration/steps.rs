@@ -1,7 +1,6 @@
 //! Explicit steps: setWeight, timed and indefinite pauses, setCanaryScale, dynamic stable scale.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::json;
 use serin_api::{PROMOTE_ANNOTATION, Phase};
 use serin_core::simulation::healthy;

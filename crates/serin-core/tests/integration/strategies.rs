@@ -1,7 +1,6 @@
 //! A/B testing and blue/green timelines.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::json;
 use serin_api::{PROMOTE_ANNOTATION, Phase};
 use serin_core::{Action, Routes};

@@ -1,8 +1,8 @@
 //! Taking over from Flagger: a status Flagger wrote (its own revision hashes, none of Serin's
 //! fields) goes on from where Flagger stopped.
 
-mod common;
-use common::*;
+use crate::common;
+use crate::common::*;
 use serde_json::json;
 use serin_api::{CanaryStatus, Phase};
 use serin_core::stored_status::split;

@@ -3,8 +3,7 @@
 //! sends traffic back to it (restart, revert, rollback, abort) first scales it back up; a canary
 //! made small by `setCanaryScale` or a preview is grown before it takes traffic.
 
-mod common;
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::apps::v1::Deployment;
 use serde_json::json;
 use serin_api::{ABORT_ANNOTATION, Phase, RETRY_ANNOTATION};

@@ -2,8 +2,7 @@
 //! decision, until its requeue, comes out the same whatever the target's and the primary's status
 //! and metadata say: the controller relies on it to let such changes wait for the due tick.
 
-mod common;
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
 use serde_json::json;
 use serin_core::simulation::World;

@@ -11,9 +11,8 @@ use serin_core::plan::MetricReading;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-#[path = "support/cloudwatch.rs"]
-mod cloudwatch_server;
-mod support;
+use crate::support;
+use crate::support::cloudwatch as cloudwatch_server;
 
 fn template(address: &str) -> serin_api::MetricTemplate {
     serde_json::from_value(serde_json::json!({

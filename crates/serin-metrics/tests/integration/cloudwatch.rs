@@ -6,9 +6,8 @@
 use serin_core::plan::MetricReading;
 use std::collections::BTreeMap;
 
-#[path = "support/cloudwatch.rs"]
-mod cloudwatch_server;
-mod support;
+use crate::support;
+use crate::support::cloudwatch as cloudwatch_server;
 
 const QUERY: &str = r#"[
     {"Id": "e1", "Expression": "m1 / m2", "Label": "Error Rate"},

@@ -9,7 +9,7 @@ use serin_core::plan::MetricReading;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-mod support;
+use crate::support;
 
 /// What the server received: the query parameters and the key headers of each request.
 #[derive(Clone, Debug)]

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
-mod support;
+use crate::support;
 
 fn kubectl(sandbox: &Sandbox, args: &[&str]) {
     let output = Command::new("kubectl")

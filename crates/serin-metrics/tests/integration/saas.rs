@@ -13,7 +13,7 @@ use serin_core::plan::MetricReading;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-mod support;
+use crate::support;
 
 /// One request as the provider received it.
 #[derive(Clone, Debug, Default)]

@@ -18,7 +18,7 @@ use serin_metrics::ClientCache;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-mod support;
+use crate::support;
 
 /// A query as Cloud Monitoring received it: the path after `projects/`, the Authorization header
 /// and the body.

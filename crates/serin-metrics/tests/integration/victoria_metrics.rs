@@ -6,7 +6,7 @@ use serin_core::plan::MetricReading;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod support;
+use crate::support;
 
 /// A VictoriaMetrics of its own on a loopback port, its data in a temporary directory; stopped
 /// when dropped.

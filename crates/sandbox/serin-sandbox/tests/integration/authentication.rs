@@ -3,9 +3,7 @@
 //! on the HTTPS address is `system:anonymous`, the plain-HTTP loopback address stays the admin's,
 //! and kube-rs reads the kubeconfig as kubectl does.
 
-mod common;
-
-use common::Kubectl;
+use crate::common::Kubectl;
 use serin_sandbox::Sandbox;
 
 const READER: &str = "system:serviceaccount:team-a:reader";

@@ -1,9 +1,9 @@
 //! `kubectl top` and the HorizontalPodAutoscaler with the real kubectl: serving pods' CPU estimate
 //! follows the requests they serve, and an HPA made by `kubectl autoscale` scales on it.
 
-mod common;
+use crate::common;
 
-use common::Kubectl;
+use crate::common::Kubectl;
 use serin_sandbox::SandboxOptions;
 use serin_sandbox::runtime::http_get;
 use std::net::SocketAddr;

@@ -1,5 +1,4 @@
 //! Helpers shared by the integration tests: the real kubectl pointed at a sandbox.
-#![allow(dead_code)]
 
 use serin_sandbox::runtime::ServingRuntime;
 use serin_sandbox::{Sandbox, SandboxOptions};

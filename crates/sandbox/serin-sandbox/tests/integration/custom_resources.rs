@@ -3,9 +3,9 @@
 //! schema violations are a 422 naming the field, and lists come back in pages (`limit`,
 //! `continue`) from one consistent snapshot, with tokens that expire.
 
-mod common;
+use crate::common;
 
-use common::Kubectl;
+use crate::common::Kubectl;
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -33,14 +33,17 @@ fn api_error(error: kube::Error) -> (u16, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serins_crds_prune_and_validate_what_is_written() {
     let (_sandbox, client, k, _dir) = start().await;
-    k.apply(include_str!("../../../../artifacts/crds/serin.yaml"), &[]);
+    k.apply(
+        include_str!("../../../../../artifacts/crds/serin.yaml"),
+        &[],
+    );
     k.ok(&[
         "wait",
         "--for=condition=Established",
         "crd/canaries.serin.dev",
     ]);
     k.ok(&["create", "namespace", "test"]);
-    let example = include_str!("../../../../artifacts/examples/canary-progressive.yaml");
+    let example = include_str!("../../../../../artifacts/examples/canary-progressive.yaml");
     // kubectl validates strictly by default: the example declares nothing the CRD lacks.
     k.apply(example, &[]);
 

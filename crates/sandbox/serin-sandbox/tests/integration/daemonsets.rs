@@ -1,9 +1,9 @@
 //! DaemonSets with the real kubectl: one pod per node, `rollout status`, a template change
 //! replacing the pods, and pods that run on a cordoned node as daemon pods do.
 
-mod common;
+use crate::common;
 
-use common::Kubectl;
+use crate::common::Kubectl;
 use serin_sandbox::Sandbox;
 
 const AGENT: &str = r#"apiVersion: apps/v1

@@ -2,9 +2,7 @@
 //! HTTP, the mesh proxy routes requests to them by a VirtualService, and Debian's Prometheus
 //! answers Flagger's builtin queries with the error rate and latency the pods were given.
 
-mod common;
-
-use common::Kubectl;
+use crate::common::Kubectl;
 use serin_metrics::{PrometheusClient, QueryContext, QueryError, builtin_query};
 use serin_sandbox::mesh_proxy::MeshClient;
 use serin_sandbox::telemetry::Reporter;

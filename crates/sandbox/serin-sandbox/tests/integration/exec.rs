@@ -1,7 +1,7 @@
 //! `kubectl exec` with the real kubectl over its WebSocket protocol: commands run in the pod's
 //! context, HTTP goes through the mesh proxy as from a pod with a sidecar, exit codes come back.
 
-mod common;
+use crate::common;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_exec_runs_commands_in_the_pods_context() {

@@ -3,7 +3,7 @@
 //! pod's context (short Service names searched in the pod's namespace, HTTP through the mesh),
 //! while Serin's own image keeps refusing shell tasks.
 
-mod common;
+use crate::common;
 
 use serin_sandbox::mesh_proxy::{MeshClient, MeshResponse};
 use std::time::Duration;

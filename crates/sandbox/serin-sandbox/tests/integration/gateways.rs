@@ -4,9 +4,7 @@
 //! loopback port, through `kubectl port-forward` and through the mesh proxy; and a Gateway API
 //! Gateway of class `istio` gets its `<name>-istio` Service and pod, its status and its routes'.
 
-mod common;
-
-use common::{Kubectl, eventually};
+use crate::common::{Kubectl, eventually};
 use serde_json::Value;
 use serin_sandbox::runtime::ServingRuntime;
 use serin_sandbox::{MeshSettings, Sandbox, SandboxOptions};

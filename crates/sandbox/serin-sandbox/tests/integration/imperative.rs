@@ -1,8 +1,6 @@
 //! kubectl's imperative commands (`create <kind>`, `run`, `expose`), which send protobuf bodies.
 
-mod common;
-
-use common::Kubectl;
+use crate::common::Kubectl;
 use serin_sandbox::Sandbox;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

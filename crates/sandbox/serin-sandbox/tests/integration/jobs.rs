@@ -2,9 +2,9 @@
 //! `kubectl wait --for=condition=complete`, the Job's pods, logs and events; a command the image
 //! does not have fails the Job at its backoff limit, and so does a script that exits non-zero.
 
-mod common;
+use crate::common;
 
-use common::Kubectl;
+use crate::common::Kubectl;
 use serin_sandbox::{Sandbox, SandboxOptions};
 
 const FAILING: &str = r#"apiVersion: batch/v1

@@ -2,9 +2,7 @@
 //! Controller with the finalizer helper, the events Recorder, and a watcher that relists after a
 //! compaction.
 
-mod common;
-
-use common::Kubectl;
+use crate::common::Kubectl;
 use futures::StreamExt;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -183,8 +181,8 @@ async fn eventually<T>(what: &str, mut probe: impl AsyncFnMut() -> Option<T>) ->
 async fn a_controller_adds_its_finalizer_writes_status_and_cleans_up_on_delete() {
     let (sandbox, client, _dir) = start().await;
     let kubectl = Kubectl::new(&sandbox);
-    let crds = include_str!("../../../../artifacts/crds/serin.yaml");
-    let example = include_str!("../../../../artifacts/examples/canary-progressive.yaml");
+    let crds = include_str!("../../../../../artifacts/crds/serin.yaml");
+    let example = include_str!("../../../../../artifacts/examples/canary-progressive.yaml");
     tokio::task::spawn_blocking(move || {
         kubectl.apply(crds, &[]);
         kubectl.ok(&[

@@ -1,8 +1,8 @@
 //! The real kubectl against the sandbox: discovery, apply, patch, CRDs, finalizers, watch, GC.
 
-mod common;
+use crate::common;
 
-use common::Kubectl;
+use crate::common::Kubectl;
 use serin_sandbox::Sandbox;
 use std::process::Stdio;
 

@@ -2,9 +2,7 @@
 //! `--validate=strict`: kubectl validates the items itself, against the OpenAPI v2 document it
 //! reads in protobuf, before it sends anything.
 
-mod common;
-
-use common::Kubectl;
+use crate::common::Kubectl;
 use serin_sandbox::Sandbox;
 
 /// A List of a ConfigMap and a Deployment, whose Deployment's spec has `spec_field: 1`.

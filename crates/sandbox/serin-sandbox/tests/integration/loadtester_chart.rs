@@ -3,7 +3,7 @@
 //! through the mesh, refuses to move a gate without the token and moves it with the token, while
 //! reading a gate stays open; the chart's NetworkPolicy is stored (the sandbox does not enforce it).
 
-mod common;
+use crate::common;
 
 use serin_sandbox::mesh_proxy::{MeshClient, MeshResponse};
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! `kubectl logs` with the real kubectl: podinfo's startup and request lines, the load tester's
 //! task output, `--tail`, `--timestamps`, `-f`, and the kubelet's errors.
 
-mod common;
+use crate::common;
 
 use serin_sandbox::SandboxOptions;
 use std::io::{BufRead, BufReader};

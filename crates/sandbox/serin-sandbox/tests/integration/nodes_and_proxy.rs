@@ -1,7 +1,7 @@
 //! Node and proxy commands with the real kubectl: cordon, drain (evictions), uncordon; the API
 //! server's service and pod proxy (`kubectl get --raw`, `kubectl proxy`); `kubectl debug`.
 
-mod common;
+use crate::common;
 
 use serin_sandbox::SandboxOptions;
 

@@ -1,9 +1,7 @@
 //! The OpenAPI documents with the real kubectl: `explain` for built-in and custom kinds, field
 //! validation (`--validate=strict|warn`, server-side apply) and `kubectl diff`.
 
-mod common;
-
-use common::Kubectl;
+use crate::common::Kubectl;
 use serin_sandbox::Sandbox;
 
 const TYPO: &str = r#"apiVersion: apps/v1

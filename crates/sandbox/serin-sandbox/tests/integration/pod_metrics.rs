@@ -3,9 +3,7 @@
 //! its `prometheus.io/*` annotations with the `kubernetes_namespace` and `kubernetes_pod_name`
 //! labels those queries select on.
 
-mod common;
-
-use common::Kubectl;
+use crate::common::Kubectl;
 use serin_metrics::{PrometheusClient, QueryError};
 use serin_sandbox::runtime::{PORTS_FIELD, http_get};
 use serin_sandbox::{Sandbox, SandboxOptions};

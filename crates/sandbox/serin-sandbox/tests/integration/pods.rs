@@ -1,9 +1,7 @@
 //! The data plane as a user sees it: `kubectl apply` a podinfo Deployment and a Service, then reach
 //! the pods over HTTP through the Service's cluster host names.
 
-mod common;
-
-use common::Kubectl;
+use crate::common::Kubectl;
 use serde_json::Value;
 use serin_sandbox::runtime::{ServingRuntime, http_get};
 use serin_sandbox::services::resolve;

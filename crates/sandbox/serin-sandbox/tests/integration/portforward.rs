@@ -2,9 +2,9 @@
 //! kubectl's WebSocket tunnel and its SPDY fallback, with a cluster's errors when the port is not
 //! served or RBAC denies `pods/portforward`.
 
-mod common;
+use crate::common;
 
-use common::Kubectl;
+use crate::common::Kubectl;
 use serin_sandbox::SandboxOptions;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};

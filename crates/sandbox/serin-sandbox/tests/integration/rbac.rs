@@ -1,9 +1,7 @@
 //! Authentication and RBAC with the real kubectl: ServiceAccount tokens over the HTTPS address,
 //! impersonation, `kubectl auth can-i|whoami`, Roles and bindings enforced as on a cluster.
 
-mod common;
-
-use common::Kubectl;
+use crate::common::Kubectl;
 use serin_sandbox::Sandbox;
 use std::path::PathBuf;
 

@@ -3,9 +3,9 @@
 //! a pod no node takes waits with kube-scheduler's FailedScheduling message, and removing the
 //! taint lets it run.
 
-mod common;
+use crate::common;
 
-use common::{Kubectl, eventually};
+use crate::common::{Kubectl, eventually};
 use serin_sandbox::Sandbox;
 use std::time::Duration;
 

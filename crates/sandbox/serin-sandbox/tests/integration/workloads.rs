@@ -1,9 +1,9 @@
 //! Deployments roll out as on a real cluster: ReplicaSets, pods, surge and unavailability bounds,
 //! conditions, kubectl rollout status, and the progress deadline.
 
-mod common;
+use crate::common;
 
-use common::Kubectl;
+use crate::common::Kubectl;
 use serde_json::{Value, json};
 use serin_sandbox::controllers::{PodRuntime, PodStart};
 use serin_sandbox::selectors::{FieldSelector, LabelSelector};

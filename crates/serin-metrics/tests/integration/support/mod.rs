@@ -1,5 +1,7 @@
 //! What the provider tests share: reading one templated metric as the controller reads it.
 
+pub mod cloudwatch;
+
 use serin_core::plan::MetricReading;
 use serin_metrics::{ClientCache, MetricInputs, PrometheusClient, QueryContext};
 use std::collections::BTreeMap;
