@@ -58,7 +58,10 @@ demo:
 	@command -v prometheus >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; \
 	  else echo "make demo needs Debian's prometheus: sudo apt-get install prometheus" >&2; exit 1; fi; }
-	$(CARGO) run -q -p serin-cli --bin serin -- demo
+	@# The workspace's binaries, not `cargo run -p serin-cli`: a package alone resolves its
+	@# dependencies' features on its own, so `make test` afterwards would recompile much of it.
+	$(CARGO) build -q --workspace --bins
+	"$$($(CARGO) metadata -q --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')/debug/serin" demo
 
 ## make e2e: every e2e scenario (e2e/run.sh) with the real kubectl, each in a fresh sandbox with the
 ## operator on the host, at most E2E_JOBS (default 8) at a time; E2E_KUBECONFIG=path runs them one

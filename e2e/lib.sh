@@ -710,8 +710,8 @@ for (group, resource), verbs in sorted(rules.items()):
 
 build() {
   [[ ${E2E_SKIP_BUILD:-} == 1 ]] && return 0
-  log "building serin and serin-operator (cargo build)"
-  if ! (cd "$REPO_DIR" && "${CARGO:-cargo}" build -q -p serin-cli -p serin-operator) >"$WORK/build.log" 2>&1; then
+  log "building the workspace's binaries (cargo build --workspace --bins, as run.sh does)"
+  if ! (cd "$REPO_DIR" && "${CARGO:-cargo}" build -q --workspace --bins) >"$WORK/build.log" 2>&1; then
     tail -n 40 "$WORK/build.log" >&2
     fail "cargo build failed (log: $WORK/build.log)"
   fi

@@ -85,8 +85,11 @@ if ((${#missing[@]} > 0)); then
 fi
 
 if [[ $mode == sandbox && ${E2E_SKIP_BUILD:-} != 1 ]]; then
-  echo "building serin and serin-operator"
-  (cd "$REPO_DIR" && "${CARGO:-cargo}" build -q -p serin-cli -p serin-operator)
+  echo "building the workspace's binaries (serin, kubectl-serin, serin-operator among them)"
+  # The whole workspace, not `-p serin-cli -p serin-operator`: a set of packages resolves its
+  # dependencies' features on its own, so building a subset recompiles much of what
+  # `cargo test --workspace` built already.
+  (cd "$REPO_DIR" && "${CARGO:-cargo}" build -q --workspace --bins)
 fi
 export E2E_SKIP_BUILD=1
 

@@ -41,7 +41,9 @@ cargo=${CARGO:-cargo}
 if [ "$profile" = release ]; then
   (cd "$root" && "$cargo" build -q --release -p "$name")
 else
-  (cd "$root" && "$cargo" build -q -p "$name")
+  # The whole workspace's binaries: a package alone resolves its dependencies' features on its own
+  # and would recompile much of what `cargo test --workspace` and the e2e suite build.
+  (cd "$root" && "$cargo" build -q --workspace --bins)
 fi
 binary=${CARGO_TARGET_DIR:-$root/target}/$profile/$name
 

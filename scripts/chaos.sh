@@ -18,8 +18,9 @@ jobs_limit=${CHAOS_JOBS:-4}
 first_seed=${CHAOS_SEED:-1}
 logs=$(mktemp -d "${TMPDIR:-/tmp}/serin-chaos.XXXXXX")
 
-echo "building serin and serin-operator"
-(cd "$REPO_DIR" && "${CARGO:-cargo}" build -q -p serin-cli -p serin-operator)
+echo "building the workspace's binaries"
+# The whole workspace, as e2e/run.sh builds it, so both share one build.
+(cd "$REPO_DIR" && "${CARGO:-cargo}" build -q --workspace --bins)
 
 run_one() {
   local seed=$1

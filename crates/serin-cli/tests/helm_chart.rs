@@ -527,17 +527,18 @@ fn two_ready_replicas_one_leading(k: &Kubectl) -> String {
 }
 
 /// The sandbox runs the operator image as the `serin-operator` binary beside `serin`; `cargo test
-/// --workspace` builds it, and a test run of this package alone builds it here.
+/// --workspace` builds it, and a test run of this package alone builds it here (with the whole
+/// workspace's binaries, whose dependencies' features are those of the workspace's own build).
 fn ensure_operator_binary() {
     let binary = Path::new(env!("CARGO_BIN_EXE_serin")).with_file_name("serin-operator");
     if !binary.exists() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let built = Command::new(cargo)
-            .args(["build", "-q", "-p", "serin-operator"])
+            .args(["build", "-q", "--workspace", "--bins"])
             .current_dir(workspace())
             .status()
             .unwrap();
-        assert!(built.success(), "cargo build -p serin-operator failed");
+        assert!(built.success(), "cargo build --workspace --bins failed");
     }
 }
 
