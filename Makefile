@@ -4,6 +4,11 @@ CRD_FILES := artifacts/crds/serin.yaml charts/serin/crds/serin.yaml
 # Helm, and kubectl when the machine has none, are installed here by scripts/install-tools.sh; a
 # kubectl already on the PATH comes first.
 export PATH := $(PATH):$(CURDIR)/target/tools
+# A CI run (CI=true) builds everything once from nothing: incremental compilation's caches would only
+# cost it time and disk.
+ifeq ($(CI),true)
+export CARGO_INCREMENTAL ?= 0
+endif
 
 .PHONY: tools reference test fmt-check clippy unit doc-check crds kustomize image demo simulate doc bench bench-sandbox bench-loadtester e2e e2e-core e2e-prerequisites flagger-suites bench-operator chaos
 
@@ -74,7 +79,8 @@ e2e-core: e2e-prerequisites
 	CARGO=$(CARGO) e2e/run.sh 01 02
 
 # The sandbox's Prometheus (as for make demo), unless the scenarios run on a real cluster, and
-# python3 for the scenarios' loopback receiver (e2e/fixtures/receiver.py), and a headless Chromium
+# python3 for the scenarios' loopback receiver (e2e/fixtures/receiver.py), gojq for the objects
+# they sample while a release runs (e2e/lib.sh's kget), and a headless Chromium
 # driven over the DevTools Protocol (e2e/browser.py) for the dashboard scenario.
 e2e-prerequisites: tools
 	@[ -n "$$E2E_KUBECONFIG" ] || command -v prometheus >/dev/null || { \
@@ -83,9 +89,9 @@ e2e-prerequisites: tools
 	@[ -n "$$E2E_KUBECONFIG" ] || { [ -x /usr/bin/carbon-cache ] && [ -d /usr/lib/python3/dist-packages/graphite ]; } || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends graphite-carbon graphite-web; \
 	  else echo "make e2e needs Debian's Graphite: sudo apt-get install graphite-carbon graphite-web" >&2; exit 1; fi; }
-	@command -v python3 >/dev/null || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3; \
-	  else echo "make e2e needs python3: sudo apt-get install python3" >&2; exit 1; fi; }
+	@{ command -v python3 >/dev/null && command -v gojq >/dev/null; } || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 gojq; \
+	  else echo "make e2e needs python3 and gojq: sudo apt-get install python3 gojq" >&2; exit 1; fi; }
 	@{ command -v chromium >/dev/null && [ -d /usr/lib/python3/dist-packages/websocket ] && [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]; } || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium python3-websocket fonts-dejavu-core; \
 	  else echo "make e2e needs Debian's chromium, python3-websocket and fonts-dejavu-core: sudo apt-get install chromium python3-websocket fonts-dejavu-core" >&2; exit 1; fi; }

@@ -40,7 +40,7 @@ PRIMARY_DATA_CHECKED=""
 check_primary_config() {
   if [[ $PHASE == Progressing ]]; then
     local data
-    data=$(kc get configmap podinfo-config-primary -o jsonpath='{.data.PODINFO_UI_MESSAGE}')
+    data=$(kget configmap podinfo-config-primary '.data.PODINFO_UI_MESSAGE')
     # The promotion tick copies the new data just before it writes Promoting.
     if [[ $data != first ]] && ! phase_leaves podinfo Progressing 3; then
       fail "podinfo-config-primary holds '$data' at weight $WEIGHT, before the promotion"

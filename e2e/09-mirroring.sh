@@ -24,7 +24,7 @@ MIRROR_SEEN=""
 check_mirror() {
   if [[ $PHASE == Progressing ]] && ((${ITERATIONS:-0} >= 1 && ${ITERATIONS:-0} < 3)); then
     local mirror
-    mirror=$(kc get virtualservice podinfo -o jsonpath='{.spec.http[0].mirror.host} {.spec.http[0].mirrorPercentage.value} {.spec.http[0].route[0].weight}')
+    mirror=$(kget virtualservice podinfo '.spec.http[0] | .mirror.host, .mirrorPercentage.value, .route[0].weight')
     if [[ -z $MIRROR_SEEN && $mirror == "podinfo-canary 50 100" ]]; then
       MIRROR_SEEN=$mirror
       log "iteration $ITERATIONS: VirtualService mirrors to podinfo-canary at 50%, primary weight 100"

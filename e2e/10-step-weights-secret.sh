@@ -30,7 +30,7 @@ expect_initialized
 
 # The Secret's data, decoded.
 secret_message() {
-  kc get secret "$1" -o jsonpath='{.data.PODINFO_UI_MESSAGE}' | base64 -d
+  kget secret "$1" '.data.PODINFO_UI_MESSAGE' | base64 -d
 }
 primary_secret_ref() {
   kc get deployment podinfo-primary -o jsonpath='{.spec.template.spec.containers[0].env[?(@.name=="PODINFO_UI_MESSAGE")].valueFrom.secretKeyRef.name}'

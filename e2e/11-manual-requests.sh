@@ -53,7 +53,7 @@ follow_baseline podinfo
 request podinfo abort
 abort_token=$REQUEST_TOKEN
 follow_canary podinfo 30 Failed Succeeded
-aborted_at=$(date +%s)
+aborted_at=$EPOCHSECONDS
 expect_eq "phase after the abort" Failed "$PHASE"
 expect_sequence phases Progressing Failed
 expect_sequence weights 20 0
@@ -69,7 +69,7 @@ kept_until=""
 for ((i = 0; i < 2 * ABORT_DELAY + 40; i++)); do
   replicas=$(spec_replicas podinfo)
   if [[ $replicas != 2 ]]; then
-    kept_until=$(date +%s)
+    kept_until=$EPOCHSECONDS
     break
   fi
   sleep 0.5

@@ -49,8 +49,8 @@ sample_blue_green() {
   if ((${#VS_CANARY[@]} == 0)) || [[ ${VS_CANARY[-1]} != "$vs" ]]; then
     VS_CANARY+=("$vs")
   fi
-  [[ $vs == 100 && -z $SWITCHED_AT ]] && SWITCHED_AT=$(date +%s)
-  [[ ${ITERATIONS:-0} -ge 2 && -z $ITERATION_DONE_AT ]] && ITERATION_DONE_AT=$(date +%s)
+  [[ $vs == 100 && -z $SWITCHED_AT ]] && SWITCHED_AT=$EPOCHSECONDS
+  [[ ${ITERATIONS:-0} -ge 2 && -z $ITERATION_DONE_AT ]] && ITERATION_DONE_AT=$EPOCHSECONDS
   replicas=$(spec_replicas podinfo)
   if [[ -z $PROMOTE_SENT ]] && ((replicas > PREVIEW_MAX)); then
     PREVIEW_MAX=$replicas
@@ -58,11 +58,11 @@ sample_blue_green() {
   # From Finalising on: the canary's replica history, and when it reached 0. (The scale-down
   # comes just before the status write that says Succeeded, so a poll may see 0 in Finalising.)
   if [[ $PHASE == Finalising || ($PHASE == Succeeded && -n $FINALISING_SINCE) ]]; then
-    [[ -n $FINALISING_SINCE ]] || FINALISING_SINCE=$(date +%s)
+    [[ -n $FINALISING_SINCE ]] || FINALISING_SINCE=$EPOCHSECONDS
     if ((${#FINALISING_CANARY[@]} == 0)) || [[ ${FINALISING_CANARY[-1]} != "$replicas" ]]; then
       FINALISING_CANARY+=("$replicas")
     fi
-    [[ $replicas != 0 || -n $CANARY_ZERO_AT ]] || CANARY_ZERO_AT=$(date +%s)
+    [[ $replicas != 0 || -n $CANARY_ZERO_AT ]] || CANARY_ZERO_AT=$EPOCHSECONDS
   fi
   return 0
 }
@@ -104,7 +104,7 @@ expect_event "Scaling podinfo.$NS to 2 replicas before routing"
 expect_event "Routing all traffic to canary"
 expect_eq "VirtualService canary weights over the release" "0 100 0" "${VS_CANARY[*]}"
 wait_for "podinfo scaled to zero after the scale-down delay" 30 deployment_has_replicas podinfo 0
-[[ -n $CANARY_ZERO_AT ]] || CANARY_ZERO_AT=$(date +%s)
+[[ -n $CANARY_ZERO_AT ]] || CANARY_ZERO_AT=$EPOCHSECONDS
 FINALISING_CANARY+=(0)
 expect_eq "canary replicas from Finalising on (each change once)" "2 0" "$(tr ' ' '\n' <<<"${FINALISING_CANARY[*]}" | uniq | tr '\n' ' ' | sed 's/ $//')"
 kept=$((CANARY_ZERO_AT - FINALISING_SINCE))

@@ -113,8 +113,8 @@ AUTHED_CHECK=""
 sample_checks() {
   if [[ $PHASE == Progressing && $WEIGHT != 0 ]]; then
     local quiet authed
-    quiet=$(kc get canary podinfo -o jsonpath='{.status.metricChecks[?(@.name=="quiet")].passed}|{.status.metricChecks[?(@.name=="quiet")].value}|{.status.metricChecks[?(@.name=="quiet")].message}')
-    authed=$(kc get canary podinfo -o jsonpath='{.status.metricChecks[?(@.name=="authed")].passed}|{.status.metricChecks[?(@.name=="authed")].value}')
+    quiet=$(metric_check quiet passed value message)
+    authed=$(metric_check authed passed value)
     [[ $quiet == "|"* ]] || QUIET_CHECK=$quiet
     [[ $authed == "|"* ]] || AUTHED_CHECK=$authed
   fi

@@ -26,7 +26,7 @@ expect_initialized
 
 # vs_state: the route's primary and canary weights and its mirror host, as "P/C mirror:HOST".
 vs_state() {
-  kc get virtualservice podinfo -o jsonpath='{.spec.http[0].route[?(@.destination.host=="podinfo-primary")].weight}/{.spec.http[0].route[?(@.destination.host=="podinfo-canary")].weight} mirror:{.spec.http[0].mirror.host}'
+  kget virtualservice podinfo '.spec.http[0] | "\([.route[]? | select(.destination.host == "podinfo-primary") | .weight] | join(" "))/\([.route[]? | select(.destination.host == "podinfo-canary") | .weight] | join(" ")) mirror:\(.mirror.host // "")"'
 }
 VS_STATES=()
 sample_vs() {

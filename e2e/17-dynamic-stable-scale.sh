@@ -30,7 +30,7 @@ expect_eq "primary replicas" $FULL "$(spec_replicas podinfo-primary)"
 # available_replicas NAME: a Deployment's status.availableReplicas ("" counts as 0).
 available_replicas() {
   local n
-  n=$(kc get deployment "$1" -o jsonpath='{.status.availableReplicas}')
+  n=$(kget deployment "$1" '.status.availableReplicas')
   echo "${n:-0}"
 }
 

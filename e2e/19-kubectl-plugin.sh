@@ -52,7 +52,7 @@ listed=$(ks list)
 quote "$listed"
 expect_contains "kubectl serin list" "podinfo   Initialized" "$listed"
 
-paused() { [[ $(kc get canary podinfo -o jsonpath='{.status.phase}/{.status.currentStepIndex}') == Progressing/1 ]]; }
+paused() { [[ $(kget canary podinfo '"\(.status.phase)/\(.status.currentStepIndex)"') == Progressing/1 ]]; }
 
 log "releasing podinfo 6.0.1; it stops at the pause"
 kc set image deployment/podinfo podinfod=ghcr.io/stefanprodan/podinfo:6.0.1 >/dev/null

@@ -51,7 +51,7 @@ EOF
 expect_initialized
 wait_for "podinfo scaled to zero after initialization" 30 deployment_has_replicas podinfo 0
 
-RELEASES_STARTED=$(date +%s)
+RELEASES_STARTED=$EPOCHSECONDS
 log "release 1: podinfo 6.0.1 (its promotion gives the release counters their first value)"
 follow_baseline podinfo
 kc set image deployment/podinfo podinfod=ghcr.io/stefanprodan/podinfo:6.0.1 >/dev/null

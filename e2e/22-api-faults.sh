@@ -33,7 +33,7 @@ log "faults on the operator's requests: 5% errors, +200 ms, watches dropped ever
 log "for the first 20 s of the release, every VirtualService write of the operator fails too"
 set_faults "$PROFILE,
   {\"userAgent\": \"serin-operator\", \"verb\": \"APPLY\", \"resource\": \"virtualservices.networking.istio.io\", \"errorRate\": 1}"
-started=$(date +%s)
+started=$EPOCHSECONDS
 before=$(requests_so_far)
 
 log "releasing podinfo 6.0.1"
@@ -56,7 +56,7 @@ expect_eq "primary image after the rollback" ghcr.io/stefanprodan/podinfo:6.0.1 
 expect_eq "VirtualService canary weight" 0 "$(vs_weight podinfo-canary)"
 wait_for "podinfo scaled to zero" 60 deployment_has_replicas podinfo 0
 
-seconds=$(($(date +%s) - started))
+seconds=$((EPOCHSECONDS - started))
 requests=$(($(requests_so_far) - before))
 injected=$(injected_so_far)
 log "$requests API requests in ${seconds}s (this script's kubectl polls included), $injected failed by the faults"

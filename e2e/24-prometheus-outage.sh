@@ -27,7 +27,7 @@ outage() {
       fi
       ;;
     down)
-      failed=$(kc get canary podinfo -o jsonpath='{.status.failedChecks}')
+      failed=$(kget canary podinfo '.status.failedChecks')
       if ((${failed:-0} >= 2)); then
         WEIGHT_IN_OUTAGE=$WEIGHT
         restart_receiver

@@ -17,7 +17,7 @@ OPERATOR_FLAGS=(--mesh-provider kubernetes)
 setup
 
 apex_selector() {
-  kc get service podinfo -o jsonpath='{.spec.selector.app}'
+  kget service podinfo '.spec.selector.app'
 }
 
 log "creating the blue/green Canary (no provider: the operator's --mesh-provider kubernetes)"

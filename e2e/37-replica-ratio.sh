@@ -74,13 +74,13 @@ stop_watch() {
 # all_on_primary: 10 primary pods ready and no canary pod left.
 all_on_primary() {
   local canary_pods
-  canary_pods=$(kc get deployment podinfo -o jsonpath='{.status.replicas}')
+  canary_pods=$(kget deployment podinfo '.status.replicas')
   [[ $(ready_replicas podinfo-primary) == 10 && ${canary_pods:-0} == 0 ]]
 }
 
 # at_pause: the Canary waits at the pause (step 2) with 4 canary and 6 primary pods ready.
 at_pause() {
-  [[ $(kc get canary podinfo -o jsonpath='{.status.currentStepIndex}') == 1 &&
+  [[ $(kget canary podinfo '.status.currentStepIndex') == 1 &&
     $(ready_replicas podinfo) == 4 && $(ready_replicas podinfo-primary) == 6 ]]
 }
 

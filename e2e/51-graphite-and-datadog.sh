@@ -115,9 +115,9 @@ CHECKS=""
 sample_checks() {
   if [[ $PHASE == Progressing && $WEIGHT != 0 && -z $CHECKS ]]; then
     local graphite datadog keptn
-    graphite=$(kc get canary podinfo -o jsonpath='{.status.metricChecks[?(@.name=="graphite-errors")].passed}|{.status.metricChecks[?(@.name=="graphite-errors")].value}')
-    datadog=$(kc get canary podinfo -o jsonpath='{.status.metricChecks[?(@.name=="datadog-error-rate")].passed}|{.status.metricChecks[?(@.name=="datadog-error-rate")].value}')
-    keptn=$(kc get canary podinfo -o jsonpath='{.status.metricChecks[?(@.name=="keptn-availability")].passed}|{.status.metricChecks[?(@.name=="keptn-availability")].value}')
+    graphite=$(metric_check graphite-errors passed value)
+    datadog=$(metric_check datadog-error-rate passed value)
+    keptn=$(metric_check keptn-availability passed value)
     [[ $graphite == "|"* || $datadog == "|"* || $keptn == "|"* ]] ||
       CHECKS="graphite $graphite, datadog $datadog, keptn $keptn"
   fi

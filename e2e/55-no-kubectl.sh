@@ -12,7 +12,7 @@ for tool in env bash dirname mktemp rm id; do
 done
 # The interpreter itself, not a version manager's shim that needs more tools.
 ln -s "$(python3 -c 'import sys; print(sys.executable)')" "$BARE/python3"
-PATH=$BARE command -v kubectl >/dev/null && fail "the bare PATH has a kubectl"
+PATH=$BARE type -P kubectl >/dev/null && fail "the bare PATH has a kubectl"
 TOOLS=$WORK/tools
 log "scripts/install-tools.sh kubectl with a PATH without kubectl"
 out=$(PATH=$BARE SERIN_TOOLS_DIR=$TOOLS "$REPO_DIR/scripts/install-tools.sh" kubectl 2>&1) ||
@@ -25,4 +25,4 @@ expect_eq "a second run (kubectl is there)" "" "$(PATH=$BARE SERIN_TOOLS_DIR=$TO
 
 start_sandbox
 expect_contains "namespaces listed by the installed kubectl" "namespace/default" \
-  "$(PATH=$BARE:$TOOLS kubectl get namespaces -o name)"
+  "$(env PATH="$BARE:$TOOLS" kubectl get namespaces -o name)"

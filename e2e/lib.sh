@@ -70,9 +70,11 @@ RECEIVER_DIR=""
 RECEIVER_URL=""
 PROXY_URL=""
 PROMETHEUS_URL=""
+# The sandbox API server's loopback HTTP listener (no TLS, no credentials); set by start_sandbox.
+API_URL=""
 HTTPS_PROMETHEUS_PID=""
 HTTPS_PROMETHEUS_URL=""
-SCENARIO_STARTED=$(date +%s)
+SCENARIO_STARTED=$EPOCHSECONDS
 
 # ----- output ----------------------------------------------------------------------------------
 
@@ -157,7 +159,7 @@ cleanup() {
   stop_process "$SANDBOX_PID" sandbox
   stop_process "$RECEIVER_PID" receiver
   stop_process "$HTTPS_PROMETHEUS_PID" "https prometheus"
-  local took=$(($(date +%s) - SCENARIO_STARTED))
+  local took=$((EPOCHSECONDS - SCENARIO_STARTED))
   if ((rc == 77)); then
     log "SKIPPED"
     rm -rf "$WORK"
@@ -179,6 +181,14 @@ trap 'exit 143' TERM
 trap 'exit 141' PIPE
 
 # ----- small utilities -------------------------------------------------------------------------
+
+# The scenarios' kubectl runs are short (a get, an apply, a wait), and a few hundred of them make up
+# much of a scenario's CPU: about a third of each run is the Go runtime's garbage collector and its
+# threads, which such a run does not need (it peaks under 70 MiB without them). A run that lasts (the
+# Canary's watch, a port-forward) starts the binary itself, with the runtime's defaults.
+kubectl() {
+  GOGC=off GOMAXPROCS=1 command kubectl "$@"
+}
 
 # kubectl in the scenario namespace, never hanging on a request.
 kc() {
@@ -284,9 +294,9 @@ free_port() {
 wait_for() {
   local what=$1 timeout=$2
   shift 2
-  local deadline=$(($(date +%s) + timeout))
+  local deadline=$((EPOCHSECONDS + timeout))
   until "$@" >/dev/null 2>&1; do
-    (($(date +%s) < deadline)) || fail "timed out after ${timeout}s waiting for $what"
+    ((EPOCHSECONDS < deadline)) || fail "timed out after ${timeout}s waiting for $what"
     sleep 0.5
   done
 }
@@ -360,7 +370,7 @@ port_forward_gateway() {
   local port log=$WORK/port-forward.log
   # kubectl picks the local port itself: a port chosen beforehand may be taken by a concurrent
   # scenario before kubectl binds it (it then listens on [::1] alone).
-  kubectl -n istio-system port-forward --address 127.0.0.1 "svc/$1" ":80" >"$log" 2>&1 &
+  command kubectl -n istio-system port-forward --address 127.0.0.1 "svc/$1" ":80" >"$log" 2>&1 &
   PORT_FORWARD_PID=$!
   CLEANUP_HOOKS+=('stop_process "$PORT_FORWARD_PID" port-forward')
   wait_for "kubectl port-forward to svc/$1 to listen" 30 grep -q '^Forwarding from 127.0.0.1:' "$log"
@@ -401,10 +411,10 @@ start_receiver() {
   python3 "$E2E_DIR/fixtures/receiver.py" serve "$RECEIVER_DIR" --prometheus "$PROMETHEUS_URL" \
     >>"$WORK/receiver.log" 2>&1 &
   RECEIVER_PID=$!
-  local deadline=$(($(date +%s) + 15))
+  local deadline=$((EPOCHSECONDS + 15))
   until [[ -s $RECEIVER_DIR/port ]]; do
     kill -0 "$RECEIVER_PID" 2>/dev/null || { cat "$WORK/receiver.log" >&2; fail "the receiver exited"; }
-    (($(date +%s) < deadline)) || fail "the receiver did not start within 15s"
+    ((EPOCHSECONDS < deadline)) || fail "the receiver did not start within 15s"
     sleep 0.1
   done
   RECEIVER_URL=http://127.0.0.1:$(cat "$RECEIVER_DIR/port")
@@ -450,13 +460,13 @@ WEB
   prometheus --config.file="$dir/prometheus.yml" --web.config.file="$dir/web.yml" \
     --storage.tsdb.path="$dir/data" --web.listen-address=127.0.0.1:0 >"$dir/log" 2>&1 &
   HTTPS_PROMETHEUS_PID=$!
-  deadline=$(($(date +%s) + 30))
+  deadline=$((EPOCHSECONDS + 30))
   until grep -q "Server is ready to receive web requests" "$dir/log"; do
     if ! kill -0 "$HTTPS_PROMETHEUS_PID" 2>/dev/null; then
       cat "$dir/log" >&2
       fail "the https prometheus exited"
     fi
-    (($(date +%s) < deadline)) || fail "the https prometheus was not ready within 30s"
+    ((EPOCHSECONDS < deadline)) || fail "the https prometheus was not ready within 30s"
     sleep 0.2
   done
   port=$(sed -nE 's/.*msg="Listening on" address=127\.0\.0\.1:([0-9]+).*/\1/p' "$dir/log" | head -n 1)
@@ -556,7 +566,7 @@ PY
     if ((attempt == 1)); then
       CLEANUP_HOOKS+=('stop_process "$CARBON_PID" carbon-cache' 'stop_process "$GRAPHITE_WEB_PID" graphite-web')
     fi
-    deadline=$(($(date +%s) + 30))
+    deadline=$((EPOCHSECONDS + 30))
     until grep -q "starting on $CARBON_PORT" "$dir/carbon.log" &&
       curl -sf --noproxy '*' --max-time 2 -u e2e:gr4phite -o /dev/null "http://127.0.0.1:$web_port/render?target=none&format=json"; do
       if ! kill -0 "$CARBON_PID" 2>/dev/null || ! kill -0 "$GRAPHITE_WEB_PID" 2>/dev/null; then
@@ -569,7 +579,7 @@ PY
         cat "$dir/carbon.log" "$dir/web.log" >&2
         fail "Graphite exited"
       fi
-      (($(date +%s) < deadline)) || { cat "$dir/carbon.log" "$dir/web.log" >&2; fail "Graphite was not ready within 30s"; }
+      ((EPOCHSECONDS < deadline)) || { cat "$dir/carbon.log" "$dir/web.log" >&2; fail "Graphite was not ready within 30s"; }
       sleep 0.2
     done
     break
@@ -584,7 +594,7 @@ feed_graphite() {
   local metric=$1 file=$2 seconds=$3
   (
     for ((i = 0; i < seconds; i++)); do
-      { printf '%s %s %s\n' "$metric" "$(cat "$file")" "$(date +%s)" >"/dev/tcp/127.0.0.1/$CARBON_PORT"; } 2>/dev/null || true
+      { printf '%s %s %s\n' "$metric" "$(cat "$file")" "$EPOCHSECONDS" >"/dev/tcp/127.0.0.1/$CARBON_PORT"; } 2>/dev/null || true
       sleep 1
     done
   ) &
@@ -734,13 +744,14 @@ start_sandbox() {
   # SANDBOX_NODES: a scenario that needs a cluster of another size (Flagger's scripts assume kind's one node).
   $(cluster_priority) "$SERIN_BIN" sandbox up --dir "$WORK/sandbox" --nodes "${SANDBOX_NODES:-3}" >"$WORK/sandbox.log" 2>&1 &
   SANDBOX_PID=$!
-  local endpoints=$WORK/sandbox/endpoints.json deadline=$(($(date +%s) + 60))
+  local endpoints=$WORK/sandbox/endpoints.json deadline=$((EPOCHSECONDS + 60))
   until [[ -s $endpoints ]] && [[ -n $(json_field "$endpoints" prometheus) ]]; do
     kill -0 "$SANDBOX_PID" 2>/dev/null || { cat "$WORK/sandbox.log" >&2; fail "the sandbox exited"; }
-    (($(date +%s) < deadline)) || fail "the sandbox did not write $endpoints within 60s"
+    ((EPOCHSECONDS < deadline)) || fail "the sandbox did not write $endpoints within 60s"
     sleep 0.2
   done
   PROXY_URL=$(json_field "$endpoints" proxy)
+  API_URL=$(json_field "$endpoints" apiserver)
   PROMETHEUS_URL=$(json_field "$endpoints" prometheus)
   export KUBECONFIG=$WORK/sandbox/kubeconfig
   export KUBECACHEDIR=$WORK/kube-cache
@@ -758,8 +769,10 @@ start_sandbox() {
 start_operator() {
   [[ -x $OPERATOR_BIN ]] || fail "$OPERATOR_BIN is missing: run cargo build -p serin-operator"
   local port="" deadline logged log=${OPERATOR_LOG:-$WORK/operator.log}
-  # Appended: a scenario that restarts the operator keeps every run's log.
-  logged=$(stat -c %s "$log" 2>/dev/null || echo 0)
+  # Appended: a scenario that restarts the operator keeps every run's log. The log exists before the
+  # operator starts, so the loop below can read it before the operator's shell has opened it.
+  : >>"$log"
+  logged=$(stat -c %s "$log")
   # Port 0: the operator binds a port nobody holds and names it in its log, so a scenario running
   # beside this one can never take it between picking and binding.
   local scope=(--namespace "$NS")
@@ -769,13 +782,13 @@ start_operator() {
     "${OPERATOR_WRAPPER[@]}" "$OPERATOR_BIN" "${scope[@]}" --metrics-server "${E2E_OPERATOR_METRICS_SERVER:-$PROMETHEUS_URL}" \
     --admin-address 127.0.0.1:0 "$@" >>"$log" 2>&1 &
   OPERATOR_PID=$!
-  deadline=$(($(date +%s) + 30))
+  deadline=$((EPOCHSECONDS + 30))
   until [[ -n $port ]] && curl -sf --noproxy '*' --max-time 2 "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do
     if ! kill -0 "$OPERATOR_PID" 2>/dev/null; then
       cat "$log" >&2
       fail "the operator exited"
     fi
-    (($(date +%s) < deadline)) || fail "the operator was not ready within 30s"
+    ((EPOCHSECONDS < deadline)) || fail "the operator was not ready within 30s"
     [[ -n $port ]] || port=$(tail -c "+$((logged + 1))" "$log" |
       sed -nE 's/.*admin server listening on 127\.0\.0\.1:([0-9]+).*/\1/p' | head -n 1)
     sleep 0.2
@@ -988,7 +1001,7 @@ canary_watch_stop() {
 follow_canary() {
   local name=$1 timeout=$2
   shift 2
-  local until=" $* " start=${EPOCHREALTIME/./} deadline=$(($(date +%s) + timeout))
+  local until=" $* " start=${EPOCHREALTIME/./} deadline=$((EPOCHSECONDS + timeout))
   local line last="" partial="" changed before_change="" now previous_hook=${EPOCHREALTIME/./} rc
   FOLLOW_PHASES=()
   FOLLOW_WEIGHTS=()
@@ -1048,7 +1061,7 @@ follow_canary() {
         return 0
       fi
     fi
-    if (($(date +%s) >= deadline)); then
+    if ((EPOCHSECONDS >= deadline)); then
       canary_watch_stop
       fail "canary/$name did not reach ${*// /|} within ${timeout}s (phases: ${FOLLOW_PHASES[*]:-}; weights: ${FOLLOW_WEIGHTS[*]:-})"
     fi
@@ -1061,7 +1074,7 @@ follow_canary() {
 phase_leaves() {
   local deadline=$((SECONDS + $3))
   while ((SECONDS <= deadline)); do
-    [[ $(kc get canary "$1" -o jsonpath='{.status.phase}') != "$2" ]] && return 0
+    [[ $(kget canary "$1" '.status.phase') != "$2" ]] && return 0
     sleep 0.2
   done
   return 1
@@ -1132,23 +1145,69 @@ expect_sequence_includes() {
   log "ok: $kind ${seen[*]} include $* in order"
 }
 
+# The API paths kget reads objects of the scenario namespace from, by kind.
+declare -A KGET_PATHS=(
+  [deployment]=apis/apps/v1/namespaces/%s/deployments
+  [virtualservice]=apis/networking.istio.io/v1beta1/namespaces/%s/virtualservices
+  [canary]=apis/serin.dev/v1beta1/namespaces/%s/canaries
+  [configmap]=api/v1/namespaces/%s/configmaps
+  [secret]=api/v1/namespaces/%s/secrets
+  [service]=api/v1/namespaces/%s/services
+)
+
+# kget KIND NAME FILTER: values of an object of the scenario namespace, read fresh from the API server
+# and picked out by a jq FILTER (run by gojq); several values come space-separated, and a missing
+# object or field gives nothing. The helpers the scenarios sample with several times a second use it:
+# in sandbox mode the request goes straight from bash to the API server's loopback HTTP listener,
+# and a read costs under a tenth of a kubectl run's CPU; in cluster mode it is `kubectl get --raw`.
+kget() {
+  local path filter="[($3) | select(. != null) | tostring] | join(\" \")"
+  # shellcheck disable=SC2059 # the format is one of KGET_PATHS
+  printf -v path "/${KGET_PATHS[$1]:?kget: unknown kind $1}/%s" "$NS" "$2"
+  if [[ -z $API_URL ]]; then
+    kubectl get --raw "$path" --request-timeout=20s 2>/dev/null | gojq -r "$filter" 2>/dev/null || true
+    return 0
+  fi
+  local address=${API_URL#http://} fd status line
+  { exec {fd}<>"/dev/tcp/${address%:*}/${address##*:}"; } 2>/dev/null || return 0
+  # HTTP/1.0: the server closes the connection after the body, which gojq then reads to its end.
+  printf 'GET %s HTTP/1.0\r\nHost: %s\r\nAccept: application/json\r\n\r\n' "$path" "$address" >&"$fd"
+  IFS= read -r -t 20 status <&"$fd" || status=""
+  while IFS= read -r -t 20 line <&"$fd" && [[ -n $line && $line != $'\r' ]]; do :; done
+  if [[ $status == "HTTP/1."?" 200 "* ]]; then
+    timeout 20 gojq -r "$filter" <&"$fd" 2>/dev/null || true
+  fi
+  exec {fd}<&-
+}
+
+# metric_check CHECK FIELD...: the FIELDs of the metric check CHECK in the status of the Canary
+# podinfo, '|'-separated (an absent field, or check, is an empty one).
+metric_check() {
+  local check=$1 field fields=()
+  shift
+  for field in "$@"; do
+    fields+=("\\(.$field | if . == null then \"\" else tostring end)")
+  done
+  local IFS='|'
+  kget canary podinfo "first(.status.metricChecks[]? | select(.name == \"$check\")) // {} | \"${fields[*]}\""
+}
+
 # The image of a Deployment's first container.
 image_of() {
-  kc get deployment "$1" -o jsonpath='{.spec.template.spec.containers[0].image}'
+  kget deployment "$1" '.spec.template.spec.containers[0].image'
 }
 
 # Ready pods of a Deployment ("" counts as 0).
 ready_replicas() {
   local n
-  n=$(kc get deployment "$1" -o jsonpath='{.status.readyReplicas}')
+  n=$(kget deployment "$1" '.status.readyReplicas')
   echo "${n:-0}"
 }
 
 # deployment_has_replicas NAME N: spec and status both at N (pods gone when N is 0).
 deployment_has_replicas() {
   local spec status
-  spec=$(kc get deployment "$1" -o jsonpath='{.spec.replicas}')
-  status=$(kc get deployment "$1" -o jsonpath='{.status.replicas}')
+  read -r spec status <<<"$(kget deployment "$1" '.spec.replicas // 0, .status.replicas // 0')"
   [[ ${spec:-0} == "$2" && ${status:-0} == "$2" ]]
 }
 
@@ -1165,7 +1224,7 @@ create_secret() {
 # spec_replicas NAME: a Deployment's spec.replicas ("" counts as 0).
 spec_replicas() {
   local n
-  n=$(kc get deployment "$1" -o jsonpath='{.spec.replicas}')
+  n=$(kget deployment "$1" '.spec.replicas')
   echo "${n:-0}"
 }
 
@@ -1279,10 +1338,8 @@ expect_each_step_once() {
 # vs_weight HOST [ROUTE]: the weight of destination HOST in http route ROUTE (default: the last
 # route, the one without a match) of the VirtualService podinfo; empty when HOST is not there.
 vs_weight() {
-  # `[-1:]`, a slice, is the last route.
-  local host=$1 route=${2:--1:}
-  kc get virtualservice podinfo \
-    -o jsonpath="{.spec.http[$route].route[?(@.destination.host==\"$host\")].weight}"
+  local host=$1 route=${2:--1}
+  kget virtualservice podinfo ".spec.http[$route].route[]? | select(.destination.host == \"$host\") | .weight"
 }
 
 # The version podinfo answers with on the apex Service, through the mesh.

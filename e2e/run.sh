@@ -72,7 +72,7 @@ fi
 export PATH=$PATH:$REPO_DIR/target/tools
 command -v kubectl >/dev/null || "$REPO_DIR/scripts/install-tools.sh" >/dev/null || true
 missing=()
-for tool in kubectl curl python3; do
+for tool in kubectl curl python3 gojq; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
 if [[ $mode == sandbox ]]; then
@@ -111,7 +111,7 @@ status=()               # index -> PASS | FAIL | SKIP | (empty: not run)
 took=()                 # index -> seconds
 started_at=()
 failed=0
-total_started=$(date +%s)
+total_started=$EPOCHSECONDS
 
 # Stops the scenarios still running (each one's own trap stops its sandbox and operator).
 stop_running() {
@@ -132,7 +132,7 @@ trap 'stop_running; exit 143' TERM
 # Records and prints a finished scenario.
 finish() {
   local i=$1 rc=$2 name=${names[$1]}
-  took[i]=$(($(date +%s) - started_at[i]))
+  took[i]=$((EPOCHSECONDS - started_at[i]))
   case $rc in
     0) status[i]=PASS ;;
     77) status[i]=SKIP ;;
@@ -176,7 +176,7 @@ for i in "${order[@]}"; do
   if ((failed > 0)) && [[ ${E2E_FAIL_FAST:-} == 1 ]]; then
     break
   fi
-  started_at[i]=$(date +%s)
+  started_at[i]=$EPOCHSECONDS
   install=${installs[i]/host/}
   E2E_INSTALL=$install SCENARIO=${names[i]} "${scenarios[i]}" >"$LOG_DIR/${names[i]}.log" 2>&1 </dev/null &
   pid_index[$!]=$i
@@ -202,5 +202,5 @@ for i in "${!scenarios[@]}"; do
   { grep -m 3 -F ' FAIL: ' "$LOG_DIR/${names[i]}.log" || tail -n 3 "$LOG_DIR/${names[i]}.log"; } |
     cut -c 1-300 | sed 's/^/  /'
 done
-echo "$run run, $failed failed, $(($(date +%s) - total_started))s in all; logs in $LOG_DIR"
+echo "$run run, $failed failed, $((EPOCHSECONDS - total_started))s in all; logs in $LOG_DIR"
 ((failed == 0 && run == ${#scenarios[@]}))
