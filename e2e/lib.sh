@@ -729,9 +729,9 @@ build() {
 
 # cluster_priority: the command prefix (as root: `nice -n -5`; otherwise nothing) a sandbox starts
 # under. A sandbox stands for a cluster whose pods have CPU of their own, while on a machine of two
-# cores it shares the CPU with the operators and the kubectl runs of every
-# scenario running beside it: they would delay the requests its mesh times, and a release could fail
-# its latency check because of the test, not of the release.
+# cores it shares the CPU with the operators and the kubectl runs of every scenario running beside
+# it: they would delay the requests its mesh times, and a release could fail its latency check
+# because of the test, not of the release.
 cluster_priority() {
   if ((EUID == 0)); then
     echo nice -n -5
