@@ -1062,8 +1062,13 @@ follow_canary() {
       fi
     fi
     if ((EPOCHSECONDS >= deadline)); then
+      # What the watch had not delivered, if anything: the Canary's state read afresh, and whether
+      # the watch's kubectl was still running.
+      local watching=exited current
+      ! kill -0 "$CANARY_WATCH_PID" 2>/dev/null || watching=running
+      current=$(canary_sample "$name")
       canary_watch_stop
-      fail "canary/$name did not reach ${*// /|} within ${timeout}s (phases: ${FOLLOW_PHASES[*]:-}; weights: ${FOLLOW_WEIGHTS[*]:-})"
+      fail "canary/$name did not reach ${*// /|} within ${timeout}s (phases: ${FOLLOW_PHASES[*]:-}; weights: ${FOLLOW_WEIGHTS[*]:-}; read afresh now: ${current%%|*}; the watch's kubectl: $watching)"
     fi
   done
 }
