@@ -14,40 +14,48 @@ use std::collections::BTreeMap;
 /// field to PodSpec, so an operator upgrade never looks like a new revision.
 pub fn pod_template_hash(template: &PodTemplateSpec) -> String {
     let value = serde_json::to_value(template).expect("a PodTemplateSpec always serializes");
-    let mut canonical = String::new();
+    let mut canonical = Vec::new();
     write_canonical(&value, &mut canonical);
-    hex(&Sha256::digest(canonical.as_bytes()))
+    hex(&Sha256::digest(&canonical))
 }
 
 /// Writes `value` as JSON with object keys in byte order, whatever map type serde_json was built with.
-pub(crate) fn write_canonical(value: &Value, out: &mut String) {
+pub(crate) fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_canonical(&map[key], out);
-            }
-            out.push('}');
-        }
+        Value::Object(map) => write_canonical_map(map, out),
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar => write_json(scalar, out),
     }
+}
+
+/// [`write_canonical`] of one JSON object.
+pub(crate) fn write_canonical_map(map: &serde_json::Map<String, Value>, out: &mut Vec<u8>) {
+    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    out.push(b'{');
+    for (i, (key, item)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_json(key, out);
+        out.push(b':');
+        write_canonical(item, out);
+    }
+    out.push(b'}');
+}
+
+/// Appends `value` as compact JSON, as its `to_string` would give it.
+fn write_json(value: &(impl Serialize + ?Sized), out: &mut Vec<u8>) {
+    serde_json::to_writer(out, value).expect("a string or scalar always serializes to a Vec");
 }
 
 /// Whether `hash` was recorded by another operator: every hash Serin records is

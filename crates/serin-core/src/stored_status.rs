@@ -102,9 +102,9 @@ pub fn split(status: &CanaryStatus, revisions: &BTreeMap<String, String>) -> Sto
 
 /// A short digest of a stored status (its Flagger fields, keys in order).
 pub fn digest(status: &Map<String, Value>) -> String {
-    let mut canonical = String::new();
-    crate::revision::write_canonical(&Value::Object(status.clone()), &mut canonical);
-    Sha256::digest(canonical.as_bytes())
+    let mut canonical = Vec::new();
+    crate::revision::write_canonical_map(status, &mut canonical);
+    Sha256::digest(&canonical)
         .iter()
         .take(12)
         .map(|b| format!("{b:02x}"))
