@@ -3,6 +3,12 @@
 //! `abort`, `retry`, `restart`, `pause`, `resume`, `dashboard`, `lint`, `completion`) and `migrate` (Flagger
 //! and Argo Rollouts manifests to Serin's), which `kubectl serin` runs too.
 
+// The sandbox (`serin sandbox up`, `serin demo`) keeps its cluster's objects as JSON values and
+// rebuilds many of them on every change; with mimalloc instead of glibc's malloc (whose arenas grew
+// by page faults and mprotect calls) the same process used a tenth less CPU (docs/scale.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod demo;
 mod history;
 mod lint;

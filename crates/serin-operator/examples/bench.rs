@@ -31,6 +31,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+// The sandbox in this process allocates as the operator does: with glibc's malloc, growing its
+// arenas (sysmalloc and its mprotect calls) and first touches of new pages took about an eighth of
+// the process's CPU at 1,000 Canaries (docs/scale.md, "The sandbox's CPU").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The sizes run by default; 10,000 took 7 to 9 minutes in four runs and 10 GiB for the sandbox.
 const SIZES: [usize; 3] = [100, 1_000, 10_000];
 const IDLE_WINDOW: Duration = Duration::from_secs(30);
