@@ -5,7 +5,8 @@
 
 // The sandbox (`serin sandbox up`, `serin demo`) keeps its cluster's objects as JSON values and
 // rebuilds many of them on every change; with mimalloc instead of glibc's malloc (whose arenas grew
-// by page faults and mprotect calls) the same process used a tenth less CPU (docs/scale.md).
+// by page faults and mprotect calls) the same sandbox inside the operator's bench used a tenth less
+// CPU (docs/scale.md, "The sandbox's CPU").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
