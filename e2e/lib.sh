@@ -1067,8 +1067,9 @@ follow_canary() {
       local watching=exited current
       ! kill -0 "$CANARY_WATCH_PID" 2>/dev/null || watching=running
       current=$(canary_sample "$name")
+      current=${current%%|*}
       canary_watch_stop
-      fail "canary/$name did not reach ${*// /|} within ${timeout}s (phases: ${FOLLOW_PHASES[*]:-}; weights: ${FOLLOW_WEIGHTS[*]:-}; read afresh now: ${current%%|*}; the watch's kubectl: $watching)"
+      fail "canary/$name did not reach ${*// /|} within ${timeout}s (phases: ${FOLLOW_PHASES[*]:-}; weights: ${FOLLOW_WEIGHTS[*]:-}; read afresh now: ${current:-unreadable}; the watch's kubectl: $watching)"
     fi
   done
 }
