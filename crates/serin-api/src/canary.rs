@@ -71,6 +71,11 @@ pub struct CanarySpec {
     #[serde(skip)]
     #[schemars(skip)]
     analysis_spelling: AnalysisSpelling,
+    /// The deprecated `canaryAnalysis` as read, before it is folded into `analysis`; always
+    /// `None` after reading.
+    #[serde(default, rename = "canaryAnalysis", skip_serializing)]
+    #[schemars(skip)]
+    canary_analysis: Option<serde_json::Value>,
     /// Seconds the canary or primary may take to make progress before the release fails (default 600).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress_deadline_seconds: Option<i32>,
@@ -105,20 +110,17 @@ impl Serialize for CanarySpec {
 
 impl<'de> Deserialize<'de> for CanarySpec {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let mut fields = serde_json::Map::<String, serde_json::Value>::deserialize(deserializer)?;
-        let present = |value: Option<&serde_json::Value>| value.is_some_and(|v| !v.is_null());
-        let alias = fields.remove("canaryAnalysis");
-        let spelling = match (present(fields.get("analysis")), present(alias.as_ref())) {
-            (true, true) => AnalysisSpelling::Both,
-            (false, true) => {
-                fields.insert("analysis".into(), alias.unwrap_or_default());
+        let mut spec = CanarySpec::deserialize(deserializer)?;
+        let alias = spec.canary_analysis.take().filter(|alias| !alias.is_null());
+        spec.analysis_spelling = match (spec.analysis.is_some(), alias) {
+            (true, Some(_)) => AnalysisSpelling::Both,
+            (false, Some(alias)) => {
+                spec.analysis =
+                    Some(serde_json::from_value(alias).map_err(serde::de::Error::custom)?);
                 AnalysisSpelling::CanaryAnalysis
             }
-            _ => AnalysisSpelling::Analysis,
+            (_, None) => AnalysisSpelling::Analysis,
         };
-        let mut spec = CanarySpec::deserialize(serde_json::Value::Object(fields))
-            .map_err(serde::de::Error::custom)?;
-        spec.analysis_spelling = spelling;
         Ok(spec)
     }
 }

@@ -352,6 +352,15 @@ impl Caches {
         self.daemon_sets.get(namespace, name)
     }
 
+    /// Whether the workload `name` of `kind` (`Deployment` or `DaemonSet`) in `namespace` is
+    /// cached, without decoding it.
+    pub fn has_workload(&self, namespace: &str, kind: &str, name: &str) -> bool {
+        match kind {
+            "DaemonSet" => self.daemon_sets.contains(namespace, name),
+            _ => self.deployments.contains(namespace, name),
+        }
+    }
+
     /// The workload `name` of `kind` (`Deployment` or `DaemonSet`) as the decision core reads
     /// it: a Deployment, or a DaemonSet seen as one (see [`crate::daemon_sets::daemon_set_as_deployment`]).
     pub fn workload(&self, namespace: &str, kind: &str, name: &str) -> Option<Deployment> {

@@ -3,7 +3,8 @@
 //! revision, the primary's autoscaler, event webhooks and Slack alerts received on loopback, an API
 //! failure shown in the Canary's status and events, the operator's metrics, and `revertOnDeletion`
 //! giving the target its replicas back and the user's own Service and VirtualService (handed over
-//! with `serin.dev/adopt`, adopted, not owned) their original configuration.
+//! with `serin.dev/adopt`, adopted, not owned) their original configuration; and a routing object
+//! edited while a release waits at a gate put back by its ticks, again and again.
 
 use kube::api::{Api, DeleteParams};
 use kube::{Client, Config};
@@ -16,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{kubectl, sandbox_with_crds};
+use common::{PODINFO, kubectl, sandbox_with_crds};
 
 /// The user's VirtualService from before the Canary, created without kubectl's last-applied
 /// annotation, so only the operator's own record of it can restore it; its owner hands it to the
@@ -380,6 +381,105 @@ async fn configs_autoscaler_notifications_failures_and_deletion() {
         "podinfo",
         "the user's Service selects the target's pods again"
     );
+    controller.abort();
+    sandbox.stop().await;
+}
+
+/// A Canary held at its confirm-promotion gate (nothing listens on its URL), ticking every second.
+const GATED_CANARY: &str = r#"
+apiVersion: serin.dev/v1beta1
+kind: Canary
+metadata: {name: podinfo, namespace: test}
+spec:
+  provider: istio
+  targetRef: {apiVersion: apps/v1, kind: Deployment, name: podinfo}
+  progressDeadlineSeconds: 60
+  service: {port: 9898}
+  analysis:
+    interval: 1s
+    threshold: 1
+    stepWeight: 50
+    maxWeight: 50
+    webhooks:
+    - {name: gate, type: confirm-promotion, url: "http://127.0.0.1:9/gate"}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_routing_object_edited_during_a_release_is_put_back_each_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = sandbox_with_crds(dir.path(), false).await;
+    kubectl(
+        &sandbox,
+        &["apply", "-f", "-"],
+        Some(&format!("{PODINFO}{GATED_CANARY}")),
+    );
+    let client = Client::try_from(Config::new(sandbox.url.parse().unwrap())).unwrap();
+    let unused = PrometheusClient::new("http://127.0.0.1:9").unwrap();
+    let controller = tokio::spawn(serin_controller::run(
+        Arc::new(Context::new(client.clone(), unused)),
+        Some("test".into()),
+    ));
+    let canaries: Api<Canary> = Api::namespaced(client, "test");
+    eventually(Duration::from_secs(60), "Initialized", || async {
+        phase(&canaries).await == Some(Phase::Initialized)
+    })
+    .await;
+    kubectl(
+        &sandbox,
+        &[
+            "-n",
+            "test",
+            "set",
+            "image",
+            "deploy/podinfo",
+            "podinfod=ghcr.io/stefanprodan/podinfo:6.0.1",
+        ],
+        None,
+    );
+    eventually(Duration::from_secs(60), "WaitingPromotion", || async {
+        phase(&canaries).await == Some(Phase::WaitingPromotion)
+    })
+    .await;
+    let selector = || {
+        kubectl(
+            &sandbox,
+            &[
+                "-n",
+                "test",
+                "get",
+                "svc",
+                "podinfo-primary",
+                "-o",
+                "jsonpath={.spec.selector.app}",
+            ],
+            None,
+        )
+    };
+    // The ticks at the gate change nothing, so they find their routing objects as they left
+    // them; an edit in between must still be seen and undone, the second time as the first.
+    for round in 1..=2 {
+        kubectl(
+            &sandbox,
+            &[
+                "-n",
+                "test",
+                "patch",
+                "svc",
+                "podinfo-primary",
+                "--type=merge",
+                "-p",
+                r#"{"spec":{"selector":{"app":"edited"}}}"#,
+            ],
+            None,
+        );
+        eventually(
+            Duration::from_secs(20),
+            &format!("the primary Service's selector put back, edit {round}"),
+            || async { selector() == "podinfo-primary" },
+        )
+        .await;
+    }
+    assert_eq!(phase(&canaries).await, Some(Phase::WaitingPromotion));
     controller.abort();
     sandbox.stop().await;
 }

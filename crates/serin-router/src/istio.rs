@@ -359,6 +359,35 @@ mod tests {
     }
 
     #[test]
+    fn a_virtual_service_built_from_the_routed_status_is_the_one_built_from_the_whole_status() {
+        let status: serin_api::CanaryStatus = serde_json::from_value(json!({
+            "phase": "Progressing", "currentStepIndex": 1, "canaryWeight": 10,
+            "failedChecks": 2, "iterations": 3, "lastTickTime": "2026-01-01T00:00:00Z",
+            "sessionAffinityCookie": "canary-flagger-cookie=abcdefghij",
+            "primarySessionAffinityCookie": "primary-flagger-cookie=klmnopqrst",
+            "previousSessionAffinityCookie": "canary-flagger-cookie=zyxwvutsrq",
+            "conditions": [{"type": "Promoted", "status": "Unknown", "reason": "Progressing",
+                            "message": "New revision detected"}]}))
+        .unwrap();
+        let whole = canary(serde_json::to_value(&status).unwrap());
+        let routed = canary(crate::routed_status(&status));
+        assert_eq!(
+            routed["status"].as_object().unwrap().len(),
+            5,
+            "{}",
+            routed["status"]
+        );
+        assert_eq!(
+            set_routes(&routed, routes(90, 10)).unwrap(),
+            set_routes(&whole, routes(90, 10)).unwrap()
+        );
+        assert_eq!(
+            virtual_service(&routed).unwrap(),
+            virtual_service(&whole).unwrap()
+        );
+    }
+
+    #[test]
     fn cookies_pin_users_to_the_side_that_served_them_while_weights_move() {
         let object = canary(json!({
             "sessionAffinityCookie": "canary-flagger-cookie=abcdefghij",

@@ -107,6 +107,37 @@ impl Names {
     }
 }
 
+/// The part of a Canary's status the routing objects are built from: the phase and step that
+/// make managed routes active, and the session-affinity cookies. The controller hands the router
+/// a Canary with only this status, so that objects built from the same spec and the same routed
+/// status are the same.
+pub fn routed_status(status: &serin_api::CanaryStatus) -> Value {
+    let mut fields = serde_json::Map::new();
+    let mut put = |key: &str, value: Value| {
+        if !value.is_null() {
+            fields.insert(key.to_string(), value);
+        }
+    };
+    put(
+        "phase",
+        serde_json::to_value(status.phase).unwrap_or_default(),
+    );
+    put("currentStepIndex", status.current_step_index.into());
+    put(
+        "sessionAffinityCookie",
+        status.session_affinity_cookie.clone().into(),
+    );
+    put(
+        "primarySessionAffinityCookie",
+        status.primary_session_affinity_cookie.clone().into(),
+    );
+    put(
+        "previousSessionAffinityCookie",
+        status.previous_session_affinity_cookie.clone().into(),
+    );
+    Value::Object(fields)
+}
+
 /// The owner reference that makes an object belong to (and be collected with) its Canary.
 pub fn owner_reference(canary: &Value) -> Value {
     serde_json::json!({

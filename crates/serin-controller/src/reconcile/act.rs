@@ -20,8 +20,8 @@ use serin_core::plan::{Action, Routes};
 use serin_router::gateway_api::{http_route, routes_by_http_route};
 use serin_router::istio::{destination_rules, set_routes, virtual_service};
 use serin_router::kubernetes::{APEX_LABEL, route_apex, route_apex_by_ratio, routes_by_service};
-use serin_router::owner_reference;
 use serin_router::services::services;
+use serin_router::{owner_reference, routed_status};
 use std::sync::Arc;
 
 fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
@@ -128,11 +128,23 @@ pub(super) fn original_spec(virtual_service: &Value) -> Option<Value> {
         .find(Value::is_object)
 }
 
+/// A digest of `object`'s JSON text, fed to the hasher as it is written instead of built first.
 fn digest(object: &Value) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    object.to_string().hash(&mut hasher);
-    hasher.finish()
+    use std::hash::Hasher;
+    struct Feed(std::collections::hash_map::DefaultHasher);
+    impl std::io::Write for Feed {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.write(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut feed = Feed(Default::default());
+    // Writing into a hasher cannot fail, and a Value always serializes.
+    let _ = serde_json::to_writer(&mut feed, object);
+    feed.0.finish()
 }
 
 /// What this operator last applied of one routing object.
@@ -320,7 +332,7 @@ impl Tick<'_> {
         let live = self
             .caches
             .routing_object("HTTPRoute", &self.namespace, &apex);
-        let route = http_route(&self.routed_with(status)?, routes, live.as_ref())?;
+        let route = http_route(&self.routed_with(status), routes, live.as_ref())?;
         self.apply_routing(&cache::http_routes(), &route).await
     }
 
@@ -399,12 +411,12 @@ impl Tick<'_> {
         crate::autoscaler::target_scaled_object(canary, self.caches, &self.namespace)
     }
 
-    /// The Canary as the router builds from it: with the status this tick writes, whose
-    /// session-affinity cookies the routes hand out.
-    fn routed_with(&self, status: &CanaryStatus) -> Result<Value, Error> {
+    /// The Canary as the router builds from it: with the part of the status this tick writes that
+    /// routes depend on (the phase and step of managed routes, the session-affinity cookies).
+    fn routed_with(&self, status: &CanaryStatus) -> Value {
         let mut routed = self.canary.clone();
-        routed["status"] = serde_json::to_value(status)?;
-        Ok(routed)
+        routed["status"] = routed_status(status);
+        routed
     }
 
     /// Carries out one action of the plan; `status` is the one the plan writes.
@@ -467,31 +479,33 @@ impl Tick<'_> {
         match action {
             Action::EnsurePrimary { sync_template } => {
                 self.copy_configs(!sync_template).await?;
-                let template = self.primary_template(target, key, &primary_value);
-                match self.caches.workload(namespace, kind, &primary_name) {
-                    None => {
-                        let primary = primary_from(
-                            target,
-                            key,
-                            value,
-                            &owner,
-                            template,
-                            &self.ctx.include_label_prefix,
-                        );
-                        create(client, namespace, &workloads, &primary).await?;
+                // Most ticks find the primary there and leave its template alone: neither it nor
+                // the template is read then.
+                let exists = self.caches.has_workload(namespace, kind, &primary_name);
+                if !exists {
+                    let template = self.primary_template(target, key, &primary_value);
+                    let primary = primary_from(
+                        target,
+                        key,
+                        value,
+                        &owner,
+                        template,
+                        &self.ctx.include_label_prefix,
+                    );
+                    create(client, namespace, &workloads, &primary).await?;
+                } else if *sync_template
+                    && let Some(primary) = self.caches.workload(namespace, kind, &primary_name)
+                {
+                    let template = self.primary_template(target, key, &primary_value);
+                    let primary = serde_json::to_value(primary)?;
+                    if primary["spec"]["template"]["spec"] != template["spec"] {
+                        self.patch_workload(
+                            &workloads,
+                            &primary_name,
+                            json!({"spec": {"template": template}}),
+                        )
+                        .await?;
                     }
-                    Some(primary) if *sync_template => {
-                        let primary = serde_json::to_value(primary)?;
-                        if primary["spec"]["template"]["spec"] != template["spec"] {
-                            self.patch_workload(
-                                &workloads,
-                                &primary_name,
-                                json!({"spec": {"template": template}}),
-                            )
-                            .await?;
-                        }
-                    }
-                    Some(_) => {}
                 }
                 if let Some(hpa) = self.target_autoscaler(canary) {
                     let primary_hpa = primary_autoscaler(canary, &hpa, &owner)?;
@@ -532,7 +546,7 @@ impl Tick<'_> {
                         self.apply_routing(&cache::destination_rules(), &rule)
                             .await?;
                     }
-                    let routed = self.routed_with(status)?;
+                    let routed = self.routed_with(status);
                     let mut vs = virtual_service(&routed)?;
                     if let Some(current) = routes {
                         vs["spec"] = set_routes(&routed, current)?;
@@ -591,7 +605,7 @@ impl Tick<'_> {
                     .await?;
             }
             Action::SetRoutes(next) => {
-                let routed = self.routed_with(status)?;
+                let routed = self.routed_with(status);
                 let mut vs = virtual_service(&routed)?;
                 vs["spec"] = set_routes(&routed, *next)?;
                 self.apply_routing(&virtual_services(), &vs).await?;

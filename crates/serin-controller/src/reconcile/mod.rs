@@ -599,7 +599,13 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
             },
             crate::cache::http_routes(),
         )
-        .run(reconcile, retry_later, shared)
+        // A reconcile's future holds a whole tick (about 16 KiB): boxed once here, the controller
+        // moves a pointer instead of copying it into each of its wrappers.
+        .run(
+            |canary, shared| Box::pin(reconcile(canary, shared)),
+            retry_later,
+            shared,
+        )
         .for_each(|_| async {})
         .await;
     background.abort_all();
