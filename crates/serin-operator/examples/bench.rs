@@ -249,6 +249,8 @@ struct Log {
     promotions_completed: HashMap<String, u32>,
     /// Commits per second of the run, for the sandbox's peak rate.
     commits_by_second: BTreeMap<u64, u64>,
+    /// Commits while releasing, by resource: the changes the operator's watches carry.
+    commits_by_resource: BTreeMap<String, u64>,
 }
 
 fn seconds_between(earlier: SystemTime, later: SystemTime) -> f64 {
@@ -269,6 +271,12 @@ impl Log {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         *self.commits_by_second.entry(second).or_default() += 1;
+        if self.releasing {
+            *self
+                .commits_by_resource
+                .entry(change.resource.clone())
+                .or_default() += 1;
+        }
         let name = change.object["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
@@ -436,6 +444,8 @@ struct Figures {
     sandbox_objects: usize,
     /// Objects and their JSON bytes per stored resource, at the end of the release.
     sandbox_by_resource: BTreeMap<String, (usize, usize)>,
+    /// Commits while releasing, by resource.
+    commits_by_resource: BTreeMap<String, u64>,
     /// The bench process's memory growth (the sandbox, and the bench's own log of commits) per
     /// object stored since the sandbox started.
     sandbox_bytes_per_object: u64,
@@ -707,6 +717,7 @@ async fn run(size: usize, interval: Duration) -> anyhow::Result<Figures> {
         let operator_workload_writes = log.workload_writes.saturating_sub(size as u64);
         figures.minimum = log.transitions + log.route_writes + operator_workload_writes;
         figures.commits_peak = log.commits_by_second.values().copied().max().unwrap_or(0);
+        figures.commits_by_resource = log.commits_by_resource.clone();
         figures.succeeded = log.count("Succeeded");
         figures.promoted_once = (0..size)
             .filter(|i| log.promotions_completed.get(&app(*i)) == Some(&1))
@@ -936,6 +947,17 @@ fn table(all: &[Figures], interval: Duration) -> String {
             "requests per release at {} by verb: {}",
             f.size,
             by_verb.join(", ")
+        );
+        let commits: Vec<String> = f
+            .commits_by_resource
+            .iter()
+            .map(|(resource, n)| format!("{resource} {:.1}", *n as f64 / f.size as f64))
+            .collect();
+        let _ = writeln!(
+            text,
+            "changes per release at {} by resource: {}",
+            f.size,
+            commits.join(", ")
         );
         let mut kinds: Vec<(&String, &(usize, usize))> = f.sandbox_by_resource.iter().collect();
         kinds.sort_by_key(|(_, (objects, _))| std::cmp::Reverse(*objects));
