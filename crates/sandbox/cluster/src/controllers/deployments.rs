@@ -286,7 +286,9 @@ impl Controllers {
             .iter()
             .map(|rs| int(&rs["spec"]["replicas"]))
             .sum();
-        let mut status = json!({"observedGeneration": deploy_now["metadata"]["generation"]});
+        // The generation this sync acted on: a newer one stored meanwhile (a template patched
+        // after the work was taken) is not observed yet, and its change syncs it again.
+        let mut status = json!({"observedGeneration": deploy["metadata"]["generation"]});
         for (key, value) in [
             ("replicas", total_replicas),
             ("updatedReplicas", updated),
