@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{PODINFO, kubectl, sandbox_with_crds};
+use common::{PODINFO, kubectl, sandbox_with_crds, set_podinfo_image};
 
 /// The user's VirtualService from before the Canary, created without kubectl's last-applied
 /// annotation, so only the operator's own record of it can restore it; its owner hands it to the
@@ -301,18 +301,7 @@ async fn configs_autoscaler_notifications_failures_and_deletion() {
         error_rate: 1.0,
         ..FaultRule::default()
     }]);
-    kubectl(
-        &sandbox,
-        &[
-            "-n",
-            "test",
-            "set",
-            "image",
-            "deploy/podinfo",
-            "podinfod=ghcr.io/stefanprodan/podinfo:6.0.1",
-        ],
-        None,
-    );
+    set_podinfo_image(&sandbox, "6.0.1");
     eventually(Duration::from_secs(60), "the failure in status", || async {
         canaries
             .get("podinfo")
@@ -424,18 +413,7 @@ async fn a_routing_object_edited_during_a_release_is_put_back_each_time() {
         phase(&canaries).await == Some(Phase::Initialized)
     })
     .await;
-    kubectl(
-        &sandbox,
-        &[
-            "-n",
-            "test",
-            "set",
-            "image",
-            "deploy/podinfo",
-            "podinfod=ghcr.io/stefanprodan/podinfo:6.0.1",
-        ],
-        None,
-    );
+    set_podinfo_image(&sandbox, "6.0.1");
     eventually(Duration::from_secs(60), "WaitingPromotion", || async {
         phase(&canaries).await == Some(Phase::WaitingPromotion)
     })

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{PODINFO, kubectl, sandbox_with_crds};
+use common::{PODINFO, kubectl, sandbox_with_crds, set_podinfo_image};
 
 /// The Canary of `common::PODINFO`.
 const CANARY: &str = r#"
@@ -159,18 +159,7 @@ async fn a_healthy_release_is_promoted_and_a_faulty_one_rolled_back() {
     ));
 
     // (1) A new version: weights 20 → 40, then promotion.
-    kubectl(
-        &sandbox,
-        &[
-            "-n",
-            "test",
-            "set",
-            "image",
-            "deploy/podinfo",
-            "podinfod=ghcr.io/stefanprodan/podinfo:6.0.1",
-        ],
-        None,
-    );
+    set_podinfo_image(&sandbox, "6.0.1");
     let release = follow(&canaries, Duration::from_secs(120), |p| {
         p == Phase::Succeeded || p == Phase::Failed
     })

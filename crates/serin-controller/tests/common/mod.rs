@@ -26,6 +26,24 @@ spec:
 ---
 "#;
 
+/// A new version of `podinfo` in `test`: its container runs podinfo `tag`, as `kubectl set image`
+/// writes it.
+#[allow(dead_code)] // not every test binary that includes this module releases podinfo
+pub fn set_podinfo_image(sandbox: &Sandbox, tag: &str) {
+    kubectl(
+        sandbox,
+        &[
+            "-n",
+            "test",
+            "set",
+            "image",
+            "deploy/podinfo",
+            &format!("podinfod=ghcr.io/stefanprodan/podinfo:{tag}"),
+        ],
+        None,
+    );
+}
+
 /// Runs the real kubectl against `sandbox` with `stdin` as input; panics with its stderr on failure.
 pub fn kubectl(sandbox: &Sandbox, args: &[&str], stdin: Option<&str>) -> String {
     use std::io::Write;
