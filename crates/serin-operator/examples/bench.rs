@@ -55,12 +55,20 @@ fn sizes() -> Vec<usize> {
         .unwrap_or_else(|| SIZES.to_vec())
 }
 
-/// The Canaries' analysis interval: `SERIN_BENCH_INTERVAL=10s`, 30s by default.
-fn interval() -> Duration {
-    std::env::var("SERIN_BENCH_INTERVAL")
+/// The Canaries' analysis interval: `SERIN_BENCH_INTERVAL=10s`, 30s by default. The operator runs
+/// no Canary faster than every 10 s, so a shorter one is refused: every tick would look late.
+fn interval() -> anyhow::Result<Duration> {
+    let interval = std::env::var("SERIN_BENCH_INTERVAL")
         .ok()
         .and_then(|text| humantime::parse_duration(&text).ok())
-        .unwrap_or(Duration::from_secs(30))
+        .unwrap_or(Duration::from_secs(30));
+    let shortest = Duration::from_secs(serin_api::canary::MIN_INTERVAL_SECONDS);
+    anyhow::ensure!(
+        interval >= shortest,
+        "SERIN_BENCH_INTERVAL is {interval:?}, shorter than the operator's shortest interval \
+         ({shortest:?}); set it to 10s or more"
+    );
+    Ok(interval)
 }
 
 fn operator_binary() -> std::path::PathBuf {
@@ -937,27 +945,24 @@ fn table(all: &[Figures], interval: Duration) -> String {
         text.push('\n');
     }
     for f in all {
-        let by_verb: Vec<String> = f
-            .requests
-            .iter()
-            .map(|(key, n)| format!("{key} {:.1}", *n as f64 / f.size as f64))
-            .collect();
+        let per_release = |counts: &BTreeMap<String, u64>| -> String {
+            let shares: Vec<String> = counts
+                .iter()
+                .map(|(key, n)| format!("{key} {:.1}", *n as f64 / f.size as f64))
+                .collect();
+            shares.join(", ")
+        };
         let _ = writeln!(
             text,
             "requests per release at {} by verb: {}",
             f.size,
-            by_verb.join(", ")
+            per_release(&f.requests)
         );
-        let commits: Vec<String> = f
-            .commits_by_resource
-            .iter()
-            .map(|(resource, n)| format!("{resource} {:.1}", *n as f64 / f.size as f64))
-            .collect();
         let _ = writeln!(
             text,
             "changes per release at {} by resource: {}",
             f.size,
-            commits.join(", ")
+            per_release(&f.commits_by_resource)
         );
         let mut kinds: Vec<(&String, &(usize, usize))> = f.sandbox_by_resource.iter().collect();
         kinds.sort_by_key(|(_, (objects, _))| std::cmp::Reverse(*objects));
@@ -980,7 +985,7 @@ fn table(all: &[Figures], interval: Duration) -> String {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let interval = interval();
+    let interval = interval()?;
     let mut all = Vec::new();
     for size in sizes() {
         let started = Instant::now();
