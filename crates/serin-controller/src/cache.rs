@@ -412,6 +412,17 @@ impl Caches {
             .ownership(namespace, name, annotation)
     }
 
+    /// The cache entry of the routing object `name` of `kind` in `namespace` (see
+    /// [`JsonStore::entry`]): the same entry later means the same version of the object.
+    pub fn routing_entry(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Option<std::sync::Arc<[u8]>> {
+        self.routing_store(kind)?.entry(namespace, name)
+    }
+
     fn routing_store(&self, kind: &str) -> Option<&JsonStore> {
         match kind {
             "Service" => Some(&self.services),

@@ -146,6 +146,17 @@ impl JsonStore {
         self.dictionary.decompress(&compressed)
     }
 
+    /// The entry `name` in `namespace` as the cache holds it now. Every watch event of an object
+    /// replaces its entry, so an entry still pointing at the same bytes ([`Arc::ptr_eq`]) holds
+    /// the same version of the object.
+    pub fn entry(&self, namespace: &str, name: &str) -> Option<Arc<[u8]>> {
+        self.objects
+            .read()
+            .expect("never poisoned")
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
     /// Whether the object `name` in `namespace` is cached.
     pub fn contains(&self, namespace: &str, name: &str) -> bool {
         self.objects

@@ -3,8 +3,8 @@
 //! applied only when they changed. Routing objects the user made before the Canary are adopted,
 //! keeping the VirtualService's original spec for `revertOnDeletion`.
 
-use super::written;
 use super::{Error, FIELD_MANAGER, Tick};
+use super::{steady, written};
 use crate::autoscaler::{pause_target_scaler, primary_autoscaler, primary_scaled_object};
 use crate::cache::{self, scaled_objects, virtual_services};
 use crate::configs;
@@ -131,20 +131,9 @@ pub(super) fn original_spec(virtual_service: &Value) -> Option<Value> {
 /// A digest of `object`'s JSON text, fed to the hasher as it is written instead of built first.
 fn digest(object: &Value) -> u64 {
     use std::hash::Hasher;
-    struct Feed(std::collections::hash_map::DefaultHasher);
-    impl std::io::Write for Feed {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.write(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut feed = Feed(Default::default());
-    // Writing into a hasher cannot fail, and a Value always serializes.
-    let _ = serde_json::to_writer(&mut feed, object);
-    feed.0.finish()
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    steady::feed_json(&mut hasher, object);
+    hasher.finish()
 }
 
 /// What this operator last applied of one routing object.
@@ -168,8 +157,9 @@ impl Tick<'_> {
     /// Applies a Service, DestinationRule or VirtualService, unless this operator applied the same
     /// object last time and the cache shows it unchanged since: most ticks would rewrite identical
     /// routing objects otherwise. Once the cache has shown an applied object in full, later ticks
-    /// compare its resourceVersion only, and decode it again when it changed.
-    async fn apply_routing(&self, api: &ApiResource, object: &Value) -> Result<(), Error> {
+    /// compare its resourceVersion only, and decode it again when it changed. Says whether it
+    /// wrote.
+    async fn apply_routing(&self, api: &ApiResource, object: &Value) -> Result<bool, Error> {
         let kind = object["kind"].as_str().unwrap_or_default();
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
         let cached_ownership = self
@@ -199,7 +189,7 @@ impl Tick<'_> {
         let version = cached_ownership.and_then(|ownership| ownership.resource_version);
         if let Some(last) = last.filter(|last| last.digest == wanted) {
             if last.still_seen_at(version.as_deref()) {
-                return Ok(());
+                return Ok(false);
             }
             let cached = cached.or_else(|| self.caches.routing_object(kind, &self.namespace, name));
             let mut body = object.clone();
@@ -209,12 +199,12 @@ impl Tick<'_> {
             }
             if cached.is_some_and(|cached| contains(&cached, &body)) {
                 self.remember_applied(key, wanted, version);
-                return Ok(());
+                return Ok(false);
             }
         }
         apply(&self.ctx.client, &self.namespace, api, object).await?;
         self.remember_applied(key, wanted, None);
-        Ok(())
+        Ok(true)
     }
 
     fn remember_applied(&self, key: String, digest: u64, seen_at: Option<String>) {
@@ -333,7 +323,8 @@ impl Tick<'_> {
             .caches
             .routing_object("HTTPRoute", &self.namespace, &apex);
         let route = http_route(&self.routed_with(status), routes, live.as_ref())?;
-        self.apply_routing(&cache::http_routes(), &route).await
+        self.apply_routing(&cache::http_routes(), &route).await?;
+        Ok(())
     }
 
     /// The `-canary`, `-primary` and apex Services of `target`, the apex selecting the primary.
@@ -523,15 +514,41 @@ impl Tick<'_> {
                 }
             }
             Action::EnsureRouting => {
-                let [canary_service, primary_service, mut apex] = self.services(target)?;
                 let by_service = routes_by_service(&self.canary);
                 let by_http_route = routes_by_http_route(&self.canary);
-                if by_service && let Some(current) = routes {
-                    self.route_apex(&mut apex, key, value, current);
-                }
+                let istio = !by_service && !by_http_route;
+                let steady =
+                    steady::Group::of(&self.canary, target, (!by_service, istio), |kind, name| {
+                        self.caches.routing_entry(kind, namespace, name)
+                    });
+                let unchanged = self.steady.unchanged(&self.canary_key, &steady);
                 let service_api = resource("", "v1", "Service", "services");
-                for service in [canary_service, primary_service, apex] {
-                    self.apply_routing(&service_api, &service).await?;
+                if !unchanged || by_service {
+                    let [canary_service, primary_service, mut apex] = self.services(target)?;
+                    let mut wrote = false;
+                    if !unchanged {
+                        for service in [&canary_service, &primary_service] {
+                            wrote |= self.apply_routing(&service_api, service).await?;
+                        }
+                    }
+                    if by_service {
+                        if let Some(current) = routes {
+                            self.route_apex(&mut apex, key, value, current);
+                        }
+                        self.apply_routing(&service_api, &apex).await?;
+                    } else if !unchanged {
+                        wrote |= self.apply_routing(&service_api, &apex).await?;
+                    }
+                    if istio && !unchanged {
+                        for rule in destination_rules(&self.canary) {
+                            wrote |= self
+                                .apply_routing(&cache::destination_rules(), &rule)
+                                .await?;
+                        }
+                    }
+                    if !unchanged {
+                        self.steady.checked(&self.canary_key, steady, wrote);
+                    }
                 }
                 if by_http_route {
                     let full = Routes {
@@ -541,11 +558,7 @@ impl Tick<'_> {
                     };
                     self.apply_http_route(routes.unwrap_or(full), status)
                         .await?;
-                } else if !by_service {
-                    for rule in destination_rules(&self.canary) {
-                        self.apply_routing(&cache::destination_rules(), &rule)
-                            .await?;
-                    }
+                } else if istio {
                     let routed = self.routed_with(status);
                     let mut vs = virtual_service(&routed)?;
                     if let Some(current) = routes {

@@ -15,6 +15,7 @@ pub mod ownership;
 mod quiet;
 mod record;
 pub mod references;
+mod steady;
 mod stored;
 mod triggers;
 mod undecodable;
@@ -162,6 +163,8 @@ struct Shared {
     own_writes: Arc<own_writes::OwnWrites>,
     /// Digests of the routing objects last applied for each Canary.
     applied: AppliedRouting,
+    /// The routing objects that do not move with the routes, as each Canary's last tick found them.
+    steady: steady::SteadyRouting,
     /// The checks under way, run outside the reconcile slots.
     checks: Arc<checks::CheckRuns>,
     /// Each namespace's places for checks and notifications.
@@ -210,6 +213,7 @@ impl Shared {
             .lock()
             .expect("never poisoned")
             .retain(|key, _| keep(key));
+        self.steady.forget_unless(&keep);
         self.checks.forget_unless(&keep);
         self.echoes.forget_unless(&keep);
         self.quiet.forget_unless(&keep);
@@ -235,6 +239,7 @@ struct Tick<'a> {
     ctx: &'a Context,
     caches: &'a Caches,
     applied: &'a AppliedRouting,
+    steady: &'a steady::SteadyRouting,
     budgets: &'a NamespaceBudgets,
     echoes: &'a echoes::QuietEchoes,
     /// The plan has scheduled the next reconcile, so the watch events of this tick's own writes
@@ -243,6 +248,8 @@ struct Tick<'a> {
     /// The generations of the workloads this tick wrote.
     written: std::sync::Mutex<Vec<(quiet::Workload, Option<i64>)>>,
     canary_key: (String, String),
+    /// The Canary as JSON, for the router: its status holds only the routed part
+    /// ([`serin_router::routed_status`]).
     canary: Value,
     namespace: String,
     target: Option<Value>,
@@ -261,7 +268,8 @@ fn canary_id(canary: &Canary) -> String {
 }
 
 /// Reconciles one Canary; a failure is shown in its status and as a Warning event, then retried.
-#[tracing::instrument(name = "reconcile", skip_all, fields(canary = %canary.name_any(), namespace = canary.namespace().unwrap_or_default()))]
+/// What it does past the early returns, which log nothing, runs in a `reconcile` span naming the
+/// Canary.
 async fn reconcile(canary: Arc<Canary>, shared: Arc<Shared>) -> Result<Requeue, Error> {
     shared
         .filled
@@ -294,14 +302,25 @@ async fn reconcile(canary: Arc<Canary>, shared: Arc<Shared>) -> Result<Requeue, 
             }
         }
     };
-    // Every action is idempotent, so a tick abandoned half-way converges when it is retried.
-    let result = tokio::time::timeout(MAX_TICK, work)
-        .await
-        .unwrap_or(Err(Error::TickTimeout));
-    if let Err(error) = &result {
-        record::report_failure(&canary, &shared, error).await;
-    }
-    result
+    let report = async {
+        // Every action is idempotent, so a tick abandoned half-way converges when it is retried.
+        let result = tokio::time::timeout(MAX_TICK, work)
+            .await
+            .unwrap_or(Err(Error::TickTimeout));
+        if let Err(error) = &result {
+            record::report_failure(&canary, &shared, error).await;
+        }
+        result
+    };
+    tracing::Instrument::instrument(
+        report,
+        tracing::info_span!(
+            "reconcile",
+            canary = %key.1,
+            namespace = key.0.as_str()
+        ),
+    )
+    .await
 }
 
 /// One tick: observe, decide (running the checks it asks for), act, record.
@@ -474,6 +493,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         filled: tokio::sync::OnceCell::new(),
         own_writes,
         applied: Default::default(),
+        steady: Default::default(),
         checks: Arc::new(checks::CheckRuns::new(wake)),
         echoes: echoes.clone(),
         quiet: quiet.clone(),

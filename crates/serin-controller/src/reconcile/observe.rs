@@ -28,7 +28,13 @@ pub(super) fn observe<'a>(
     if effective.spec.provider.as_deref().is_none_or(str::is_empty) {
         effective.spec.provider = Some(ctx.mesh_provider.clone());
     }
-    let canary_json = serde_json::to_value(&effective)?;
+    // The router, the only reader of the JSON form's status, builds from its routed part alone.
+    let status = effective.status.take();
+    let mut canary_json = serde_json::to_value(&effective)?;
+    if let Some(status) = &status {
+        canary_json["status"] = serin_router::routed_status(status);
+    }
+    effective.status = status;
     let target_name = canary.spec.target_ref.name.clone();
     let kind = canary.spec.target_ref.kind.as_str();
     let target = caches.workload(&namespace, kind, &target_name);
@@ -186,6 +192,7 @@ pub(super) fn observe<'a>(
         ctx,
         caches,
         applied: &shared.applied,
+        steady: &shared.steady,
         echoes: &shared.echoes,
         quiet: false,
         written: Default::default(),
