@@ -46,7 +46,7 @@ pub(super) async fn write(
     if !serin_api::api_group().prunes_status() {
         let patch = status_patch(
             &serde_json::to_value(&previous)?,
-            &serde_json::to_value(next)?,
+            serde_json::to_value(next)?,
         );
         let written: Written =
             patch_status(shared, &key, canary.resource_version(), patch, quiet).await?;
@@ -61,7 +61,7 @@ pub(super) async fn write(
     if after.status != before.status {
         let patch = status_patch(
             &Value::Object(before.status.clone()),
-            &Value::Object(after.status.clone()),
+            Value::Object(after.status),
         );
         let written: Written<Option<CanaryStatus>> =
             patch_status(shared, &key, version.clone(), patch, quiet).await?;
@@ -129,23 +129,22 @@ async fn patch_status<S: serde::de::DeserializeOwned + Default>(
 /// A JSON merge patch from `old` to `new`: what `new` holds, plus `null` for every field `old`
 /// has and `new` dropped (a merge patch leaves absent fields as they are, so a cleared
 /// `status.message` would otherwise stay).
-fn status_patch(old: &Value, new: &Value) -> Value {
+fn status_patch(old: &Value, new: Value) -> Value {
     match (old, new) {
-        (Value::Object(old), Value::Object(new)) => {
-            let mut patch = serde_json::Map::new();
-            for (key, value) in new {
-                let value = match old.get(key) {
-                    Some(before) => status_patch(before, value),
-                    None => value.clone(),
-                };
-                patch.insert(key.clone(), value);
+        (Value::Object(old), Value::Object(mut patch)) => {
+            for (key, value) in patch.iter_mut() {
+                if let Some(before) = old.get(key) {
+                    *value = status_patch(before, value.take());
+                }
             }
-            for key in old.keys().filter(|key| !new.contains_key(*key)) {
-                patch.insert(key.clone(), Value::Null);
+            for key in old.keys() {
+                if !patch.contains_key(key) {
+                    patch.insert(key.clone(), Value::Null);
+                }
             }
             Value::Object(patch)
         }
-        _ => new.clone(),
+        (_, new) => new,
     }
 }
 
@@ -159,10 +158,10 @@ mod tests {
                          "handledRequests": {"promote": "1", "abort": "2"}});
         let new = json!({"phase": "Initialized", "handledRequests": {"promote": "1"}});
         assert_eq!(
-            super::status_patch(&old, &new),
+            super::status_patch(&old, new.clone()),
             json!({"phase": "Initialized", "message": null,
                    "handledRequests": {"promote": "1", "abort": null}})
         );
-        assert_eq!(super::status_patch(&json!(null), &new), new);
+        assert_eq!(super::status_patch(&json!(null), new.clone()), new);
     }
 }
