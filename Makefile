@@ -134,7 +134,7 @@ bench-loadtester:
 	$(CARGO) run --release -q -p serin-loadtester --example bench
 
 ## make bench-operator: the release operator against the sandbox with 100, 1,000 and 10,000 Canaries
-## (about 15 minutes on 2 cores; the sandbox needs 10 GiB at 10,000), one
+## (about 15 minutes on 2 cores; the sandbox needs about 8 GiB at 10,000), one
 ## table: memory and cached bytes per kind, step lag, new-revision detection, requests per release
 ## against the minimum, CPU per 1,000 ticks, and the sandbox's own figures (SERIN_BENCH_SIZES,
 ## SERIN_BENCH_INTERVAL); then each target met or missed, exiting 1 when one is missed.

@@ -1,7 +1,7 @@
 //! Log output for the operator and the CLI: tracing's subscriber writing to stderr, as text or one
 //! JSON object per line, filtered by `RUST_LOG` when it is set and by the given level otherwise.
-//! Every reconcile runs in a `reconcile` span carrying the Canary's `canary` (name) and
-//! `namespace`, so each line of a tick, kube's own included, can be filtered by Canary.
+//! Every reconcile past its quick checks runs in a `reconcile` span carrying the Canary's `canary`
+//! (name) and `namespace`, so each line of a tick, kube's own included, can be filtered by Canary.
 
 use tracing_subscriber::EnvFilter;
 
