@@ -42,6 +42,7 @@ use serin_metrics::PrometheusClient;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 use triggers::Named;
 
 /// The field manager of everything the operator writes.
@@ -312,15 +313,8 @@ async fn reconcile(canary: Arc<Canary>, shared: Arc<Shared>) -> Result<Requeue, 
         }
         result
     };
-    tracing::Instrument::instrument(
-        report,
-        tracing::info_span!(
-            "reconcile",
-            canary = %key.1,
-            namespace = key.0.as_str()
-        ),
-    )
-    .await
+    let span = tracing::info_span!("reconcile", canary = %key.1, namespace = key.0.as_str());
+    report.instrument(span).await
 }
 
 /// One tick: observe, decide (running the checks it asks for), act, record.
