@@ -137,13 +137,7 @@ impl JsonStore {
     }
 
     fn text(&self, namespace: &str, name: &str) -> Option<Vec<u8>> {
-        let compressed = self
-            .objects
-            .read()
-            .expect("never poisoned")
-            .get(&(namespace.to_string(), name.to_string()))
-            .cloned()?;
-        self.dictionary.decompress(&compressed)
+        self.dictionary.decompress(&self.entry(namespace, name)?)
     }
 
     /// The entry `name` in `namespace` as the cache holds it now. Every watch event of an object

@@ -521,12 +521,12 @@ impl Tick<'_> {
                     steady::Group::of(&self.canary, target, (!by_service, istio), |kind, name| {
                         self.caches.routing_entry(kind, namespace, name)
                     });
-                let unchanged = self.steady.unchanged(&self.canary_key, &steady);
+                let check_steady = !self.steady.unchanged(&self.canary_key, &steady);
                 let service_api = resource("", "v1", "Service", "services");
-                if !unchanged || by_service {
+                if check_steady || by_service {
                     let [canary_service, primary_service, mut apex] = self.services(target)?;
                     let mut wrote = false;
-                    if !unchanged {
+                    if check_steady {
                         for service in [&canary_service, &primary_service] {
                             wrote |= self.apply_routing(&service_api, service).await?;
                         }
@@ -536,17 +536,17 @@ impl Tick<'_> {
                             self.route_apex(&mut apex, key, value, current);
                         }
                         self.apply_routing(&service_api, &apex).await?;
-                    } else if !unchanged {
+                    } else if check_steady {
                         wrote |= self.apply_routing(&service_api, &apex).await?;
                     }
-                    if istio && !unchanged {
-                        for rule in destination_rules(&self.canary) {
-                            wrote |= self
-                                .apply_routing(&cache::destination_rules(), &rule)
-                                .await?;
+                    if check_steady {
+                        if istio {
+                            for rule in destination_rules(&self.canary) {
+                                wrote |= self
+                                    .apply_routing(&cache::destination_rules(), &rule)
+                                    .await?;
+                            }
                         }
-                    }
-                    if !unchanged {
                         self.steady.checked(&self.canary_key, steady, wrote);
                     }
                 }
