@@ -19,7 +19,8 @@ pub(crate) fn frame(channel: u8, data: &[u8]) -> Message {
 }
 
 /// Runs the command and streams the result over the channel protocol: stdout on channel 1, stderr
-/// on 2, then the Status on 3, then the socket closes; nothing is sent before [`PROCESS_START`].
+/// on 2, then the Status on 3, then the socket closes. Nothing is sent in the first 100 ms, the
+/// time a container runtime takes to start a process.
 pub async fn serve(mut socket: WebSocket, words: Vec<String>, context: Context) {
     let started = tokio::time::Instant::now();
     let outcome = run(&words, &context).await;
