@@ -41,7 +41,7 @@ use report::{table, target_lines};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// The sizes run by default; 10,000 took 7 to 9 minutes in five runs, and the process, which holds
+/// The sizes run by default; 10,000 took 5.5 to 9 minutes in six runs, and the process, which holds
 /// the sandbox, peaked at 8.2 GiB resident there.
 const SIZES: [usize; 3] = [100, 1_000, 10_000];
 const IDLE_WINDOW: Duration = Duration::from_secs(30);
