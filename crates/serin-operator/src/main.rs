@@ -372,9 +372,16 @@ async fn operate(flags: Flags) -> anyhow::Result<()> {
             None => std::future::pending().await,
         }
     };
-    // Returning drops the controller with its reconciles in flight: a lost lease abandons them.
+    // A task of its own, so that the controller's many wake-ups do not poll the signal listeners
+    // too. Returning drops the set, which aborts the controller with its reconciles in flight: a
+    // lost lease abandons them.
+    let mut controller = tokio::task::JoinSet::new();
+    controller.spawn(serin_controller::run(Arc::new(ctx), flags.namespace));
     let stopped_by = tokio::select! {
-        _ = serin_controller::run(Arc::new(ctx), flags.namespace) => None,
+        finished = controller.join_next() => match finished {
+            Some(Err(error)) if error.is_panic() => anyhow::bail!("the controller failed: {error}"),
+            _ => None,
+        },
         _ = tokio::signal::ctrl_c() => Some("interrupt"),
         _ = terminate.recv() => Some("SIGTERM"),
         reason = lost => {
