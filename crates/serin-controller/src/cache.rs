@@ -372,6 +372,19 @@ impl Caches {
         }
     }
 
+    /// The primary `name` of a target of `kind`, as [`Caches::workload`] reads it but for a
+    /// Deployment's pod template, which is left empty: the decision core reads a primary's
+    /// metadata, replicas and status, and decoding the template is most of a Deployment's cost.
+    pub fn primary_workload(&self, namespace: &str, kind: &str, name: &str) -> Option<Deployment> {
+        match kind {
+            "DaemonSet" => self.workload(namespace, kind, name),
+            _ => self
+                .deployments
+                .get::<DeploymentWithoutTemplate>(namespace, name)
+                .map(Deployment::from),
+        }
+    }
+
     /// The ConfigMap `name` in `namespace`.
     pub fn config_map(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<ConfigMap>> {
         self.config_maps
@@ -498,5 +511,90 @@ impl Caches {
             data.insert(k.clone(), v.clone());
         }
         Some(data)
+    }
+}
+
+/// A Deployment read without its pod template (see [`Caches::primary_workload`]); the template
+/// is skipped unread.
+#[derive(serde::Deserialize)]
+struct DeploymentWithoutTemplate {
+    #[serde(default)]
+    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    #[serde(default)]
+    spec: Option<SpecWithoutTemplate>,
+    #[serde(default)]
+    status: Option<k8s_openapi::api::apps::v1::DeploymentStatus>,
+}
+
+/// A DeploymentSpec but for its template.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SpecWithoutTemplate {
+    #[serde(default)]
+    min_ready_seconds: Option<i32>,
+    #[serde(default)]
+    paused: Option<bool>,
+    #[serde(default)]
+    progress_deadline_seconds: Option<i32>,
+    #[serde(default)]
+    replicas: Option<i32>,
+    #[serde(default)]
+    revision_history_limit: Option<i32>,
+    #[serde(default)]
+    selector: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    #[serde(default)]
+    strategy: Option<k8s_openapi::api::apps::v1::DeploymentStrategy>,
+}
+
+impl From<DeploymentWithoutTemplate> for Deployment {
+    fn from(read: DeploymentWithoutTemplate) -> Deployment {
+        Deployment {
+            metadata: read.metadata,
+            spec: read
+                .spec
+                .map(|spec| k8s_openapi::api::apps::v1::DeploymentSpec {
+                    min_ready_seconds: spec.min_ready_seconds,
+                    paused: spec.paused,
+                    progress_deadline_seconds: spec.progress_deadline_seconds,
+                    replicas: spec.replicas,
+                    revision_history_limit: spec.revision_history_limit,
+                    selector: spec.selector,
+                    strategy: spec.strategy,
+                    template: Default::default(),
+                }),
+            status: read.status,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_primary_is_read_whole_but_for_its_pod_template() {
+        let text = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "podinfo-primary", "generation": 4, "resourceVersion": "9",
+                         "ownerReferences": [{"apiVersion": "serin.dev/v1beta1", "kind": "Canary",
+                             "name": "podinfo", "uid": "u-1", "controller": true}]},
+            "spec": {"replicas": 3, "minReadySeconds": 5, "progressDeadlineSeconds": 60,
+                     "paused": false, "revisionHistoryLimit": 2,
+                     "selector": {"matchLabels": {"app": "podinfo-primary"}},
+                     "strategy": {"type": "RollingUpdate"},
+                     "template": {"metadata": {"labels": {"app": "podinfo-primary"}},
+                                  "spec": {"containers": [{"name": "app", "image": "podinfo:6.0.0"}]}}},
+            "status": {"observedGeneration": 4, "replicas": 3, "availableReplicas": 3,
+                       "conditions": [{"type": "Available", "status": "True"}]},
+        })
+        .to_string();
+        let mut whole: Deployment = serde_json::from_str(&text).unwrap();
+        let lean: Deployment = serde_json::from_str::<DeploymentWithoutTemplate>(&text)
+            .unwrap()
+            .into();
+        assert_eq!(lean.spec.as_ref().unwrap().template, Default::default());
+        whole.spec.as_mut().unwrap().template = Default::default();
+        assert_eq!(lean, whole);
     }
 }

@@ -20,6 +20,9 @@ use std::sync::{Arc, RwLock};
 
 type Key = (String, String);
 
+/// The most of a store's compression space kept between objects, in bytes.
+const SCRATCH_KEPT: usize = 64 * 1024;
+
 /// Typical objects of one kind as JSON (the API server's defaults, the fields and annotations the
 /// operator writes), which that kind's objects are compressed against; any text works, a closer
 /// one compresses better.
@@ -44,8 +47,29 @@ impl Dictionary {
     /// For Gateway API HTTPRoutes.
     pub const HTTP_ROUTES: Dictionary = Dictionary(include_bytes!("json_store/http_routes.jsonl"));
 
-    fn compress(self, text: &[u8]) -> Arc<[u8]> {
-        lz4_flex::block::compress_prepend_size_with_dict(text, self.0).into()
+    /// `text` compressed, its length in front as [`Dictionary::decompress`] reads it (`None`
+    /// past 4 GiB, far beyond what an API server stores); `scratch` is where it is compressed,
+    /// kept from one object to the next so that it is neither allocated nor zeroed again.
+    fn compress(self, text: &[u8], scratch: &mut Vec<u8>) -> Option<Arc<[u8]>> {
+        let length = u32::try_from(text.len()).ok()?;
+        let bound = 4 + lz4_flex::block::get_maximum_output_size(text.len());
+        if scratch.len() < bound {
+            scratch.resize(bound, 0);
+        }
+        scratch[..4].copy_from_slice(&length.to_le_bytes());
+        let output = &mut scratch[4..];
+        let written = if self.0.is_empty() {
+            lz4_flex::block::compress_into(text, output)
+        } else {
+            lz4_flex::block::compress_into_with_dict(text, output, self.0)
+        }
+        .ok()?;
+        let compressed = Arc::from(&scratch[..4 + written]);
+        // A rare large object does not keep its space for the small ones after it.
+        if scratch.len() > SCRATCH_KEPT {
+            *scratch = Vec::new();
+        }
+        Some(compressed)
     }
 
     /// The text of `compressed`; `None` only if it was not made by [`Dictionary::compress`] with
@@ -71,6 +95,8 @@ pub struct JsonWriter {
     dictionary: Dictionary,
     relist: Option<HashMap<Key, Arc<[u8]>>>,
     ready: tokio::sync::watch::Sender<bool>,
+    /// Where objects are compressed (see [`Dictionary::compress`]).
+    scratch: Vec<u8>,
 }
 
 /// How many objects a store holds and the bytes they take.
@@ -100,6 +126,7 @@ impl JsonStore {
                 dictionary,
                 relist: None,
                 ready: sender,
+                scratch: Default::default(),
             },
         )
     }
@@ -179,11 +206,13 @@ impl JsonWriter {
     /// Applies one watch event; objects that do not serialise (none do) are left out.
     pub fn apply<K: Resource + Serialize>(&mut self, event: &watcher::Event<K>) {
         let dictionary = self.dictionary;
+        let mut scratch = std::mem::take(&mut self.scratch);
         self.apply_as(event, |object| {
             serde_json::to_vec(object)
                 .ok()
-                .map(|text| dictionary.compress(&text))
+                .and_then(|text| dictionary.compress(&text, &mut scratch))
         });
+        self.scratch = scratch;
     }
 
     /// Applies one watch event of objects that carry their JSON text already.
@@ -192,15 +221,19 @@ impl JsonWriter {
         RawObject<K>: Resource,
     {
         let dictionary = self.dictionary;
-        self.apply_as(event, |object| Some(dictionary.compress(object.text())));
+        let mut scratch = std::mem::take(&mut self.scratch);
+        self.apply_as(event, |object| {
+            dictionary.compress(object.text(), &mut scratch)
+        });
+        self.scratch = scratch;
     }
 
     fn apply_as<K: Resource>(
         &mut self,
         event: &watcher::Event<K>,
-        text_of: impl Fn(&K) -> Option<Arc<[u8]>>,
+        mut text_of: impl FnMut(&K) -> Option<Arc<[u8]>>,
     ) {
-        let encoded = |object: &K| Some((key_of(object), text_of(object)?));
+        let mut encoded = |object: &K| Some((key_of(object), text_of(object)?));
         match event {
             watcher::Event::Apply(object) => {
                 if let Some((key, text)) = encoded(object) {
@@ -353,6 +386,22 @@ mod tests {
     }
 
     #[test]
+    fn objects_compressed_in_one_space_read_back_whole() {
+        let mut scratch = Vec::new();
+        let large = serde_json::to_vec(&served_deployment()).unwrap();
+        let huge = vec![b' '; SCRATCH_KEPT * 2];
+        let small = br#"{"kind":"Deployment"}"#.to_vec();
+        for dictionary in [Dictionary::DEPLOYMENTS, Dictionary::NONE] {
+            for text in [&large, &huge, &small, &large] {
+                let compressed = dictionary.compress(text, &mut scratch).unwrap();
+                assert_eq!(dictionary.decompress(&compressed).as_ref(), Some(text));
+            }
+            // The space a huge object needed is not kept.
+            assert!(scratch.len() <= SCRATCH_KEPT);
+        }
+    }
+
+    #[test]
     fn objects_read_back_as_they_were_written() {
         let (store, mut writer) = JsonStore::new(Dictionary::DEPLOYMENTS);
         let podinfo = deployment("podinfo", 3);
@@ -464,7 +513,13 @@ mod tests {
         let footprint = store.footprint();
         assert_eq!(footprint.objects, 1);
         let text = serde_json::to_vec(&deployment("podinfo", 2)).unwrap();
-        assert_eq!(footprint.bytes, Dictionary::NONE.compress(&text).len());
+        assert_eq!(
+            footprint.bytes,
+            Dictionary::NONE
+                .compress(&text, &mut Vec::new())
+                .unwrap()
+                .len()
+        );
     }
 
     /// A Deployment as the API server answers it, with names the dictionary does not hold.
@@ -520,7 +575,12 @@ mod tests {
         let held = store.footprint().bytes;
         assert!(held * 3 < json, "{held} bytes held for {json} of JSON");
         // Without the dictionary, one object alone repeats too little to compress as well.
-        let alone = Dictionary::NONE.compress(&serde_json::to_vec(&served_deployment()).unwrap());
+        let alone = Dictionary::NONE
+            .compress(
+                &serde_json::to_vec(&served_deployment()).unwrap(),
+                &mut Vec::new(),
+            )
+            .unwrap();
         assert!(
             alone.len() > held * 2,
             "{} alone, {held} with it",

@@ -85,16 +85,18 @@ impl<K: Resource<DynamicType = ()>> Resource for RawObject<K> {
 
 impl<'de, K: Resource<DynamicType = ()>> serde::Deserialize<'de> for RawObject<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let fields = deserializer.deserialize_map(Fields)?;
+        let Object {
+            fields,
+            metadata,
+            metadata_at,
+        } = deserializer.deserialize_map(ObjectFields)?;
         // managedFields are skipped as text: decoding their field sets is most of a
         // metadata's cost, and nothing reads them.
-        let metadata_text = match fields.iter().find(|(key, _)| *key == "metadata") {
-            Some((_, text)) => {
-                let mut deserializer = serde_json::Deserializer::from_str(text.get());
-                let metadata_fields = (&mut deserializer)
-                    .deserialize_map(Fields)
-                    .map_err(D::Error::custom)?;
-                let mut slim = Vec::with_capacity(text.get().len());
+        let metadata_text = match metadata {
+            Some(metadata_fields) => {
+                let mut slim = Vec::with_capacity(
+                    metadata_fields.iter().map(|(_, v)| v.get().len() + 8).sum(),
+                );
                 slim.push(b'{');
                 for (key, value) in metadata_fields
                     .iter()
@@ -114,7 +116,13 @@ impl<'de, K: Resource<DynamicType = ()>> serde::Deserialize<'de> for RawObject<K
         };
         let metadata =
             serde_json::from_slice::<ObjectMeta>(&metadata_text).map_err(D::Error::custom)?;
-        let mut text = Vec::with_capacity(fields.iter().map(|(_, v)| v.get().len() + 16).sum());
+        let mut text = Vec::with_capacity(
+            metadata_text.len()
+                + fields
+                    .iter()
+                    .map(|(_, v)| v.get().len() + 16)
+                    .sum::<usize>(),
+        );
         text.push(b'{');
         // List items come without apiVersion and kind; the cache's readers decode them as `K`.
         for (key, value) in [("apiVersion", K::api_version(&())), ("kind", K::kind(&()))] {
@@ -125,17 +133,25 @@ impl<'de, K: Resource<DynamicType = ()>> serde::Deserialize<'de> for RawObject<K
                 text.push(b',');
             }
         }
-        for (index, (key, value)) in fields.iter().enumerate() {
-            if index > 0 {
+        // The fields in the order they came, the metadata (slimmed) where it was.
+        let metadata_field: &[u8] = br#""metadata":"#;
+        for index in 0..=fields.len() {
+            if metadata_at == Some(index) {
+                if index > 0 {
+                    text.push(b',');
+                }
+                text.extend_from_slice(metadata_field);
+                text.extend_from_slice(&metadata_text);
+            }
+            let Some((key, value)) = fields.get(index) else {
+                break;
+            };
+            if index > 0 || metadata_at == Some(0) {
                 text.push(b',');
             }
             serde_json::to_writer(&mut text, key).map_err(D::Error::custom)?;
             text.push(b':');
-            if *key == "metadata" {
-                text.extend_from_slice(&metadata_text);
-            } else {
-                text.extend_from_slice(value.get().as_bytes());
-            }
+            text.extend_from_slice(value.get().as_bytes());
         }
         text.push(b'}');
         Ok(RawObject {
@@ -146,24 +162,71 @@ impl<'de, K: Resource<DynamicType = ()>> serde::Deserialize<'de> for RawObject<K
     }
 }
 
-/// The fields of a JSON object in their order, each value as its text, borrowed from the text
-/// read: the API client reads each watch event and each list from a string it holds.
-struct Fields;
+/// Fields of a JSON object in their order, each value as its text, borrowed from the text read:
+/// the API client reads each watch event and each list from a string it holds.
+type RawFields<'de> = Vec<(&'de str, &'de RawValue)>;
 
-impl<'de> Visitor<'de> for Fields {
-    type Value = Vec<(&'de str, &'de RawValue)>;
+/// An object's fields other than `metadata`, and the fields of its metadata, read in one pass.
+struct Object<'de> {
+    fields: RawFields<'de>,
+    metadata: Option<RawFields<'de>>,
+    /// How many of `fields` came before the metadata.
+    metadata_at: Option<usize>,
+}
+
+struct ObjectFields;
+
+impl<'de> Visitor<'de> for ObjectFields {
+    type Value = Object<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a Kubernetes object")
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(5));
+        let mut object = Object {
+            fields: Vec::with_capacity(map.size_hint().unwrap_or(5)),
+            metadata: None,
+            metadata_at: None,
+        };
         while let Some(key) = map.next_key::<&'de str>()? {
-            let value = map.next_value::<&'de RawValue>()?;
-            fields.push((key, value));
+            if key == "metadata" {
+                object.metadata = Some(map.next_value::<MetadataFields<'de>>()?.0);
+                object.metadata_at = Some(object.fields.len());
+            } else {
+                object
+                    .fields
+                    .push((key, map.next_value::<&'de RawValue>()?));
+            }
         }
-        Ok(fields)
+        Ok(object)
+    }
+}
+
+/// The fields of an object's metadata (see [`RawFields`]).
+struct MetadataFields<'de>(RawFields<'de>);
+
+impl<'de> serde::Deserialize<'de> for MetadataFields<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields;
+
+        impl<'de> Visitor<'de> for Fields {
+            type Value = RawFields<'de>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object's metadata")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(12));
+                while let Some(key) = map.next_key::<&'de str>()? {
+                    fields.push((key, map.next_value::<&'de RawValue>()?));
+                }
+                Ok(fields)
+            }
+        }
+
+        deserializer.deserialize_map(Fields).map(MetadataFields)
     }
 }
 
@@ -227,5 +290,22 @@ mod tests {
         assert_eq!(text["kind"], "Deployment");
         assert_eq!(text["spec"]["replicas"], 2);
         assert!(serde_json::from_slice::<Deployment>(list.items[0].text()).is_ok());
+    }
+
+    #[test]
+    fn the_fields_keep_their_order_with_the_metadata_where_it_came() {
+        let line = r#"{"kind":"Deployment","spec":{"replicas":1},"metadata":{"name":"a","managedFields":[{"manager":"x"}],"uid":"u"},"apiVersion":"apps/v1","status":{}}"#;
+        let raw: RawObject<Deployment> = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(raw.text()),
+            r#"{"kind":"Deployment","spec":{"replicas":1},"metadata":{"name":"a","uid":"u"},"apiVersion":"apps/v1","status":{}}"#
+        );
+        let first = r#"{"metadata":{"name":"b"},"spec":{}}"#;
+        let raw: RawObject<Deployment> = serde_json::from_str(first).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(raw.text()),
+            r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"b"},"spec":{}}"#
+        );
+        assert_eq!(raw.metadata.name.as_deref(), Some("b"));
     }
 }

@@ -36,6 +36,9 @@ pub struct Observation {
     pub target: Option<Deployment>,
     /// The `<target>-primary` Deployment, if it exists.
     pub primary: Option<Deployment>,
+    /// The pod-template hash of `target` ([`crate::revision::pod_template_hash`]), when the caller
+    /// kept it from an earlier look at the same version of the target; computed when `None`.
+    pub target_hash: Option<String>,
     /// Checksums of the ConfigMaps and Secrets the target uses (see [`crate::revision::tracked_configs`]),
     /// or why they cannot be read.
     pub configs: Result<BTreeMap<String, String>, String>,
@@ -60,6 +63,7 @@ impl Observation {
             canary,
             target: None,
             primary: None,
+            target_hash: None,
             configs: Ok(BTreeMap::new()),
             routes: None,
             autoscaler_min_replicas: None,

@@ -259,6 +259,7 @@ impl World {
             canary: self.canary.clone(),
             target: Some(self.target.clone()),
             primary: self.primary.clone(),
+            target_hash: None,
             configs: Ok(self.configs.clone()),
             routes: self.routes,
             autoscaler_min_replicas: None,

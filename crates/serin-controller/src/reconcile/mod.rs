@@ -17,6 +17,7 @@ mod record;
 pub mod references;
 mod steady;
 mod stored;
+mod template_hashes;
 mod triggers;
 mod undecodable;
 mod written;
@@ -174,6 +175,8 @@ struct Shared {
     echoes: Arc<echoes::QuietEchoes>,
     /// The Canaries whose next decision waits for their tick, whatever their workloads do.
     quiet: Arc<quiet::QuietCanaries>,
+    /// The pod-template hash of each Canary's target at the version last seen.
+    template_hashes: template_hashes::TemplateHashes,
 }
 
 /// Per Canary (namespace, name), what was last applied of each routing object (kind/name).
@@ -218,6 +221,7 @@ impl Shared {
         self.checks.forget_unless(&keep);
         self.echoes.forget_unless(&keep);
         self.quiet.forget_unless(&keep);
+        self.template_hashes.forget_unless(&keep);
         self.budgets.prune();
     }
 
@@ -291,13 +295,15 @@ async fn reconcile(canary: Arc<Canary>, shared: Arc<Shared>) -> Result<Requeue, 
         return Ok(Requeue::requeue(left));
     }
     shared.quiet.ticking(&key);
+    // A tick's future is about 16 KiB: boxed, the wrappers below (the timeout, the report, the
+    // span) move a pointer instead of copying the whole of it each time they are built.
     let work = async {
         if canary.metadata.deletion_timestamp.is_some() {
-            finalize::finalize(&canary, &shared).await
+            Box::pin(finalize::finalize(&canary, &shared)).await
         } else {
             // One write per reconcile: a finalizer change is followed by a tick on the next one.
-            match finalize::sync_finalizer(&canary, &shared).await {
-                Ok(false) => tick(&canary, &shared).await,
+            match Box::pin(finalize::sync_finalizer(&canary, &shared)).await {
+                Ok(false) => Box::pin(tick(&canary, &shared)).await,
                 Ok(true) => Ok(Requeue::requeue(Duration::from_secs(2))),
                 Err(error) => Err(error),
             }
@@ -491,6 +497,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         checks: Arc::new(checks::CheckRuns::new(wake)),
         echoes: echoes.clone(),
         quiet: quiet.clone(),
+        template_hashes: Default::default(),
         budgets: NamespaceBudgets::new(
             MAX_CHECKS_IN_FLIGHT_PER_NAMESPACE,
             MAX_NOTIFICATIONS_QUEUED_PER_NAMESPACE,
@@ -613,8 +620,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
             },
             crate::cache::http_routes(),
         )
-        // A reconcile's future holds a whole tick (about 16 KiB): boxed once here, the controller
-        // moves a pointer instead of copying it into each of its wrappers.
+        // Boxed, the controller's wrappers move a pointer instead of the reconcile's future.
         .run(
             |canary, shared| Box::pin(reconcile(canary, shared)),
             retry_later,

@@ -38,7 +38,7 @@ pub(super) fn observe<'a>(
     let target_name = canary.spec.target_ref.name.clone();
     let kind = canary.spec.target_ref.kind.as_str();
     let target = caches.workload(&namespace, kind, &target_name);
-    let primary = caches.workload(&namespace, kind, &format!("{target_name}-primary"));
+    let primary = caches.primary_workload(&namespace, kind, &format!("{target_name}-primary"));
     let names = Names::of(&canary_json);
     let configs = match (&target, ctx.config_tracking) {
         (Some(target), true) => configs::observe(caches, &namespace, target),
@@ -205,10 +205,14 @@ pub(super) fn observe<'a>(
         by_ratio: effective.spec.splits_by_replicas(),
         tracked,
     };
+    let target_hash = target
+        .as_ref()
+        .and_then(|target| shared.template_hashes.of(&tick.canary_key, target));
     let observation = Observation {
         canary: effective,
         target,
         primary,
+        target_hash,
         configs,
         routes,
         autoscaler_min_replicas,

@@ -741,7 +741,10 @@ impl<'a> Tick<'a> {
                 );
             }
         };
-        self.hash = pod_template_hash(template);
+        self.hash = match &self.obs.target_hash {
+            Some(hash) => hash.clone(),
+            None => pod_template_hash(template),
+        };
         // A status Flagger left: its hashes stand for the template as it is, so the release goes
         // on where Flagger stopped (it cannot say whether the template changed since).
         if crate::revision::adopt_foreign_revision(&mut self.old, &self.hash) {

@@ -430,3 +430,22 @@ fn a_step_whose_status_write_was_lost_gets_its_full_interval() {
     assert_eq!(world.advance(14).routes.map(|r| r.canary), Some(40));
     assert_eq!(world.advance(1).routes.map(|r| r.canary), Some(60));
 }
+
+#[test]
+fn a_template_hash_kept_by_the_controller_stands_for_the_target() {
+    let world = initialized(canary(json!({"interval": "15s", "stepWeight": 50})));
+    let now = world.now + k8s_openapi::jiff::SignedDuration::from_secs(15);
+    let template = &world.target.spec.as_ref().unwrap().template;
+    let mut observation = world.observation();
+    let phase_after =
+        |observation: &serin_core::Observation| match serin_core::decide(observation, now) {
+            serin_core::Decision::Plan(plan) => plan.status.phase,
+            serin_core::Decision::Check(check) => panic!("no check expected, got {check:?}"),
+        };
+    // The hash of the template as it is: nothing new.
+    observation.target_hash = Some(serin_core::revision::pod_template_hash(template));
+    assert_eq!(phase_after(&observation), Some(Phase::Initialized));
+    // Another hash is another revision, whatever the template says.
+    observation.target_hash = Some("0".repeat(64));
+    assert_eq!(phase_after(&observation), Some(Phase::Progressing));
+}
