@@ -205,14 +205,9 @@ impl JsonStore {
 impl JsonWriter {
     /// Applies one watch event; objects that do not serialise (none do) are left out.
     pub fn apply<K: Resource + Serialize>(&mut self, event: &watcher::Event<K>) {
-        let dictionary = self.dictionary;
-        let mut scratch = std::mem::take(&mut self.scratch);
         self.apply_as(event, |object| {
-            serde_json::to_vec(object)
-                .ok()
-                .and_then(|text| dictionary.compress(&text, &mut scratch))
+            serde_json::to_vec(object).ok().map(Cow::Owned)
         });
-        self.scratch = scratch;
     }
 
     /// Applies one watch event of objects that carry their JSON text already.
@@ -220,20 +215,21 @@ impl JsonWriter {
     where
         RawObject<K>: Resource,
     {
-        let dictionary = self.dictionary;
-        let mut scratch = std::mem::take(&mut self.scratch);
-        self.apply_as(event, |object| {
-            dictionary.compress(object.text(), &mut scratch)
-        });
-        self.scratch = scratch;
+        self.apply_as(event, |object| Some(Cow::Borrowed(&object.text()[..])));
     }
 
-    fn apply_as<K: Resource>(
+    /// Applies `event`, keeping each object as `text_of` gives its JSON, compressed.
+    fn apply_as<'a, K: Resource>(
         &mut self,
-        event: &watcher::Event<K>,
-        mut text_of: impl FnMut(&K) -> Option<Arc<[u8]>>,
+        event: &'a watcher::Event<K>,
+        text_of: impl Fn(&'a K) -> Option<Cow<'a, [u8]>>,
     ) {
-        let mut encoded = |object: &K| Some((key_of(object), text_of(object)?));
+        let dictionary = self.dictionary;
+        let scratch = &mut self.scratch;
+        let mut encoded = |object: &'a K| {
+            let text = text_of(object)?;
+            Some((key_of(object), dictionary.compress(&text, scratch)?))
+        };
         match event {
             watcher::Event::Apply(object) => {
                 if let Some((key, text)) = encoded(object) {

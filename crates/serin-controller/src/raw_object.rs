@@ -85,11 +85,7 @@ impl<K: Resource<DynamicType = ()>> Resource for RawObject<K> {
 
 impl<'de, K: Resource<DynamicType = ()>> serde::Deserialize<'de> for RawObject<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let Object {
-            fields,
-            metadata,
-            metadata_at,
-        } = deserializer.deserialize_map(ObjectFields)?;
+        let Object { fields, metadata } = deserializer.deserialize_map(ObjectFields)?;
         // managedFields are skipped as text: decoding their field sets is most of a
         // metadata's cost, and nothing reads them.
         let metadata_text = match metadata {
@@ -120,7 +116,10 @@ impl<'de, K: Resource<DynamicType = ()>> serde::Deserialize<'de> for RawObject<K
             metadata_text.len()
                 + fields
                     .iter()
-                    .map(|(_, v)| v.get().len() + 16)
+                    .map(|(_, value)| match value {
+                        Field::Text(text) => text.get().len() + 16,
+                        Field::Metadata => 16,
+                    })
                     .sum::<usize>(),
         );
         text.push(b'{');
@@ -133,25 +132,16 @@ impl<'de, K: Resource<DynamicType = ()>> serde::Deserialize<'de> for RawObject<K
                 text.push(b',');
             }
         }
-        // The fields in the order they came, the metadata (slimmed) where it was.
-        let metadata_field: &[u8] = br#""metadata":"#;
-        for index in 0..=fields.len() {
-            if metadata_at == Some(index) {
-                if index > 0 {
-                    text.push(b',');
-                }
-                text.extend_from_slice(metadata_field);
-                text.extend_from_slice(&metadata_text);
-            }
-            let Some((key, value)) = fields.get(index) else {
-                break;
-            };
-            if index > 0 || metadata_at == Some(0) {
+        for (index, (key, value)) in fields.iter().enumerate() {
+            if index > 0 {
                 text.push(b',');
             }
             serde_json::to_writer(&mut text, key).map_err(D::Error::custom)?;
             text.push(b':');
-            text.extend_from_slice(value.get().as_bytes());
+            match value {
+                Field::Text(value) => text.extend_from_slice(value.get().as_bytes()),
+                Field::Metadata => text.extend_from_slice(&metadata_text),
+            }
         }
         text.push(b'}');
         Ok(RawObject {
@@ -166,12 +156,18 @@ impl<'de, K: Resource<DynamicType = ()>> serde::Deserialize<'de> for RawObject<K
 /// the API client reads each watch event and each list from a string it holds.
 type RawFields<'de> = Vec<(&'de str, &'de RawValue)>;
 
-/// An object's fields other than `metadata`, and the fields of its metadata, read in one pass.
+/// An object's fields in their order, and the fields of its metadata, read in the same pass.
 struct Object<'de> {
-    fields: RawFields<'de>,
+    fields: Vec<(&'de str, Field<'de>)>,
     metadata: Option<RawFields<'de>>,
-    /// How many of `fields` came before the metadata.
-    metadata_at: Option<usize>,
+}
+
+/// The value of one of an object's fields.
+enum Field<'de> {
+    /// As its text.
+    Text(&'de RawValue),
+    /// The metadata, kept apart in [`Object::metadata`].
+    Metadata,
 }
 
 struct ObjectFields;
@@ -187,17 +183,15 @@ impl<'de> Visitor<'de> for ObjectFields {
         let mut object = Object {
             fields: Vec::with_capacity(map.size_hint().unwrap_or(5)),
             metadata: None,
-            metadata_at: None,
         };
         while let Some(key) = map.next_key::<&'de str>()? {
-            if key == "metadata" {
+            let value = if key == "metadata" {
                 object.metadata = Some(map.next_value::<MetadataFields<'de>>()?.0);
-                object.metadata_at = Some(object.fields.len());
+                Field::Metadata
             } else {
-                object
-                    .fields
-                    .push((key, map.next_value::<&'de RawValue>()?));
-            }
+                Field::Text(map.next_value()?)
+            };
+            object.fields.push((key, value));
         }
         Ok(object)
     }

@@ -84,8 +84,12 @@ mod tests {
         let second = target(2, "podinfo:6.0.1");
         assert_eq!(hashes.of(&key, &second), Some(hash_of(&second)));
         assert_ne!(hash_of(&first), hash_of(&second));
-        // The same generation again is the kept hash, which is the hash of that generation.
-        assert_eq!(hashes.of(&key, &second), Some(hash_of(&second)));
+        // The same generation again is the kept hash, which is the hash of that generation: a
+        // template that changed without a new generation (the API server never does that) shows
+        // the hash was kept, not computed again.
+        let mut unchanged = target(2, "podinfo:6.0.2");
+        unchanged.metadata.resource_version = Some("a status change later".into());
+        assert_eq!(hashes.of(&key, &unchanged), Some(hash_of(&second)));
         hashes.forget_unless(&|_| false);
         assert!(hashes.hashes.lock().unwrap().is_empty());
     }
