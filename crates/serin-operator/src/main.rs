@@ -134,13 +134,15 @@ fn main() -> std::process::ExitCode {
     {
         return std::process::ExitCode::from(wget::run(&args.collect::<Vec<_>>()));
     }
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    // One worker by default: the operator waits on the API server far more than it computes, and
+    // One thread by default: the operator waits on the API server far more than it computes, and
     // a second worker mostly wakes up to find nothing to do (twice the context switches, a fifth
-    // more CPU at 1,000 Canaries). TOKIO_WORKER_THREADS=N gives it N.
-    if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
-        builder.worker_threads(1);
-    }
+    // more CPU at 1,000 Canaries). The current-thread scheduler also wakes a task that a timer
+    // fires without a second turn of the I/O driver. TOKIO_WORKER_THREADS=N gives it N workers.
+    let mut builder = if std::env::var_os("TOKIO_WORKER_THREADS").is_some() {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
     let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -148,8 +150,8 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    // On a worker thread, the controller's streams and the reconciles they spawn share a worker's
-    // queue; from the main thread, every spawn and every completion crosses threads with a wakeup.
+    // As a task, the operator's main future shares the scheduler's queue with the controller's
+    // streams and reconciles; with workers, it would otherwise cross threads at every wakeup.
     runtime.block_on(async {
         tokio::spawn(run_main())
             .await
