@@ -136,8 +136,8 @@ fn main() -> std::process::ExitCode {
     }
     // One thread by default: the operator waits on the API server far more than it computes, and
     // a second worker mostly wakes up to find nothing to do (twice the context switches, a fifth
-    // more CPU at 1,000 Canaries). The current-thread scheduler also wakes a task that a timer
-    // fires without a second turn of the I/O driver. TOKIO_WORKER_THREADS=N gives it N workers.
+    // more CPU at 1,000 Canaries). The current-thread scheduler used 3 to 14% less CPU than the
+    // multi-thread one with one worker (docs/scale.md). TOKIO_WORKER_THREADS=N gives N workers.
     let mut builder = if std::env::var_os("TOKIO_WORKER_THREADS").is_some() {
         tokio::runtime::Builder::new_multi_thread()
     } else {
