@@ -983,12 +983,14 @@ canary_watch_start() {
 }
 
 # canary_watch_read: the watch's next line, in CANARY_WATCH_LINE; returns 0 with a line, 1 when none
-# began within CANARY_WATCH_WAIT seconds (0.5), and 2 when the watch ended.
+# began within CANARY_WATCH_WAIT seconds (0.5), and 2 when the watch ended (or a begun line did not
+# end within 5 s: watching again reads the Canary's state afresh).
 #
-# Only a line's first character is read with a timeout: bash's `read -t` can take a line's newline
-# from the pipe and still report the timeout, which left that line unended until the next one came
-# (and the last line of a release never ended). A single character bash keeps when it times out,
-# and the rest of a begun line is on its way. e2e/fixtures/watch-read-check.sh counts both.
+# Only a line's first character is read with the short timeout: bash's `read -t` can take a line's
+# newline from the pipe and still report the timeout, which left that line unended until the next
+# one came (and the last line of a release never ended). A single character bash keeps when it
+# times out, and kubectl writes the rest of a line (its text, then its newline) at once.
+# e2e/fixtures/watch-read-check.sh counts what each way loses.
 canary_watch_read() {
   local first rest rc=0
   CANARY_WATCH_LINE=""
@@ -1000,7 +1002,7 @@ canary_watch_read() {
   fi
   # An empty first character is an empty line.
   [[ -n $first ]] || return 0
-  IFS= read -r -u "$CANARY_WATCH_FD" rest || return 2
+  IFS= read -r -t 5 -u "$CANARY_WATCH_FD" rest || return 2
   CANARY_WATCH_LINE=$first$rest
 }
 
