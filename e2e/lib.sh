@@ -989,7 +989,7 @@ canary_watch_start() {
 # Only a line's first character is read with the short timeout: bash's `read -t` can take a line's
 # newline from the pipe and still report the timeout, which left that line unended until the next
 # one came (and the last line of a release never ended). A single character bash keeps when it
-# times out, and kubectl writes the rest of a line (its text, then its newline) at once.
+# times out, and kubectl writes the rest of a line (its text, then its newline) right after it.
 # e2e/fixtures/watch-read-check.sh counts what each way loses.
 canary_watch_read() {
   local first rest rc=0
@@ -1050,8 +1050,9 @@ follow_canary() {
         changed=yes
       fi
     elif ((rc == 2)); then
-      # The watch ended (the server closed it); a new one starts with the Canary's state then.
-      log "the watch of canary/$name ended; watching again"
+      # The watch ended (the server closed it) or stalled in the middle of a line; a new one
+      # starts with the Canary's state then.
+      log "the watch of canary/$name ended or stalled mid-line; watching again"
       canary_watch_stop
       sleep 0.5
       canary_watch_start "$name"
