@@ -611,6 +611,9 @@ pub const RETRY_ANNOTATION: &str = "serin.dev/retry";
 /// Annotation holding the token of the latest `restart` request: run the analysis of the
 /// target's current revision again from the start.
 pub const RESTART_ANNOTATION: &str = "serin.dev/restart";
+/// The annotation with which an object's owner lets the Canary it names (in the same namespace)
+/// take the object over: `serin.dev/adopt: <canary name>`.
+pub const ADOPT_ANNOTATION: &str = "serin.dev/adopt";
 
 /// A manual request on a release: the annotation that carries its token, and where the operator
 /// records the token once it has acted on it.

@@ -14,6 +14,7 @@ use kube::Resource;
 use kube::runtime::watcher;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serin_api::ADOPT_ANNOTATION;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -47,24 +48,28 @@ impl Dictionary {
     /// For Gateway API HTTPRoutes.
     pub const HTTP_ROUTES: Dictionary = Dictionary(include_bytes!("json_store/http_routes.jsonl"));
 
-    /// `text` compressed, its length in front as [`Dictionary::decompress`] reads it (`None`
-    /// past 4 GiB, far beyond what an API server stores); `scratch` is where it is compressed,
+    /// An entry for `text`: `head` in front of `text` compressed (see [`Entry`]); `None` past
+    /// 4 GiB of text, far beyond what an API server stores. `scratch` is where it is compressed,
     /// kept from one object to the next so that it is neither allocated nor zeroed again.
-    fn compress(self, text: &[u8], scratch: &mut Vec<u8>) -> Option<Arc<[u8]>> {
+    fn compress(self, head: &[u8], text: &[u8], scratch: &mut Vec<u8>) -> Option<Arc<[u8]>> {
         let length = u32::try_from(text.len()).ok()?;
-        let bound = 4 + lz4_flex::block::get_maximum_output_size(text.len());
+        let head_length = u16::try_from(head.len()).ok()?;
+        let start = 2 + head.len() + 4;
+        let bound = start + lz4_flex::block::get_maximum_output_size(text.len());
         if scratch.len() < bound {
             scratch.resize(bound, 0);
         }
-        scratch[..4].copy_from_slice(&length.to_le_bytes());
-        let output = &mut scratch[4..];
+        scratch[..2].copy_from_slice(&head_length.to_le_bytes());
+        scratch[2..2 + head.len()].copy_from_slice(head);
+        scratch[start - 4..start].copy_from_slice(&length.to_le_bytes());
+        let output = &mut scratch[start..];
         let written = if self.0.is_empty() {
             lz4_flex::block::compress_into(text, output)
         } else {
             lz4_flex::block::compress_into_with_dict(text, output, self.0)
         }
         .ok()?;
-        let compressed = Arc::from(&scratch[..4 + written]);
+        let compressed = Arc::from(&scratch[..start + written]);
         // A rare large object does not keep its space for the small ones after it.
         if scratch.len() > SCRATCH_KEPT {
             *scratch = Vec::new();
@@ -72,10 +77,101 @@ impl Dictionary {
         Some(compressed)
     }
 
-    /// The text of `compressed`; `None` only if it was not made by [`Dictionary::compress`] with
+    /// The text of `entry`; `None` only if it was not made by [`Dictionary::compress`] with
     /// this dictionary.
-    fn decompress(self, compressed: &[u8]) -> Option<Vec<u8>> {
+    fn decompress(self, entry: &[u8]) -> Option<Vec<u8>> {
+        let (_, compressed) = Entry::split(entry)?;
         lz4_flex::block::decompress_size_prepended_with_dict(compressed, self.0).ok()
+    }
+}
+
+/// The layout of a cache entry: the length of its head (two bytes, little-endian), the head, then
+/// the object's text compressed with its length in front. The head is the object's
+/// [`Ownership`] with [`ADOPT_ANNOTATION`] (see [`head`]), which every tick checks of each object
+/// it would write: kept beside the text, the check neither decompresses nor parses the object.
+/// An empty head (an ownership too large to encode) leaves the check to read the text.
+struct Entry;
+
+impl Entry {
+    /// The head and the compressed text of `entry`.
+    fn split(entry: &[u8]) -> Option<(&[u8], &[u8])> {
+        let length = u16::from_le_bytes(entry.get(..2)?.try_into().ok()?) as usize;
+        let head = entry.get(2..2 + length)?;
+        Some((head, &entry[2 + length..]))
+    }
+}
+
+/// An [`Ownership`] as bytes: its resourceVersion and annotation (each a two-byte length, or
+/// `0xFFFF` for none, then the text), then the number of controllers (two bytes) and each uid.
+mod head {
+    use super::Ownership;
+
+    const NONE: u16 = u16::MAX;
+
+    fn put(out: &mut Vec<u8>, text: Option<&str>) -> Option<()> {
+        match text {
+            None => out.extend_from_slice(&NONE.to_le_bytes()),
+            Some(text) => {
+                let length = u16::try_from(text.len()).ok().filter(|l| *l != NONE)?;
+                out.extend_from_slice(&length.to_le_bytes());
+                out.extend_from_slice(text.as_bytes());
+            }
+        }
+        Some(())
+    }
+
+    /// `ownership` encoded into `out` (cleared first); empty when a field is too long to encode.
+    pub(super) fn encode(ownership: &Ownership, out: &mut Vec<u8>) {
+        out.clear();
+        let encoded = (|| {
+            put(out, ownership.resource_version.as_deref())?;
+            put(out, ownership.annotation.as_deref())?;
+            let count = u16::try_from(ownership.controllers.len()).ok()?;
+            out.extend_from_slice(&count.to_le_bytes());
+            for uid in &ownership.controllers {
+                put(out, Some(uid))?;
+            }
+            u16::try_from(out.len()).ok()
+        })();
+        if encoded.is_none() {
+            out.clear();
+        }
+    }
+
+    struct Reader<'a>(&'a [u8]);
+
+    impl Reader<'_> {
+        fn number(&mut self) -> Option<u16> {
+            let (number, rest) = self.0.split_first_chunk::<2>()?;
+            self.0 = rest;
+            Some(u16::from_le_bytes(*number))
+        }
+
+        fn text(&mut self) -> Option<Option<String>> {
+            let length = self.number()?;
+            if length == NONE {
+                return Some(None);
+            }
+            let (text, rest) = self.0.split_at_checked(length as usize)?;
+            self.0 = rest;
+            Some(Some(std::str::from_utf8(text).ok()?.to_string()))
+        }
+    }
+
+    /// The ownership `bytes` encode; `None` for an empty or damaged head.
+    pub(super) fn decode(bytes: &[u8]) -> Option<Ownership> {
+        let mut reader = Reader(bytes);
+        let resource_version = reader.text()?;
+        let annotation = reader.text()?;
+        let count = reader.number()?;
+        let controllers = (0..count)
+            .map(|_| reader.text()?)
+            .collect::<Option<Vec<String>>>()?;
+        reader.0.is_empty().then_some(Ownership {
+            controllers,
+            annotation,
+            resource_version,
+        })
     }
 }
 
@@ -97,6 +193,8 @@ pub struct JsonWriter {
     ready: tokio::sync::watch::Sender<bool>,
     /// Where objects are compressed (see [`Dictionary::compress`]).
     scratch: Vec<u8>,
+    /// Where each object's head is encoded (see [`Entry`]).
+    head: Vec<u8>,
 }
 
 /// How many objects a store holds and the bytes they take.
@@ -127,6 +225,7 @@ impl JsonStore {
                 relist: None,
                 ready: sender,
                 scratch: Default::default(),
+                head: Default::default(),
             },
         )
     }
@@ -146,7 +245,17 @@ impl JsonStore {
         name: &str,
         annotation: Option<&str>,
     ) -> Option<Ownership> {
-        let text = self.text(namespace, name)?;
+        let entry = self.entry(namespace, name)?;
+        if annotation.is_none_or(|key| key == ADOPT_ANNOTATION) {
+            let kept = Entry::split(&entry).and_then(|(head, _)| head::decode(head));
+            if let Some(mut ownership) = kept {
+                if annotation.is_none() {
+                    ownership.annotation = None;
+                }
+                return Some(ownership);
+            }
+        }
+        let text = self.dictionary.decompress(&entry)?;
         let head: OwnershipHead = head_of(&text)?;
         Some(Ownership {
             controllers: head
@@ -225,10 +334,11 @@ impl JsonWriter {
         text_of: impl Fn(&'a K) -> Option<Cow<'a, [u8]>>,
     ) {
         let dictionary = self.dictionary;
-        let scratch = &mut self.scratch;
+        let (scratch, head) = (&mut self.scratch, &mut self.head);
         let mut encoded = |object: &'a K| {
             let text = text_of(object)?;
-            Some((key_of(object), dictionary.compress(&text, scratch)?))
+            head::encode(&Ownership::of(object.meta(), Some(ADOPT_ANNOTATION)), head);
+            Some((key_of(object), dictionary.compress(head, &text, scratch)?))
         };
         match event {
             watcher::Event::Apply(object) => {
@@ -389,7 +499,7 @@ mod tests {
         let small = br#"{"kind":"Deployment"}"#.to_vec();
         for dictionary in [Dictionary::DEPLOYMENTS, Dictionary::NONE] {
             for text in [&large, &huge, &small, &large] {
-                let compressed = dictionary.compress(text, &mut scratch).unwrap();
+                let compressed = dictionary.compress(b"", text, &mut scratch).unwrap();
                 assert_eq!(dictionary.decompress(&compressed).as_ref(), Some(text));
             }
             // The space a huge object needed is not kept.
@@ -458,6 +568,50 @@ mod tests {
     }
 
     #[test]
+    fn the_head_kept_with_an_entry_says_what_its_text_says() {
+        let ownerships = [
+            Ownership::default(),
+            Ownership {
+                controllers: vec!["u1".into(), "ü2".into()],
+                annotation: Some(String::new()),
+                resource_version: Some("7".into()),
+            },
+        ];
+        let mut bytes = Vec::new();
+        for ownership in &ownerships {
+            head::encode(ownership, &mut bytes);
+            assert_eq!(head::decode(&bytes).as_ref(), Some(ownership));
+            // A damaged head is not believed.
+            assert_eq!(head::decode(&bytes[..bytes.len() - 1]), None);
+        }
+        assert_eq!(head::decode(b""), None);
+
+        // An annotation too long for a head is read from the text instead.
+        let (store, mut writer) = JsonStore::new(Dictionary::SERVICES);
+        let mut long = deployment("long", 1);
+        let value = "x".repeat(70_000);
+        long.metadata.annotations = Some([(ADOPT_ANNOTATION.to_string(), value.clone())].into());
+        long.metadata.resource_version = Some("9".into());
+        writer.apply(&watcher::Event::Apply(long));
+        let entry = store.entry("test", "long").unwrap();
+        assert_eq!(Entry::split(&entry).map(|(head, _)| head.len()), Some(0));
+        assert_eq!(
+            store.ownership("test", "long", Some(ADOPT_ANNOTATION)),
+            Some(Ownership {
+                controllers: Vec::new(),
+                annotation: Some(value),
+                resource_version: Some("9".into()),
+            })
+        );
+        assert_eq!(
+            store
+                .ownership("test", "long", None)
+                .and_then(|o| o.annotation),
+            None
+        );
+    }
+
+    #[test]
     fn metadata_is_read_wherever_it_is_and_what_follows_it_is_not_read() {
         let name = |text: &str| head_of::<ObjectMeta>(text.as_bytes()).map(|m| m.name);
         assert_eq!(
@@ -509,10 +663,12 @@ mod tests {
         let footprint = store.footprint();
         assert_eq!(footprint.objects, 1);
         let text = serde_json::to_vec(&deployment("podinfo", 2)).unwrap();
+        let mut head_of_podinfo = Vec::new();
+        head::encode(&Ownership::default(), &mut head_of_podinfo);
         assert_eq!(
             footprint.bytes,
             Dictionary::NONE
-                .compress(&text, &mut Vec::new())
+                .compress(&head_of_podinfo, &text, &mut Vec::new())
                 .unwrap()
                 .len()
         );
@@ -573,6 +729,7 @@ mod tests {
         // Without the dictionary, one object alone repeats too little to compress as well.
         let alone = Dictionary::NONE
             .compress(
+                b"",
                 &serde_json::to_vec(&served_deployment()).unwrap(),
                 &mut Vec::new(),
             )

@@ -13,9 +13,7 @@ use serde_json::Value;
 use serin_core::revision::ConfigKind;
 use std::collections::BTreeSet;
 
-/// The annotation with which an object's owner lets the Canary it names (in the same namespace)
-/// take the object over: `serin.dev/adopt: <canary name>`.
-pub const ADOPT_ANNOTATION: &str = "serin.dev/adopt";
+pub use serin_api::ADOPT_ANNOTATION;
 
 /// What taking an object over means for its owner, said in the hold message.
 #[derive(Clone, Copy)]
