@@ -237,8 +237,8 @@ impl JsonStore {
     }
 
     /// Who the object `name` in `namespace` belongs to, with the value of its `annotation` when
-    /// one is named: a tick checks this of every object it would write, so only these fields of
-    /// the metadata are decoded.
+    /// one is named: a tick checks this of every object it would write, so it is read from the
+    /// head kept beside the text, and only for another annotation from the object's metadata.
     pub fn ownership(
         &self,
         namespace: &str,
