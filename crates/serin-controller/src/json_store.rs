@@ -568,7 +568,7 @@ mod tests {
     }
 
     #[test]
-    fn the_head_kept_with_an_entry_says_what_its_text_says() {
+    fn a_head_reads_back_as_written_and_one_too_long_leaves_the_check_to_the_text() {
         let ownerships = [
             Ownership::default(),
             Ownership {
