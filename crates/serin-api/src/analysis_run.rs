@@ -187,10 +187,18 @@ pub struct AnalysisRunStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// When the run started.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::timestamp::micros"
+    )]
     pub started_at: Option<MicroTime>,
     /// When the run ended.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::timestamp::micros"
+    )]
     pub finished_at: Option<MicroTime>,
     /// Each metric's counts and measurements.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -247,7 +255,11 @@ pub struct MeasurementStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// When it was taken.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::timestamp::micros"
+    )]
     pub finished_at: Option<MicroTime>,
 }
 

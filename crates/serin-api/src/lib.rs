@@ -21,6 +21,7 @@ pub mod object_ref;
 pub mod reference;
 pub mod schema;
 pub mod status;
+pub mod timestamp;
 pub mod validate;
 
 pub use alert_provider::{AlertProvider, AlertProviderSpec};

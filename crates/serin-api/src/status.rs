@@ -99,7 +99,11 @@ pub struct CanaryStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracked_configs: Option<BTreeMap<String, String>>,
     /// When a status field other than the bookkeeping times last changed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::timestamp::seconds"
+    )]
     pub last_transition_time: Option<Time>,
     /// `name=value` cookie pinning users to the canary in the current run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -118,7 +122,11 @@ pub struct CanaryStatus {
     pub current_step_index: Option<i32>,
     /// When the current step, pause or timed wait started (to the microsecond, so a pause ends on
     /// time rather than up to a second late).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::timestamp::micros"
+    )]
     pub step_start_time: Option<MicroTime>,
     /// Replicas the release serves with at full traffic, fixed when the run starts; the canary and
     /// (with dynamicStableScale) the primary are sized from it.
@@ -126,18 +134,30 @@ pub struct CanaryStatus {
     pub desired_replicas: Option<i32>,
     /// When the last analysis tick ran (to the microsecond); the next one is due one interval
     /// later.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::timestamp::micros"
+    )]
     pub last_tick_time: Option<MicroTime>,
     /// Since when a confirm-* gate has given no answer at all (timeouts, refused connections,
     /// retryable errors); past `progressDeadlineSeconds` the release is rolled back.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::timestamp::seconds"
+    )]
     pub unanswered_gate_since: Option<Time>,
     /// The last result of each metric check in the current run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub metric_checks: Vec<MetricCheckStatus>,
     /// When the current release (or its latest restart) started; its analyses are the runs
     /// started since.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::timestamp::micros"
+    )]
     pub release_started_at: Option<MicroTime>,
     /// Every measurement of the current release's analyses and of the latest earlier ones, run by
     /// run (bounded by `measurementRetention` and `serin_api::limits`).
@@ -183,10 +203,18 @@ pub struct CanaryCondition {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// When the condition was last written.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::timestamp::seconds"
+    )]
     pub last_update_time: Option<Time>,
     /// When `status` last changed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::timestamp::seconds"
+    )]
     pub last_transition_time: Option<Time>,
     /// The phase name, or what blocks the Canary (`InvalidSpec`, `TargetNotFound`, ...).
     pub reason: String,
@@ -210,7 +238,11 @@ pub struct MetricCheckStatus {
     #[serde(default)]
     pub message: String,
     /// When it was evaluated.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::timestamp::seconds"
+    )]
     pub time: Option<Time>,
 }
 
@@ -222,7 +254,11 @@ pub struct HandledRequests {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promote: Option<String>,
     /// When the last `promote` was acted on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::timestamp::seconds"
+    )]
     pub promoted_at: Option<Time>,
     /// Token of the last handled `promote --full`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -34,9 +34,9 @@ async fn apply(
     namespace: &str,
     api: &ApiResource,
     object: &Value,
-) -> Result<(), Error> {
+) -> Result<Option<String>, Error> {
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
-    let _: written::Written = written::patch(
+    let written: written::Written = written::patch(
         client,
         &written::request::<DynamicObject>(api, namespace),
         name,
@@ -45,7 +45,7 @@ async fn apply(
         &Patch::Apply(object),
     )
     .await?;
-    Ok(())
+    Ok(written.metadata.resource_version)
 }
 
 /// Creates `object` unless it exists already (the cache may not have seen our own creation yet,
@@ -141,7 +141,8 @@ fn digest(object: &Value) -> u64 {
 pub(super) struct Applied {
     /// The digest of the object applied.
     digest: u64,
-    /// The resourceVersion at which the cache last showed the object containing it, if it has.
+    /// The resourceVersion at which the object was known to contain it: the version the apply
+    /// made, or the one at which the cache last showed it containing it.
     seen_at: Option<String>,
 }
 
@@ -156,9 +157,9 @@ impl Applied {
 impl Tick<'_> {
     /// Applies a Service, DestinationRule or VirtualService, unless this operator applied the same
     /// object last time and the cache shows it unchanged since: most ticks would rewrite identical
-    /// routing objects otherwise. Once the cache has shown an applied object in full, later ticks
-    /// compare its resourceVersion only, and decode it again when it changed. Says whether it
-    /// wrote.
+    /// routing objects otherwise. Later ticks compare the cached object's resourceVersion with
+    /// the one the apply made (or the cache last showed containing it) and decode the object
+    /// only when it changed. Says whether it wrote.
     async fn apply_routing(&self, api: &ApiResource, object: &Value) -> Result<bool, Error> {
         let kind = object["kind"].as_str().unwrap_or_default();
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
@@ -202,8 +203,10 @@ impl Tick<'_> {
                 return Ok(false);
             }
         }
-        apply(&self.ctx.client, &self.namespace, api, object).await?;
-        self.remember_applied(key, wanted, None);
+        // A forced server-side apply leaves the object holding every field applied, so the
+        // version it answers with is one the cache can be trusted to show containing them.
+        let written = apply(&self.ctx.client, &self.namespace, api, object).await?;
+        self.remember_applied(key, wanted, written);
         Ok(true)
     }
 
