@@ -5,11 +5,12 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use k8s_openapi::jiff::{Timestamp, tz::Offset};
 use serde::Serializer;
+use serde::ser::Error as _;
 
 /// Serializes `Some(time)` as `2026-12-03T17:35:29Z`, the text of k8s-openapi's `Time`.
 pub fn seconds<S: Serializer>(time: &Option<Time>, serializer: S) -> Result<S::Ok, S::Error> {
     match time {
-        Some(time) => serializer.serialize_str(&text(time.0, false)),
+        Some(time) => serializer.serialize_str(&text(time.0, false).map_err(S::Error::custom)?),
         None => serializer.serialize_none(),
     }
 }
@@ -18,13 +19,14 @@ pub fn seconds<S: Serializer>(time: &Option<Time>, serializer: S) -> Result<S::O
 /// `MicroTime`.
 pub fn micros<S: Serializer>(time: &Option<MicroTime>, serializer: S) -> Result<S::Ok, S::Error> {
     match time {
-        Some(time) => serializer.serialize_str(&text(time.0, true)),
+        Some(time) => serializer.serialize_str(&text(time.0, true).map_err(S::Error::custom)?),
         None => serializer.serialize_none(),
     }
 }
 
-/// `at` in UTC to the second, or to the microsecond with `micros`.
-fn text(at: Timestamp, micros: bool) -> String {
+/// `at` in UTC to the second, or to the microsecond with `micros`; an error only where
+/// k8s-openapi's own formatting would fail too.
+fn text(at: Timestamp, micros: bool) -> Result<String, k8s_openapi::jiff::Error> {
     let civil = Offset::UTC.to_datetime(at);
     let Ok(year) = u32::try_from(civil.year()) else {
         return strftime(at, micros);
@@ -50,7 +52,7 @@ fn text(at: Timestamp, micros: bool) -> String {
         );
     }
     text.push('Z');
-    text
+    Ok(text)
 }
 
 /// Appends the last `width` decimal digits of `value`, zero-padded.
@@ -62,13 +64,13 @@ fn push_digits(text: &mut String, value: u32, width: u32) {
 }
 
 /// The years before 0 (the latest a `Timestamp` holds is in 9999), as k8s-openapi formats them.
-fn strftime(at: Timestamp, micros: bool) -> String {
+fn strftime(at: Timestamp, micros: bool) -> Result<String, k8s_openapi::jiff::Error> {
     let format = if micros {
         "%Y-%m-%dT%H:%M:%S%.6fZ"
     } else {
         "%Y-%m-%dT%H:%M:%SZ"
     };
-    k8s_openapi::jiff::fmt::strtime::format(format, at).unwrap_or_default()
+    k8s_openapi::jiff::fmt::strtime::format(format, at)
 }
 
 #[cfg(test)]
